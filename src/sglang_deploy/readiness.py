@@ -1,0 +1,333 @@
+"""Readiness of an SGLang server, crash detection of its systemd unit, output sanity (stdlib only, 3.10+).
+
+Shipped to hosts as module_utils/sglang_readiness.py (a symlink to this file) for the `sglang_ready`
+module. SGLang signals readiness like this: the port is closed while weights load, GET /health answers
+503 during warm-up and 200 once the server is up. /v1/models answers before warm-up ends, so it is not
+used. While waiting, a thread polls `systemctl show` for the unit; when the process exits or restarts
+the wait fails at once with the unit's state and the journal's last lines (the traceback).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import threading
+import time
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from urllib.parse import urlsplit
+
+HEALTH_PATH = "/health"
+UNIT_PROPERTIES = ("ActiveState", "SubState", "MainPID", "NRestarts", "ExecMainStatus", "LoadState",
+                   "ExecMainStartTimestamp")
+JOURNAL_LINES = 60
+PROBE_TIMEOUT_S = 5.0
+
+SANITY_PROMPTS = (
+    "What is the capital of France? Answer with one word.",
+    "Count from 1 to 10, separated by commas.",
+    "Write one short sentence about the sea.",
+)
+SANITY_MAX_TOKENS = 32
+REPEAT_MIN_CHARS = 4
+REPEAT_SHARE = 0.9
+BAD_CHAR_RATIO = 0.1
+
+
+class ServerDied(Exception):
+    """The unit's process exited or restarted while we waited."""
+
+    def __init__(self, reason: str, state: dict, journal: list):
+        super().__init__(reason)
+        self.reason = reason
+        self.state = state
+        self.journal = journal
+
+
+class NotReady(Exception):
+    """Timed out; `stage` is the last stage seen (closed, warming, error)."""
+
+    def __init__(self, message: str, stage: str, attempts: int, health_status):
+        super().__init__(message)
+        self.stage = stage
+        self.attempts = attempts
+        self.health_status = health_status
+
+
+class SanityError(Exception):
+    """A sanity prompt produced output that is not plausible text."""
+
+    def __init__(self, check: str, prompt: str, output: str, detail: str, outputs: list):
+        super().__init__(f"output sanity check '{check}' failed ({detail}) for prompt {prompt!r}: "
+                         f"output {output[:200]!r}")
+        self.check = check
+        self.prompt = prompt
+        self.output = output
+        self.outputs = outputs
+
+
+# --------------------------------------------------------------------------------------------------
+# systemd (the two functions tests monkeypatch)
+
+
+def run_systemctl_show(unit: str) -> dict:
+    """`systemctl show -p ActiveState,... UNIT` as a dict of strings."""
+    proc = subprocess.run(["systemctl", "show", "-p", ",".join(UNIT_PROPERTIES), unit],
+                          capture_output=True, text=True, timeout=10, check=False)
+    out = {}
+    for line in proc.stdout.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key] = value
+    if proc.returncode != 0 and not out:
+        raise RuntimeError(f"systemctl show {unit} failed: {proc.stderr.strip()}")
+    return out
+
+
+def run_journalctl(unit: str, since: str) -> list:
+    """The last JOURNAL_LINES message lines of the unit since `since`."""
+    proc = subprocess.run(["journalctl", "-u", unit, "--since", since, "-n", str(JOURNAL_LINES),
+                           "--no-pager", "-o", "cat"], capture_output=True, text=True, timeout=15, check=False)
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0 and not lines:
+        return [f"(journalctl failed: {proc.stderr.strip()})"]
+    return lines
+
+
+def _int(value, default: int = 0) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+@dataclass
+class UnitWatch:
+    """Decides from successive `systemctl show` readings whether the server process died."""
+
+    unit: str
+    started: float = field(default_factory=time.time)
+    baseline: dict | None = None
+    last: dict | None = None
+
+    def since(self) -> str:
+        """Journal start: the current process's start time, else when the wait started."""
+        ts = (self.baseline or {}).get("ExecMainStartTimestamp", "").strip()
+        if ts and ts != "n/a":
+            return ts
+        return datetime.fromtimestamp(self.started).strftime("%Y-%m-%d %H:%M:%S")
+
+    def check(self) -> str | None:
+        """Poll once; a reason string when the process died or restarted, else None."""
+        st = run_systemctl_show(self.unit)
+        self.last = st
+        if self.baseline is None:
+            self.baseline = dict(st)
+        base = self.baseline
+        active, sub = st.get("ActiveState", ""), st.get("SubState", "")
+        pid, base_pid = _int(st.get("MainPID")), _int(base.get("MainPID"))
+        if st.get("LoadState") == "not-found":
+            return f"unit {self.unit} not found"
+        if active == "failed":
+            return f"unit {self.unit} failed ({sub}, exit status {st.get('ExecMainStatus')})"
+        if active in ("inactive", "deactivating"):
+            return f"unit {self.unit} is {active} ({sub}, exit status {st.get('ExecMainStatus')})"
+        if active == "activating" and sub == "auto-restart":
+            return f"unit {self.unit} is waiting to restart (exit status {st.get('ExecMainStatus')})"
+        if _int(st.get("NRestarts")) > _int(base.get("NRestarts")):
+            return f"unit {self.unit} restarted ({base.get('NRestarts')} -> {st.get('NRestarts')} restarts)"
+        if base_pid == 0 and pid:
+            base["MainPID"] = str(pid)
+        elif base_pid and pid != base_pid:
+            return f"unit {self.unit} main PID changed {base_pid} -> {pid}"
+        return None
+
+    def died(self, reason: str) -> ServerDied:
+        return ServerDied(reason, dict(self.last or {}), run_journalctl(self.unit, self.since()))
+
+
+class _Watcher(threading.Thread):
+    """Polls the unit every `interval` seconds in the background; sets `event` when it died."""
+
+    def __init__(self, watch: UnitWatch, interval: float):
+        super().__init__(daemon=True, name="sglang-unit-watch")
+        self.watch = watch
+        self.interval = interval
+        self.event = threading.Event()
+        self.stop = threading.Event()
+        self.reason: str | None = None
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                reason = self.watch.check()
+            except Exception as exc:  # noqa: BLE001 - a broken systemctl must surface, not hang the wait
+                reason = f"cannot read unit state: {exc}"
+            if reason:
+                self.reason = reason
+                self.event.set()
+                return
+            self.stop.wait(self.interval)
+
+
+# --------------------------------------------------------------------------------------------------
+# HTTP
+
+
+def _split(url: str) -> tuple:
+    parts = urlsplit(url if "://" in url else "http://" + url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"bad URL {url!r}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, parts.hostname, port, parts.path.rstrip("/")
+
+
+def http_request(url: str, method: str, path: str, body=None, api_key: str | None = None,
+                 timeout: float = 30.0) -> tuple:
+    """(status, headers dict lower-cased, body bytes). Raises OSError when the port is closed."""
+    scheme, host, port, base = _split(url)
+    cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+    conn = cls(host, port, timeout=timeout)
+    headers = {"Accept": "application/json"}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    try:
+        conn.request(method, base + path, body=data, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+def probe(url: str, api_key: str | None = None, timeout: float = PROBE_TIMEOUT_S) -> tuple:
+    """(stage, health status): closed (connection refused), warming (/health 503), ready (200),
+    error (anything else: timeout, other status)."""
+    try:
+        status, _, _ = http_request(url, "GET", HEALTH_PATH, api_key=api_key, timeout=timeout)
+    except ConnectionRefusedError:
+        return "closed", None
+    except (OSError, http.client.HTTPException):
+        return "error", None
+    if status == 200:
+        return "ready", status
+    if status == 503:
+        return "warming", status
+    return "error", status
+
+
+def wait_ready(url: str, *, timeout: float = 1800.0, delay: float = 0.0, sleep: float = 1.0,
+               api_key: str | None = None, unit: str | None = None) -> dict:
+    """Block until /health is 200. Raises ServerDied (unit process exited/restarted) or NotReady."""
+    start = time.monotonic()
+    deadline = start + timeout
+    watcher = None
+    if unit:
+        watcher = _Watcher(UnitWatch(unit), sleep)
+        watcher.start()
+
+    def _died_check():
+        if watcher is not None and watcher.event.is_set():
+            raise watcher.watch.died(watcher.reason)
+
+    def _pause(seconds: float):
+        if watcher is not None:
+            watcher.event.wait(seconds)
+        else:
+            time.sleep(seconds)
+        _died_check()
+
+    attempts, stage, status = 0, "closed", None
+    stages: dict = {}
+    try:
+        if delay > 0:
+            _pause(min(delay, timeout))
+        while True:
+            attempts += 1
+            stage, status = probe(url, api_key, min(PROBE_TIMEOUT_S, max(0.5, deadline - time.monotonic())))
+            _died_check()
+            now = time.monotonic()
+            stages.setdefault(stage, round(now - start, 3))
+            if stage == "ready":
+                return {"elapsed": round(now - start, 3), "attempts": attempts, "health_status": status,
+                        "first_seen": stages}
+            if now >= deadline:
+                raise NotReady(f"server at {url} not ready after {timeout:g} s (last stage: {stage}, "
+                               f"/health status {status})", stage, attempts, status)
+            _pause(min(sleep, max(0.0, deadline - now)))
+    finally:
+        if watcher is not None:
+            watcher.stop.set()
+
+
+# --------------------------------------------------------------------------------------------------
+# Output sanity
+
+
+def check_output(text: str) -> tuple | None:
+    """(check, detail) when the text is not plausible model output, else None. Checks: empty,
+    repeated_char (one character makes >= 90% of >= 4 visible chars: the "!!!!" of a broken backend),
+    not_text (control, unassigned, private-use, surrogate or U+FFFD characters > 10%)."""
+    if not text or not text.strip():
+        return "empty", "no output text"
+    visible = [c for c in text if not c.isspace()]
+    if len(visible) >= REPEAT_MIN_CHARS:
+        char, count = Counter(visible).most_common(1)[0]
+        if count / len(visible) >= REPEAT_SHARE:
+            return "repeated_char", f"{char!r} is {count} of {len(visible)} visible characters"
+    bad = sum(1 for c in text if c == "\ufffd" or (
+        c not in "\t\n\r" and unicodedata.category(c) in ("Cc", "Cs", "Co", "Cn")))
+    if bad / len(text) > BAD_CHAR_RATIO:
+        return "not_text", f"{bad} of {len(text)} characters are control/replacement/unassigned"
+    return None
+
+
+def sanity_check(url: str, model: str | None = None, api_key: str | None = None,
+                 prompts=SANITY_PROMPTS, max_tokens: int = SANITY_MAX_TOKENS, timeout: float = 120.0) -> list:
+    """Run the deterministic prompts (temperature 0); returns [{prompt, output, ...}] or raises SanityError.
+    The visible answer is `content`; when a reasoning model spent all tokens thinking, `reasoning_content`."""
+    outputs: list = []
+    for prompt in prompts:
+        body = {"messages": [{"role": "user", "content": prompt}], "temperature": 0.0,
+                "max_tokens": max_tokens, "stream": False}
+        if model:
+            body["model"] = model
+        try:
+            status, _, raw = http_request(url, "POST", "/v1/chat/completions", body, api_key, timeout)
+        except (OSError, http.client.HTTPException) as exc:
+            raise SanityError("request", prompt, "", f"{type(exc).__name__}: {exc}", outputs) from exc
+        text = raw.decode("utf-8", "replace")
+        if status != 200:
+            raise SanityError("http_status", prompt, text, f"HTTP {status}", outputs)
+        try:
+            choice = json.loads(text)["choices"][0]
+            message = choice.get("message") or {}
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise SanityError("response_format", prompt, text, "not a chat completion", outputs) from exc
+        content = message.get("content") or ""
+        field_name = "content"
+        if not content.strip() and message.get("reasoning_content"):
+            content, field_name = message["reasoning_content"], "reasoning_content"
+        entry = {"prompt": prompt, "output": content, "field": field_name,
+                 "finish_reason": choice.get("finish_reason")}
+        outputs.append(entry)
+        problem = check_output(content)
+        if problem:
+            raise SanityError(problem[0], prompt, content, problem[1], outputs)
+    return outputs
+
+
+def served_model(url: str, api_key: str | None = None, timeout: float = 10.0) -> str | None:
+    """First id of /v1/models, None when unavailable."""
+    try:
+        status, _, raw = http_request(url, "GET", "/v1/models", api_key=api_key, timeout=timeout)
+        return json.loads(raw)["data"][0]["id"] if status == 200 else None
+    except (OSError, http.client.HTTPException, ValueError, KeyError, IndexError, TypeError):
+        return None
+

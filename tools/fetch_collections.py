@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Put the collections the lab and molecule's docker driver need into ./collections, without Galaxy.
+
+They come out of the `ansible` community wheel on PyPI, which bundles them; only the ones named in
+WANTED are extracted. Idempotent: re-extracts only when the bundle version changes.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+# The ansible bundle that pairs with the ansible-core this Python gets: 14.x <-> 2.21 (Python >= 3.12),
+# 12.x <-> 2.19 (Python 3.11).
+ANSIBLE_BUNDLE = "ansible==14.5.0" if sys.version_info >= (3, 12) else "ansible==12.3.0"
+WANTED = [
+    "community.docker",  # the lab connection plugin and container modules; molecule's docker driver
+    "ansible.posix",  # required by molecule's docker driver
+    "community.library_inventory_filtering_v1",  # dependency of community.docker
+]
+DEST = Path(__file__).resolve().parent.parent / "collections"
+
+
+def _manifest(name: str) -> Path:
+    return DEST / "ansible_collections" / Path(*name.split(".")) / "MANIFEST.json"
+
+
+def main() -> int:
+    stamp = DEST / ".bundle"
+    if stamp.exists() and stamp.read_text().strip() == ANSIBLE_BUNDLE and all(_manifest(c).exists() for c in WANTED):
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", tmp, ANSIBLE_BUNDLE],
+            check=True,
+        )
+        (wheel,) = glob.glob(f"{tmp}/ansible-*.whl")
+        shutil.rmtree(DEST / "ansible_collections", ignore_errors=True)
+        prefixes = tuple(f"ansible_collections/{c.replace('.', '/')}/" for c in WANTED)
+        with zipfile.ZipFile(wheel) as archive:
+            for name in archive.namelist():
+                if name.startswith(prefixes):
+                    archive.extract(name, DEST)
+    for name in WANTED:
+        version = json.loads(_manifest(name).read_text())["collection_info"]["version"]
+        print(f"collection {name} {version} (from {ANSIBLE_BUNDLE})")
+    stamp.write_text(ANSIBLE_BUNDLE + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
