@@ -818,12 +818,16 @@ def parse_concurrency(text: str) -> list:
 def cli_main(args) -> int:
     """`sglang-deploy bench`: print the table, write the JSON when asked. 1 when any request failed."""
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-    result = run_benchmark(
-        args.url, api_key=api_key, model=args.model, concurrency=args.concurrency,
-        requests=args.requests, input_len=args.input_len, output_len=args.output_len,
-        warmup=args.warmup, timeout=args.timeout,
-        context={"invoked_by": "sglang-deploy bench"},
-        progress=lambda line: print(line, file=sys.stderr, flush=True))
+    try:
+        result = run_benchmark(
+            args.url, api_key=api_key, model=args.model, concurrency=args.concurrency,
+            requests=args.requests, input_len=args.input_len, output_len=args.output_len,
+            warmup=args.warmup, timeout=args.timeout,
+            context={"invoked_by": "sglang-deploy bench"},
+            progress=lambda line: print(line, file=sys.stderr, flush=True))
+    except (OSError, HttpError) as exc:
+        print(f"sglang-deploy bench: {exc}", file=sys.stderr)
+        return 1
     print(format_table(result))
     if args.json:
         print(f"wrote {write_result(result, args.json)}")

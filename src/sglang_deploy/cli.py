@@ -16,6 +16,39 @@ def _add_profile_commands(sub: argparse._SubParsersAction) -> None:
 
 def _add_bench_command(sub: argparse._SubParsersAction) -> None:
     """bench (issue 6)."""
+    import os
+
+    from sglang_deploy import bench
+
+    def levels(text: str) -> list:
+        try:
+            return bench.parse_concurrency(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            bench.Target.from_url(args.url)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+        if args.api_key_env and args.api_key_env not in os.environ:
+            raise UsageError(f"environment variable {args.api_key_env} is not set")
+        return bench.cli_main(args)
+
+    p = sub.add_parser("bench", help="benchmark a running SGLang server over a concurrency sweep",
+                       description="Concurrency sweep against an SGLang OpenAI-compatible server; prints the "
+                       "table, writes the JSON result (formulas in its `definitions`).")
+    p.add_argument("--url", required=True, help="server base URL, e.g. http://10.0.0.5:30000")
+    p.add_argument("--concurrency", type=levels, default=[1, 8, 32], help="comma-separated levels (1,8,32)")
+    p.add_argument("--requests", type=int, help="requests per level (default max(8, 2 x concurrency))")
+    p.add_argument("--input-len", type=int, default=1024, help="prompt length in tokens, about (1024)")
+    p.add_argument("--output-len", type=int, default=512, help="output tokens, forced and verified (512)")
+    p.add_argument("--warmup", type=int, default=2, help="uncounted warm-up requests (2)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per request (600)")
+    p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    p.add_argument("--model", help="served model name (default: from /server_info or /v1/models)")
+    p.add_argument("--json", metavar="FILE", help="write the result JSON here")
+    p.set_defaults(func=run)
 
 
 def _add_runner_commands(sub: argparse._SubParsersAction) -> None:

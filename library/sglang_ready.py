@@ -1,0 +1,167 @@
+#!/usr/bin/python
+"""Ansible module: wait for an SGLang server to be ready, failing fast when its unit dies."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_ready
+short_description: Wait until an SGLang server is ready, fail fast when it crashes, check its output
+description:
+  - Waits the way SGLang signals readiness. The port is closed while weights load and CUDA graphs are
+    captured; C(GET /health) answers 503 during the warm-up request and 200 once the server is up.
+    C(/v1/models) is not used because it answers before warm-up finishes.
+  - With O(unit), a background poll of
+    C(systemctl show -p ActiveState,SubState,MainPID,NRestarts,ExecMainStatus,LoadState,ExecMainStartTimestamp)
+    every O(sleep) seconds watches the server process. When it exits or restarts (state failed, inactive,
+    deactivating or activating/auto-restart, MainPID changes, NRestarts grows) the module fails at once
+    with the unit's state and the last 60 journal lines
+    (C(journalctl -u UNIT --since <process start> -n 60 --no-pager -o cat)), which hold the traceback,
+    instead of waiting out O(timeout).
+  - After the server is ready and when O(sanity=true), sends a few deterministic chat prompts
+    (temperature 0, 32 tokens) and fails when an answer is empty, is one character repeated
+    (the C(!!!!) of a broken kernel backend), or is not text (more than 10% control, unassigned,
+    private-use or U+FFFD replacement characters). The failure names the check and shows the output.
+version_added: "0.1.0"
+author: sglang-deploy
+options:
+  url:
+    description: Base URL of the server.
+    type: str
+    default: http://127.0.0.1:30000
+  unit:
+    description: Systemd unit running the server; watched for crashes while waiting.
+    type: str
+  timeout:
+    description: Seconds to wait for readiness (a 397B model load takes tens of minutes).
+    type: int
+    default: 1800
+  delay:
+    description: Seconds to wait before the first probe (the unit is watched meanwhile).
+    type: int
+    default: 0
+  sleep:
+    description: Seconds between probes and between unit polls.
+    type: float
+    default: 1
+  api_key:
+    description: "Server API key, sent as C(Authorization: Bearer) (needed for the sanity prompts)."
+    type: str
+  model:
+    description: Served model name for the sanity prompts; default the first id of C(/v1/models).
+    type: str
+  sanity:
+    description: Run the output sanity prompts once the server is ready.
+    type: bool
+    default: true
+notes:
+  - Check mode is supported; nothing is changed, the wait and the checks still run.
+  - Runs on the server host (the URL and the unit are local to it). Stdlib only, Python 3.10+.
+"""
+
+EXAMPLES = r"""
+- name: Wait for the SGLang server and check its output
+  sglang_ready:
+    url: "http://{{ sglang_host }}:{{ sglang_port }}"
+    unit: sglang.service
+    api_key: "{{ sglang_api_key }}"
+    model: "{{ sglang_served_model_name }}"
+    timeout: 2400
+"""
+
+RETURN = r"""
+elapsed:
+  description: Seconds from the start of the wait until /health answered 200.
+  returned: success
+  type: float
+  sample: 412.7
+attempts:
+  description: Number of /health probes.
+  returned: always
+  type: int
+  sample: 413
+health_status:
+  description: HTTP status of the last /health probe (null when the port was closed).
+  returned: always
+  type: int
+  sample: 200
+first_seen:
+  description: Seconds into the wait at which each stage (closed, warming, ready, error) was first seen.
+  returned: success
+  type: dict
+  sample: {"closed": 0.002, "warming": 380.1, "ready": 412.7}
+sanity:
+  description: The sanity prompts and outputs (empty when sanity=false).
+  returned: success, or when a sanity check failed
+  type: list
+  elements: dict
+  sample: [{"prompt": "What is the capital of France? Answer with one word.", "output": "Paris",
+            "field": "content", "finish_reason": "stop"}]
+failed_check:
+  description: On a sanity failure, the check that failed (empty, repeated_char, not_text, http_status,
+    response_format, request) and the offending output.
+  returned: when a sanity check failed
+  type: dict
+  sample: {"check": "repeated_char", "prompt": "Count from 1 to 10, separated by commas.", "output": "!!!!!!!!"}
+unit_state:
+  description: The unit's C(systemctl show) properties when the process died.
+  returned: when the unit died
+  type: dict
+  sample: {"ActiveState": "failed", "SubState": "failed", "MainPID": "0", "NRestarts": "0", "ExecMainStatus": "1"}
+journal:
+  description: The last 60 journal lines of the unit when the process died.
+  returned: when the unit died
+  type: list
+  elements: str
+stage:
+  description: Last readiness stage seen (closed, warming, error) when the wait timed out.
+  returned: on timeout
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglang_readiness import (
+    NotReady, SanityError, ServerDied, sanity_check, served_model, wait_ready)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "url": {"type": "str", "default": "http://127.0.0.1:30000"},
+            "unit": {"type": "str"},
+            "timeout": {"type": "int", "default": 1800},
+            "delay": {"type": "int", "default": 0},
+            "sleep": {"type": "float", "default": 1},
+            "api_key": {"type": "str", "no_log": True},
+            "model": {"type": "str"},
+            "sanity": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        result = wait_ready(p["url"], timeout=p["timeout"], delay=p["delay"], sleep=p["sleep"],
+                            api_key=p["api_key"], unit=p["unit"])
+    except ServerDied as exc:
+        tail = "\n".join(exc.journal[-25:])
+        module.fail_json(msg=f"SGLang server died while loading: {exc.reason}\n--- journal (last lines) ---\n{tail}",
+                         unit_state=exc.state, journal=exc.journal)
+    except NotReady as exc:
+        module.fail_json(msg=str(exc), stage=exc.stage, attempts=exc.attempts, health_status=exc.health_status)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    result["sanity"] = []
+    if p["sanity"]:
+        model = p["model"] or served_model(p["url"], p["api_key"])
+        try:
+            result["sanity"] = sanity_check(p["url"], model, p["api_key"])
+        except SanityError as exc:
+            result["sanity"] = exc.outputs
+            module.fail_json(msg=f"SGLang server is up but its output is broken: {exc}",
+                             failed_check={"check": exc.check, "prompt": exc.prompt, "output": exc.output},
+                             **result)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()
