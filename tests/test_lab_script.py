@@ -1,0 +1,36 @@
+"""The ./lab entry script: a machine where Docker cannot start gets one clear paragraph and a non-zero exit."""
+
+import os
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _fake(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+
+
+def test_docker_that_cannot_start_is_explained(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake(bin_dir, "docker", "exit 1")
+    _fake(bin_dir, "dockerd", "echo 'failed to start daemon: operation not permitted' >&2; exit 1")
+    _fake(bin_dir, "debootstrap", "exit 0")
+    _fake(bin_dir, "systemctl", "exit 1")
+    _fake(bin_dir, "sudo", 'exec "$@"')
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", SGLANG_DEPLOY_DOCKER_WAIT="2",
+               SGLANG_DEPLOY_LOGDIR=str(tmp_path / "log"))
+    proc = subprocess.run([str(REPO / "lab"), "run", "baseline"], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "Docker engine is not running and could not be started" in proc.stderr
+    assert "operation not permitted" in proc.stderr  # what dockerd said
+    assert "apt-get install docker.io" in proc.stderr  # the fix
+
+
+def test_unknown_command_is_a_usage_error():
+    proc = subprocess.run([str(REPO / "lab"), "deploy"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert "usage: ./lab run [PROFILE] | ./lab test" in proc.stderr
