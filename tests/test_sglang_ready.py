@@ -1,0 +1,142 @@
+"""sglang_ready against the emulated server on 127.0.0.1 (systemd is faked here: the molecule scenario
+runs the real unit)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from emulator_proc import Emulator, run_module  # first: puts the repo's module_utils on the import path
+
+import sglang_ready
+from ansible.module_utils import sglang_readiness as readiness
+
+
+@pytest.fixture
+def emulator(tmp_path):
+    started = []
+
+    def start(*flags, **env):
+        emu = Emulator(tmp_path, *flags, **env)
+        started.append(emu)
+        return emu
+
+    yield start
+    for emu in started:
+        emu.stop()
+
+
+def fake_unit(monkeypatch, emu: Emulator, restarts_after_exit: bool = False) -> None:
+    """systemctl/journalctl answers derived from the emulator process, as systemd would give them."""
+
+    def show(unit):
+        if emu.proc.poll() is None:
+            return {"ActiveState": "active", "SubState": "running", "MainPID": str(emu.proc.pid),
+                    "NRestarts": "0", "ExecMainStatus": "0", "LoadState": "loaded",
+                    "ExecMainStartTimestamp": "Sun 2026-11-29 10:00:00 UTC"}
+        if restarts_after_exit:
+            return {"ActiveState": "active", "SubState": "running", "MainPID": str(emu.proc.pid + 1),
+                    "NRestarts": "1", "ExecMainStatus": "0", "LoadState": "loaded"}
+        return {"ActiveState": "failed", "SubState": "failed", "MainPID": "0", "NRestarts": "0",
+                "ExecMainStatus": str(emu.proc.returncode), "LoadState": "loaded"}
+
+    def journal(unit, since):
+        assert since == "Sun 2026-11-29 10:00:00 UTC"  # the process start, not the wait start
+        return emu.log_lines()[-readiness.JOURNAL_LINES:]
+
+    monkeypatch.setattr(readiness, "run_systemctl_show", show)
+    monkeypatch.setattr(readiness, "run_journalctl", journal)
+
+
+def test_waits_through_loading_and_warmup_then_checks_output(emulator, capsys):
+    emu = emulator(load_s=1.5, warmup_s=1.0)
+    failed, res = run_module(sglang_ready, {"url": emu.url, "timeout": 30, "sleep": 0.2}, capsys)
+    assert not failed, res
+    assert res["health_status"] == 200
+    assert res["first_seen"]["closed"] < res["first_seen"]["warming"] < res["first_seen"]["ready"]
+    assert res["elapsed"] >= 2.0 and res["attempts"] > 5
+    assert len(res["sanity"]) == len(readiness.SANITY_PROMPTS)
+    assert all(s["output"].strip() for s in res["sanity"])
+
+
+@pytest.mark.parametrize("restart", [False, True], ids=["failed", "restarted"])
+def test_crash_during_load_fails_fast_with_the_traceback(emulator, monkeypatch, capsys, restart):
+    emu = emulator(load_s=3.0, fault="crash_on_load")  # exits 1 after 1.5 s
+    fake_unit(monkeypatch, emu, restarts_after_exit=restart)
+    failed, res = run_module(sglang_ready, {"url": emu.url, "unit": "sglang.service", "timeout": 60}, capsys)
+    done = time.monotonic()
+    assert failed
+    assert emu.exited_at is not None and done - emu.exited_at < 3.0
+    assert "died while loading" in res["msg"] and "Traceback" in res["msg"]
+    assert any("Traceback (most recent call last)" in line for line in res["journal"])
+    if restart:
+        assert "restarted" in res["msg"] and res["unit_state"]["NRestarts"] == "1"
+    else:
+        assert "failed" in res["msg"] and res["unit_state"]["ExecMainStatus"] == "1"
+
+
+def test_garbage_output_is_caught(emulator, capsys):
+    emu = emulator(fault="garbage")
+    failed, res = run_module(sglang_ready, {"url": emu.url, "timeout": 30, "model": "qwen"}, capsys)
+    assert failed
+    assert res["failed_check"]["check"] == "repeated_char"
+    assert set(res["failed_check"]["output"].strip()) == {"!"}
+    assert "repeated_char" in res["msg"] and "!!!!" in res["msg"]
+    assert res["health_status"] == 200
+
+
+def test_generation_errors_fail_the_sanity_check(emulator, capsys):
+    emu = emulator(fault="http_500")
+    failed, res = run_module(sglang_ready, {"url": emu.url, "timeout": 30}, capsys)
+    assert failed and res["failed_check"]["check"] == "http_status"
+    assert "HTTP 500" in res["msg"]
+
+
+def test_never_ready_times_out_in_warmup(emulator, capsys):
+    emu = emulator(fault="never_ready")
+    failed, res = run_module(sglang_ready, {"url": emu.url, "timeout": 3, "sleep": 0.2}, capsys)
+    assert failed and res["stage"] == "warming" and res["health_status"] == 503
+
+
+def test_api_key_is_used_for_sanity_and_never_returned(emulator, capsys):
+    emu = emulator("--api-key", "s3cret-key")
+    failed, res = run_module(sglang_ready, {"url": emu.url, "timeout": 30, "api_key": "s3cret-key"}, capsys)
+    assert not failed, res
+    assert "s3cret-key" not in str(res)
+    failed, res = run_module(sglang_ready, {"url": emu.url, "timeout": 30, "api_key": "wrong"}, capsys)
+    assert failed and "HTTP 401" in res["msg"]
+
+
+@pytest.fixture
+def watch(monkeypatch):
+    def run(states):
+        """UnitWatch over scripted systemctl readings; the reason per reading, None while healthy."""
+        it = iter(states)
+        monkeypatch.setattr(readiness, "run_systemctl_show", lambda unit: next(it))
+        w = readiness.UnitWatch("sglang.service")
+        return [w.check() for _ in states]
+    return run
+
+
+def _st(active="active", sub="running", pid="100", restarts="0"):
+    return {"ActiveState": active, "SubState": sub, "MainPID": pid, "NRestarts": restarts, "ExecMainStatus": "0"}
+
+
+def test_unit_watch_rules(watch):
+    assert watch([_st(), _st(), _st()]) == [None, None, None]
+    assert watch([_st(active="activating", sub="start", pid="0"), _st(pid="42"), _st(pid="42")]) == [None] * 3
+    assert "main PID changed 100 -> 101" in watch([_st(), _st(pid="101")])[1]
+    assert "restarted" in watch([_st(), _st(restarts="1")])[1]
+    assert "waiting to restart" in watch([_st(), _st(active="activating", sub="auto-restart", pid="0")])[1]
+    assert "failed" in watch([_st(), _st(active="failed", sub="failed", pid="0")])[1]
+    assert "inactive" in watch([_st(active="inactive", sub="dead", pid="0")])[0]
+
+
+@pytest.mark.parametrize("text,check", [
+    ("", "empty"), ("   \n", "empty"), ("!!!!!!!!!!", "repeated_char"), ("! ! ! ! ! !", "repeated_char"),
+    ("\x00\x01\x02abc\x03\x04", "not_text"), ("\ufffd\ufffdok\ufffd", "not_text"),
+    ("Paris", None), ("1, 2, 3, 4, 5, 6, 7, 8, 9, 10", None), ("The sea is calm.\n", None), ("...", None),
+])
+def test_output_checks(text, check):
+    problem = readiness.check_output(text)
+    assert (problem[0] if problem else None) == check
