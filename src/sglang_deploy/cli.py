@@ -12,6 +12,39 @@ class UsageError(Exception):
 
 def _add_profile_commands(sub: argparse._SubParsersAction) -> None:
     """profiles, render, validate (issue 4)."""
+    from sglang_deploy import profile_cmd
+
+    def wrap(func):
+        def run(args: argparse.Namespace) -> int:
+            try:
+                return func(args)
+            except profile_cmd.CommandError as exc:
+                raise UsageError(str(exc)) from exc
+        return run
+
+    p = sub.add_parser("profiles", help="list launch profiles with their descriptions")
+    profile_cmd.add_common(p)
+    p.set_defaults(func=wrap(profile_cmd.cmd_profiles))
+
+    p = sub.add_parser("render", help="render a profile's launch for an SGLang release",
+                       description="Print a profile's launch; notes on translated/dropped flags go to stderr.")
+    profile_cmd.add_target(p)
+    p.add_argument("--format", choices=["argv", "shell", "unit", "env"], default="argv",
+                   help="argv: JSON array after `python -m sglang.launch_server`; env: KEY=VALUE lines (argv)")
+    p.add_argument("--python", default=profile_cmd.DEFAULT_PYTHON, help="interpreter for shell/unit formats")
+    p.set_defaults(func=wrap(profile_cmd.cmd_render))
+
+    p = sub.add_parser("validate", help="check a profile's launch against the rules (exit 1 if refused)",
+                       description="Exit 0 valid (warnings allowed), 1 refused, 2 usage error. "
+                       "Rules whose facts are not given are skipped (shown with -v).")
+    profile_cmd.add_target(p)
+    p.add_argument("--gpu-arch", metavar="ARCH", help="GPU architecture, e.g. sm_120")
+    p.add_argument("--gpus", type=int, metavar="N", help="GPU count of the host")
+    p.add_argument("--nvlink", action=argparse.BooleanOptionalAction, default=None, help="GPUs linked by NVLink")
+    p.add_argument("--model-config", metavar="PATH", help="the checkpoint's config.json (or its directory)")
+    p.add_argument("--concurrency", type=int, metavar="N", help="highest benchmark concurrency planned")
+    p.add_argument("-v", "--verbose", action="store_true", help="also print info findings (skipped rules)")
+    p.set_defaults(func=wrap(profile_cmd.cmd_validate))
 
 
 def _add_bench_command(sub: argparse._SubParsersAction) -> None:
