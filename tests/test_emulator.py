@@ -1,0 +1,540 @@
+"""The emulated SGLang server, started as a subprocess on 127.0.0.1 and exercised over real HTTP."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+EMULATOR = Path(__file__).resolve().parents[1] / "src" / "sglang_deploy" / "emulator.py"
+BANNER = "EMULATED SGLang server: numbers are synthetic"
+READY_LINE = "The server is fired up and ready to roll!"
+MODEL = "Qwen/Qwen3.5-397B-A17B-NVFP4"
+SERVED = "qwen"
+FAST = {"SGLANG_EMU_LOAD_S": "0.2", "SGLANG_EMU_WARMUP_S": "0.2", "SGLANG_EMU_TTFT_MS": "5",
+        "SGLANG_EMU_DECODE_TOK_S": "2000"}
+IGNORED_FLAGS = ["--tp-size", "8", "--trust-remote-code", "--cuda-graph-bs", "1", "2", "4",
+                 "--mamba-scheduler-strategy=extra_buffer", "--disable-custom-all-reduce",
+                 "--chunked-prefill-size", "-1", "--quantization", "modelopt_fp4"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Emu:
+    """One emulator process; stdout and stderr are kept in files under tmp."""
+
+    def __init__(self, tmp: Path, *flags: str, env: dict | None = None, script: Path = EMULATOR,
+                 python_flags: tuple = (), served: bool = True):
+        self.port = free_port()
+        self.out, self.err = tmp / f"emu-{self.port}.out", tmp / f"emu-{self.port}.err"
+        argv = [sys.executable, *python_flags, str(script), "--model-path", MODEL, "--port", str(self.port),
+                *(["--served-model-name", SERVED] if served else []), *flags]
+        with open(self.out, "wb") as out, open(self.err, "wb") as err:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, env={**os.environ, **FAST, **(env or {})})
+
+    def port_open(self) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+            return True
+        except OSError:
+            return False
+
+    def wait(self, cond, timeout: float = 10.0, what: str = "condition") -> float:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if cond():
+                return time.monotonic()
+            assert self.proc.poll() is None, f"emulator exited {self.proc.returncode}: {self.stderr()}"
+            time.sleep(0.02)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def wait_ready(self) -> "Emu":
+        self.wait(self.port_open, what="port")
+        self.wait(lambda: self.get("/health")[0] == 200, what="health 200")
+        return self
+
+    def request(self, method: str, path: str, body=None, headers: dict | None = None, timeout: float = 10.0):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        data = json.dumps(body) if isinstance(body, (dict, list)) else body
+        hdrs = {"Content-Type": "application/json", **(headers or {})}
+        conn.request(method, path, body=data, headers=hdrs)
+        resp = conn.getresponse()
+        payload = resp.read()
+        conn.close()
+        return resp.status, resp, payload
+
+    def get(self, path: str, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path: str, body, **kw):
+        return self.request("POST", path, body, **kw)
+
+    def json(self, method: str, path: str, body=None, **kw):
+        status, _, payload = self.request(method, path, body, **kw)
+        return status, json.loads(payload)
+
+    def stream(self, path: str, body: dict, headers: dict | None = None) -> list:
+        """POST a streaming request; the SSE data payloads in order ('[DONE]' kept as a string)."""
+        status, resp, payload = self.post(path, {**body, "stream": True}, headers=headers)
+        assert status == 200, payload
+        assert resp.getheader("content-type").startswith("text/event-stream")
+        return sse(payload)
+
+    def stdout(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def stderr(self) -> str:
+        return self.err.read_text(errors="replace")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        return self.proc.wait()
+
+
+def sse(payload: bytes) -> list:
+    events = []
+    for block in payload.decode().split("\n\n"):
+        if block.strip():
+            assert block.startswith("data: "), block
+            data = block[len("data: "):]
+            events.append(data if data == "[DONE]" else json.loads(data))
+    return events
+
+
+def chat_body(content: str = "tell me about the emulator", **extra) -> dict:
+    return {"model": SERVED, "messages": [{"role": "user", "content": content}], **extra}
+
+
+def deltas(events: list, field: str) -> list:
+    return [c["delta"][field] for e in events if isinstance(e, dict) for c in e["choices"]
+            if c["delta"].get(field)]
+
+
+@pytest.fixture
+def emu(tmp_path):
+    started = []
+
+    def start(*flags, **kw):
+        started.append(Emu(tmp_path, *flags, **kw))
+        return started[-1]
+
+    yield start
+    for e in started:
+        e.stop()
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    e = Emu(tmp_path_factory.mktemp("plain"), "--reasoning-parser", "qwen3", "--enable-metrics", *IGNORED_FLAGS)
+    yield e.wait_ready()
+    e.stop()
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory):
+    e = Emu(tmp_path_factory.mktemp("spec"), "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
+            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--api-key", "s3cret",
+            "--enable-metrics", env={"SGLANG_EMU_ACCEPT_LENGTH": "2.5"})
+    yield e.wait_ready()
+    e.stop()
+
+
+AUTH = {"Authorization": "Bearer s3cret"}
+
+
+def metrics(e: Emu) -> dict:
+    status, resp, payload = e.get("/metrics")
+    assert status == 200 and resp.getheader("content-type").startswith("text/plain")
+    values = {}
+    for line in payload.decode().splitlines():
+        if line and not line.startswith("#"):
+            name_labels, value = line.rsplit(" ", 1)
+            values[name_labels.split("{")[0] + ("{" + name_labels.split("{")[1] if "le=" in name_labels else "")] \
+                = float(value)
+    return values
+
+
+# --- startup and readiness -------------------------------------------------------------------------
+
+
+def test_port_closed_while_loading_then_503_during_warmup_then_ready(emu):
+    e = emu(env={"SGLANG_EMU_LOAD_S": "0.6", "SGLANG_EMU_WARMUP_S": "0.6"})
+    t0 = time.monotonic()
+    assert not e.port_open()
+    opened = e.wait(e.port_open, what="port")
+    assert opened - t0 >= 0.5
+    assert e.get("/health")[0] == 503
+    assert e.get("/health_generate")[0] == 503
+    assert e.get("/ready")[0] == 503
+    assert e.get("/v1/models")[0] == 200
+    assert e.get("/model_info")[0] == 200
+    assert e.get("/server_info")[0] == 200
+    assert READY_LINE not in e.stdout()
+    ready = e.wait(lambda: e.get("/health")[0] == 200, what="health 200")
+    assert ready - opened >= 0.4
+    assert e.get("/health_generate")[0] == 200 and e.get("/ready")[0] == 200
+    log = e.stdout()
+    assert log.index(BANNER) < log.index("Uvicorn running on http://127.0.0.1") < log.index(READY_LINE)
+    assert e.get("/metrics")[0] == 404  # no --enable-metrics
+    assert e.stop() == 0  # SIGTERM: clean exit
+
+
+def test_every_response_says_it_is_emulated(plain):
+    for method, path, body in [("GET", "/health", None), ("GET", "/v1/models", None), ("GET", "/nope", None),
+                               ("POST", "/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 2}}),
+                               ("POST", "/v1/chat/completions", chat_body(max_tokens=2, stream=True))]:
+        _, resp, _ = plain.request(method, path, body)
+        assert resp.getheader("x-sglang-emulated") == "true", path
+    assert plain.json("GET", "/model_info")[1]["emulated"] is True
+    assert plain.json("GET", "/server_info")[1]["emulated"] is True
+    assert "# " + BANNER in plain.get("/metrics")[2].decode()
+
+
+def test_info_endpoints_reflect_the_launch_flags(plain):
+    status, models = plain.json("GET", "/v1/models")
+    assert status == 200 and [m["id"] for m in models["data"]] == [SERVED]
+    assert models["data"][0]["root"] == MODEL
+    assert plain.get(f"/v1/models/{SERVED}")[0] == 200
+    assert plain.get("/v1/models/other")[0] == 404
+    info = plain.json("GET", "/model_info")[1]
+    assert (info["model_path"], info["served_model_name"], info["reasoning_parser"]) == (MODEL, SERVED, "qwen3")
+    server = plain.json("GET", "/server_info")[1]
+    assert server["port"] == plain.port and server["enable_metrics"] is True
+    # flags the emulator cannot mean are accepted, with or without a value
+    assert server["tp_size"] == 8 and server["trust_remote_code"] is True
+    assert server["cuda_graph_bs"] == [1, 2, 4] and server["mamba_scheduler_strategy"] == "extra_buffer"
+    assert server["disable_custom_all_reduce"] is True and server["chunked_prefill_size"] == -1
+    assert server["quantization"] == "modelopt_fp4"
+    assert "avg_spec_accept_length" not in server["internal_states"][0]
+    assert plain.get("/get_server_info")[0] == 200 and plain.get("/get_model_info")[0] == 200
+
+
+# --- generation ---------------------------------------------------------------------------------------
+
+
+def test_chat_stream_has_role_chunk_reasoning_then_content_usage_and_done(plain):
+    events = plain.stream("/v1/chat/completions", chat_body("one two three four", max_tokens=40, ignore_eos=True,
+                                                              stream_options={"include_usage": True}))
+    assert events[-1] == "[DONE]"
+    first = events[0]
+    assert first["object"] == "chat.completion.chunk" and first["model"] == SERVED
+    assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    reasoning, content = deltas(events, "reasoning_content"), deltas(events, "content")
+    assert len(reasoning) == 12 and len(content) == 28  # 30% of 40 tokens are thinking
+    idx_last_reasoning = max(i for i, e in enumerate(events[:-1]) if e["choices"]
+                             and e["choices"][0]["delta"].get("reasoning_content"))
+    idx_first_content = min(i for i, e in enumerate(events[:-1]) if e["choices"]
+                            and e["choices"][0]["delta"].get("content"))
+    assert idx_last_reasoning < idx_first_content
+    assert all(t.endswith(" ") and len(t.split()) == 1 for t in reasoning + content)  # one word per token
+    finish = events[-3]["choices"][0]
+    assert finish["finish_reason"] == "length" and finish["matched_stop"] is None
+    usage = events[-2]
+    assert usage["choices"] == [] and usage["usage"]["prompt_tokens"] == 4
+    assert usage["usage"]["completion_tokens"] == 40 and usage["usage"]["total_tokens"] == 44
+    assert usage["usage"]["reasoning_tokens"] == 12
+
+
+def test_chat_stream_without_include_usage_or_thinking(plain):
+    events = plain.stream("/v1/chat/completions", chat_body(max_tokens=10, ignore_eos=True,
+                                                              chat_template_kwargs={"enable_thinking": False}))
+    assert all(e["usage"] is None for e in events[:-1])
+    assert deltas(events, "reasoning_content") == [] and len(deltas(events, "content")) == 10
+
+
+def test_eos_is_deterministic_and_never_before_min_tokens(plain):
+    def run(**extra):
+        body = chat_body("where does it stop", stream_options={"include_usage": True}, **{"max_tokens": 1000, **extra})
+        events = plain.stream("/v1/chat/completions", body)
+        text = "".join(deltas(events, "reasoning_content") + deltas(events, "content"))
+        return events[-3]["choices"][0], events[-2]["usage"]["completion_tokens"], text
+
+    finish, n, text = run()
+    assert finish["finish_reason"] == "stop" and finish["matched_stop"] is not None
+    assert 32 <= n <= 256
+    assert run() == (finish, n, text)
+    finish, n_min, _ = run(min_tokens=n + 50)
+    assert n_min == n + 50 and finish["finish_reason"] == "stop"
+    finish, n_ignore, _ = run(ignore_eos=True, max_tokens=n + 10)
+    assert n_ignore == n + 10 and finish["finish_reason"] == "length"
+
+
+def test_non_streaming_chat_matches_the_stream(plain):
+    body = chat_body("same words both ways", max_tokens=20, ignore_eos=True)
+    status, resp = plain.json("POST", "/v1/chat/completions", body)
+    assert status == 200 and resp["object"] == "chat.completion"
+    msg = resp["choices"][0]["message"]
+    events = plain.stream("/v1/chat/completions", body)
+    assert msg["content"] == "".join(deltas(events, "content"))
+    assert msg["reasoning_content"] == "".join(deltas(events, "reasoning_content"))
+    assert resp["usage"]["completion_tokens"] == 20 and resp["choices"][0]["finish_reason"] == "length"
+
+
+def test_completions_stream_and_non_stream(plain):
+    events = plain.stream("/v1/completions", {"prompt": "a b c", "max_tokens": 12, "ignore_eos": True,
+                                              "stream_options": {"include_usage": True}})
+    assert events[-1] == "[DONE]" and events[0]["object"] == "text_completion"
+    texts = [e["choices"][0]["text"] for e in events[:-1] if e["choices"] and e["choices"][0]["text"]]
+    assert len(texts) == 12
+    assert events[-2]["usage"] == {**events[-2]["usage"], "prompt_tokens": 3, "completion_tokens": 12}
+    status, resp = plain.json("POST", "/v1/completions", {"prompt": "a b c", "max_tokens": 12, "ignore_eos": True})
+    assert status == 200 and resp["choices"][0]["text"] == "".join(texts)
+    assert plain.json("POST", "/v1/completions", {"prompt": [1, 2, 3, 4, 5], "max_tokens": 1})[1][
+        "usage"]["prompt_tokens"] == 5
+
+
+def test_generate_streams_cumulative_text(plain):
+    body = {"text": "native api prompt", "sampling_params": {"max_new_tokens": 9, "ignore_eos": True}}
+    events = plain.stream("/generate", body)
+    assert events[-1] == "[DONE]"
+    chunks = events[:-1]
+    assert [c["meta_info"]["completion_tokens"] for c in chunks] == list(range(1, 10))
+    for prev, cur in zip(chunks, chunks[1:]):
+        assert cur["text"].startswith(prev["text"]) and cur["output_ids"][:-1] == prev["output_ids"]
+    assert chunks[-1]["meta_info"]["finish_reason"] == {"type": "length", "length": 9}
+    assert chunks[0]["meta_info"]["finish_reason"] is None and chunks[0]["meta_info"]["prompt_tokens"] == 3
+    status, resp = plain.json("POST", "/generate", body)
+    assert status == 200 and resp["text"] == chunks[-1]["text"] and len(resp["output_ids"]) == 9
+
+
+def test_decode_is_paced_not_instant(plain):
+    # 2000 tok/s: 201 tokens need at least 0.1 s between the first and the last token
+    conn = http.client.HTTPConnection("127.0.0.1", plain.port, timeout=10)
+    conn.request("POST", "/v1/completions", json.dumps({"prompt": "x", "max_tokens": 201, "ignore_eos": True,
+                                                        "stream": True}))
+    resp = conn.getresponse()
+    stamps = []
+    while True:
+        line = resp.readline()
+        if not line or line.strip() == b"data: [DONE]":
+            break
+        if line.startswith(b"data: ") and json.loads(line[6:])["choices"][0]["text"]:
+            stamps.append(time.monotonic())
+    conn.close()
+    assert len(stamps) == 201 and stamps[-1] - stamps[0] >= 0.099
+
+
+def test_aggregate_ceiling_and_max_running_requests(emu):
+    # ceiling 400 tok/s: two concurrent streams get ~200 tok/s each, so 41 tokens take >= 0.2 s;
+    # --max-running-requests 2 queues a third request until a slot frees.
+    e = emu("--max-running-requests", "2", "--enable-metrics", env={"SGLANG_EMU_DECODE_TOK_S": "5000",
+                                                  "SGLANG_EMU_AGGREGATE_TOK_S": "400"}).wait_ready()
+    results = {}
+
+    def one(i):
+        t0 = time.monotonic()
+        e.post("/v1/completions", {"prompt": "p", "max_tokens": 41, "ignore_eos": True})
+        results[i] = time.monotonic() - t0
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert min(results.values()) >= 0.2
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)
+    m = metrics(e)
+    assert (m["sglang:num_running_reqs"], m["sglang:num_queue_reqs"]) == (2, 1)
+    for t in threads:
+        t.join()
+    assert max(results.values()) >= 0.3  # the queued one waited for a slot, then decoded
+
+
+def test_keep_alive_and_http10_close_delimited_stream(plain):
+    conn = http.client.HTTPConnection("127.0.0.1", plain.port, timeout=10)
+    conn.request("GET", "/v1/models")
+    conn.getresponse().read()
+    sock = conn.sock
+    conn.request("POST", "/v1/chat/completions", json.dumps(chat_body(max_tokens=3, stream=True)))
+    resp = conn.getresponse()
+    assert resp.getheader("transfer-encoding") == "chunked" and sse(resp.read())[-1] == "[DONE]"
+    assert conn.sock is sock  # same connection reused
+    conn.close()
+    body = json.dumps(chat_body(max_tokens=3, stream=True)).encode()
+    with socket.create_connection(("127.0.0.1", plain.port), timeout=10) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.0\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, payload = data.partition(b"\r\n\r\n")
+    assert b"transfer-encoding" not in head.lower() and sse(payload)[-1] == "[DONE]"
+
+
+def test_bad_requests(plain):
+    status, resp = plain.json("POST", "/v1/chat/completions", "{not json")
+    assert status == 400 and resp["object"] == "error" and resp["code"] == 400
+    assert plain.json("POST", "/v1/chat/completions", {"messages": []})[0] == 400
+    assert plain.json("POST", "/v1/chat/completions", chat_body(max_tokens=-1))[0] == 400
+    assert plain.json("POST", "/generate", {"sampling_params": {}})[0] == 400
+    assert plain.get("/v1/chat/completions")[0] == 405
+    assert plain.get("/does/not/exist")[0] == 404
+
+
+def test_metrics_count_tokens_and_requests(plain):
+    before = metrics(plain)
+    plain.post("/generate", {"text": "three word prompt", "sampling_params": {"max_new_tokens": 7,
+                                                                             "ignore_eos": True}})
+    after = metrics(plain)
+    assert after["sglang:prompt_tokens_total"] - before["sglang:prompt_tokens_total"] == 3
+    assert after["sglang:generation_tokens_total"] - before["sglang:generation_tokens_total"] == 7
+    assert after["sglang:num_requests_total"] - before["sglang:num_requests_total"] == 1
+    assert after["sglang:time_to_first_token_seconds_count"] - before["sglang:time_to_first_token_seconds_count"] == 1
+    for name in ("num_running_reqs", "num_queue_reqs", "gen_throughput", "cached_tokens_total",
+                 "num_aborted_requests_total", "e2e_request_latency_seconds_sum"):
+        assert f"sglang:{name}" in after
+    assert "sglang:spec_accept_length" not in after
+
+
+# --- speculative decoding and auth ------------------------------------------------------------------
+
+
+def test_speculative_decoding_sends_several_tokens_per_step(spec):
+    events = spec.stream("/v1/chat/completions", chat_body(max_tokens=101, ignore_eos=True), headers=AUTH)
+    sizes = [len(t.split()) for t in deltas(events, "content")]
+    assert sizes[0] == 1  # the prefill token
+    assert set(sizes[1:]) == {2, 3} and sum(sizes[1:]) / len(sizes[1:]) == 2.5
+    state = spec.json("GET", "/server_info", headers=AUTH)[1]["internal_states"][0]
+    assert 2.0 <= state["avg_spec_accept_length"] <= 3.0
+    m = metrics(spec)
+    assert 2.0 <= m["sglang:spec_accept_length"] <= 3.0 and m["sglang:spec_verify_calls_total"] >= 40
+    status, resp = spec.json("POST", "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 11}},
+                             headers=AUTH)
+    assert resp["meta_info"]["spec_verify_ct"] == 4 and resp["meta_info"]["spec_accept_length"] == 11 / 4
+
+
+def test_api_key_protects_all_but_health_and_metrics(spec):
+    assert spec.json("GET", "/v1/models")[0] == 401
+    assert spec.json("GET", "/v1/models", headers={"Authorization": "Bearer wrong"})[0] == 401
+    assert spec.json("GET", "/server_info")[0] == 401
+    assert spec.json("POST", "/v1/chat/completions", chat_body(max_tokens=1))[0] == 401
+    assert spec.json("POST", "/generate", {"text": "x"})[0] == 401
+    assert spec.get("/health")[0] == 200 and spec.get("/health_generate")[0] == 200
+    assert spec.get("/metrics")[0] == 200
+    status, info = spec.json("GET", "/server_info", headers=AUTH)
+    assert status == 200 and "s3cret" not in json.dumps(info)
+    assert "s3cret" not in spec.stdout() + spec.stderr()
+
+
+def test_eagle_topk_without_num_steps_fails_like_sglang(emu):
+    e = emu("--speculative-algorithm", "NEXTN", "--speculative-eagle-topk", "1")
+    assert e.proc.wait(10) == 1
+    err = e.stderr()
+    assert "Traceback (most recent call last)" in err and err.rstrip().endswith("AssertionError")
+    assert "_handle_eagle_family" in err
+
+
+# --- faults ------------------------------------------------------------------------------------------
+
+
+def test_crash_on_load(emu):
+    e = emu(env={"SGLANG_EMU_LOAD_S": "0.6", "SGLANG_EMU_FAULT": "crash_on_load"})
+    t0 = time.monotonic()
+    assert e.proc.wait(10) == 1
+    assert time.monotonic() - t0 >= 0.25  # after part of the load time
+    err = e.stderr()
+    assert "Traceback (most recent call last)" in err and "\nAssertionError\n" in err
+    assert not e.port_open() and READY_LINE not in e.stdout()
+
+
+@pytest.mark.parametrize("message, last_line", [
+    ("ValueError: Speculative decoding is not compatible with radix cache", "ValueError: Speculative decoding "
+                                                                            "is not compatible with radix cache"),
+    ("flashinfer: unsupported architecture sm_120", "RuntimeError: flashinfer: unsupported architecture sm_120"),
+])
+def test_crash_on_load_message(emu, message, last_line):
+    e = emu("--emu-fault", "crash_on_load", "--emu-fault-message", message)
+    assert e.proc.wait(10) == 1
+    assert last_line + "\n" in e.stderr()
+
+
+def test_crash_mid_stream(emu):
+    e = emu(env={"SGLANG_EMU_FAULT": "crash_mid_stream", "SGLANG_EMU_DECODE_TOK_S": "200"}).wait_ready()
+    conn = http.client.HTTPConnection("127.0.0.1", e.port, timeout=10)
+    conn.request("POST", "/v1/chat/completions", json.dumps(chat_body(max_tokens=40, ignore_eos=True,
+                                                                       stream=True)))
+    resp = conn.getresponse()
+    assert resp.status == 200
+    lines = []
+    with pytest.raises((http.client.IncompleteRead, ConnectionError)):
+        while True:
+            line = resp.readline()
+            if not line:
+                raise ConnectionError("closed")
+            lines.append(line)
+    tokens = sum(1 for ln in lines if ln.startswith(b"data: {") and json.loads(ln[6:])["choices"][0]["delta"].get(
+        "content"))
+    assert 1 <= tokens < 40 and b"data: [DONE]\n" not in lines
+    assert e.proc.wait(10) == 1
+    assert "illegal memory access" in e.stderr()
+
+
+def test_garbage_output(emu):
+    e = emu("--emu-fault", "garbage").wait_ready()
+    events = e.stream("/v1/chat/completions", chat_body(max_tokens=30, ignore_eos=True))
+    text = "".join(deltas(events, "content"))
+    assert text == "!" * 30
+    status, resp = e.json("POST", "/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 5}})
+    assert resp["text"] == "!!!!!" and resp["output_ids"] == [0] * 5
+
+
+def test_never_ready(emu):
+    e = emu(env={"SGLANG_EMU_FAULT": "never_ready", "SGLANG_EMU_LOAD_S": "0.1", "SGLANG_EMU_WARMUP_S": "0.1"})
+    e.wait(e.port_open, what="port")
+    time.sleep(0.8)
+    assert e.get("/health")[0] == 503 and e.get("/health_generate")[0] == 503
+    assert e.get("/v1/models")[0] == 200
+    assert READY_LINE not in e.stdout()
+
+
+def test_http_500(emu):
+    e = emu(env={"SGLANG_EMU_FAULT": "http_500"}).wait_ready()
+    for path, body in [("/v1/chat/completions", chat_body(max_tokens=3)),
+                       ("/v1/completions", {"prompt": "x", "max_tokens": 3, "stream": True})]:
+        status, resp = e.json("POST", path, body)
+        assert status == 500 and resp["object"] == "error" and resp["code"] == 500
+        assert resp["type"] == "InternalServerError" and resp["message"]
+    status, resp = e.json("POST", "/generate", {"text": "x"})
+    assert status == 500 and resp["error"]["message"]
+    assert e.get("/health")[0] == 200
+
+
+# --- packaging --------------------------------------------------------------------------------------
+
+
+def test_runs_as_a_standalone_copied_script_and_flags_override_env(emu, tmp_path):
+    copy = tmp_path / "opt" / "emulator.py"
+    copy.parent.mkdir()
+    shutil.copy(EMULATOR, copy)
+    # -I: isolated mode, so nothing from the sglang_deploy package can be imported
+    e = emu("--emu-decode-tok-s", "3000", "--emu-ttft-ms", "1", script=copy, python_flags=("-I",), served=False,
+            env={"SGLANG_EMU_DECODE_TOK_S": "1"}).wait_ready()
+    settings = e.json("GET", "/server_info")[1]["emulator"]
+    assert settings["decode_tok_s"] == 3000 and settings["ttft_ms"] == 1
+    assert e.json("GET", "/v1/models")[1]["data"][0]["id"] == MODEL  # served name defaults to the path
+
+
+def test_module_entry_point_help():
+    out = subprocess.run([sys.executable, "-m", "sglang_deploy.emulator", "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "--emu-decode-tok-s" in out and "--speculative-algorithm" in out
