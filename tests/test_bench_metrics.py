@@ -160,3 +160,16 @@ def test_concurrency_list_parsing():
     for bad in ("", "0", "a"):
         with pytest.raises(ValueError):
             bench.parse_concurrency(bad)
+
+
+@pytest.mark.parametrize("trailer", [b"", b"X-Trailer: 1\r\n"])
+def test_chunked_decoder_handles_any_split(trailer):
+    pieces = [b"data: a\n\n", b"data: bb\n\n", b"x" * 300]
+    raw = b"".join(b"%x;ext=1\r\n" % len(p) + p + b"\r\n" for p in pieces) + b"0\r\n" + trailer + b"\r\n"
+    for step in (1, 2, 5, len(raw)):
+        got = []
+        dec = bench.ChunkedDecoder(got.append)
+        for i in range(0, len(raw), step):
+            assert not dec.done
+            dec.feed(raw[i:i + step])
+        assert dec.done and got == pieces

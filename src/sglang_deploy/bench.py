@@ -289,6 +289,41 @@ class Target:
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
+class ChunkedDecoder:
+    """Incremental chunked transfer-encoding decoder: feed() whatever the socket gave; sink(bytes) gets
+    each chunk's data; `done` after the last chunk. One socket read may hold many chunks (fewer awaits
+    than readline/readexactly per chunk)."""
+
+    __slots__ = ("sink", "buf", "done")
+
+    def __init__(self, sink):
+        self.sink = sink
+        self.buf = b""
+        self.done = False
+
+    def feed(self, data: bytes) -> None:
+        buf = self.buf + data if self.buf else data
+        pos, n, sink = 0, len(buf), self.sink
+        while pos < n:
+            crlf = buf.find(b"\r\n", pos)
+            if crlf < 0:
+                break
+            size = int(buf[pos:crlf].split(b";", 1)[0], 16)
+            if size == 0:
+                end = buf.find(b"\r\n\r\n", crlf) if buf[crlf + 2:crlf + 4] != b"\r\n" else crlf
+                if end < 0:
+                    break  # trailers not complete yet
+                self.done = True
+                pos = end + 4
+                break
+            start, end = crlf + 2, crlf + 2 + size
+            if n < end + 2:
+                break
+            sink(buf[start:end])
+            pos = end + 2
+        self.buf = buf[pos:]
+
+
 class Connection:
     """One keep-alive HTTP/1.1 connection, reopened when the server closes it."""
 
@@ -351,17 +386,12 @@ class Connection:
         reader = self.reader
         try:
             if "chunked" in headers.get("transfer-encoding", "").lower():
-                while True:
-                    size_line = await reader.readline()
-                    if not size_line:
+                decoder = ChunkedDecoder(sink)
+                while not decoder.done:
+                    data = await reader.read(1 << 16)
+                    if not data:
                         raise HttpError("connection closed inside chunked body")
-                    size = int(size_line.split(b";", 1)[0].strip(), 16)
-                    if size == 0:
-                        while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                            pass  # trailers
-                        break
-                    sink(await reader.readexactly(size))
-                    await reader.readexactly(2)
+                    decoder.feed(data)
             elif "content-length" in headers:
                 remaining = int(headers["content-length"])
                 while remaining > 0:
