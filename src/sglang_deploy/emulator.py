@@ -605,14 +605,14 @@ class Responder:
     async def send_json(self, status: int, obj) -> None:
         await self.send(status, json.dumps(obj, separators=(",", ":")).encode(), "application/json")
 
-    async def start_sse(self) -> None:
+    def start_sse(self) -> None:
         self.chunked = self.version == "HTTP/1.1"
         if not self.chunked:
             self.keep_alive = False
         headers = [("content-type", "text/event-stream; charset=utf-8"), ("cache-control", "no-cache")]
         if self.chunked:
             headers.append(("transfer-encoding", "chunked"))
-        self.writer.write(self._head(200, headers))
+        self._pending.append(self._head(200, headers))  # goes out with the first token: one write, not two
 
     def add(self, obj) -> None:
         """Queue one SSE event; events queued together go out in one write at the next flush()."""
@@ -957,7 +957,7 @@ class Server:
             content, thought = ("null", json.dumps(text)) if reasoning_part else (json.dumps(text), "null")
             return frame.replace('"\\u0000C"', content, 1).replace('"\\u0000R"', thought, 1)
 
-        await out.start_sse()
+        out.start_sse()
         sent_role = False
         async with contextlib.aclosing(self.engine.run(plan)) as steps:
             async for start, end in steps:
@@ -1014,7 +1014,7 @@ class Server:
                                  "matched_stop": mat}],
                     "usage": self._usage(plan, done) if continuous else None}
 
-        await out.start_sse()
+        out.start_sse()
         async with contextlib.aclosing(self.engine.run(plan)) as steps:
             async for start, end in steps:
                 await out.event(chunk(plan.text(start, end), done=end))
@@ -1066,7 +1066,7 @@ class Server:
                                       "meta_info": meta(plan.n, True)})
             return
         incremental = cfg.args.incremental_streaming_output
-        await out.start_sse()
+        out.start_sse()
         last = 0
         async with contextlib.aclosing(self.engine.run(plan)) as steps:
             async for start, end in steps:
@@ -1085,10 +1085,11 @@ class Server:
         """SGLang sends one real 8-token request before it reports ready; so does the emulator."""
         cfg = self.cfg
         deadline = asyncio.get_running_loop().time() + cfg.warmup_s
-        plan = Plan(WARMUP_PROMPT, prompt_token_count(WARMUP_PROMPT), WARMUP_TOKENS, 0, True, False, False)
-        async with contextlib.aclosing(self.engine.run(plan, internal=True)) as steps:
-            async for _ in steps:
-                pass
+        if not cfg.args.skip_server_warmup:
+            plan = Plan(WARMUP_PROMPT, prompt_token_count(WARMUP_PROMPT), WARMUP_TOKENS, 0, True, False, False)
+            async with contextlib.aclosing(self.engine.run(plan, internal=True)) as steps:
+                async for _ in steps:
+                    pass
         await asyncio.sleep(max(0.0, deadline - asyncio.get_running_loop().time()))
         if cfg.fault == "never_ready":
             log("Warmup request is still pending (no response from the scheduler).")
