@@ -144,11 +144,12 @@ def main() -> None:
                             api_key=p["api_key"], unit=p["unit"])
     except ServerDied as exc:
         tail = "\n".join(exc.journal[-25:])
-        module.fail_json(msg=f"SGLang server died while loading: {exc.reason}\n--- journal (last lines) ---\n{tail}",
+        module.fail_json(msg=f"SGLang server died before it was ready: {exc.reason}\n"
+                             f"--- journal (last lines) ---\n{tail}",
                          unit_state=exc.state, journal=exc.journal)
     except NotReady as exc:
         module.fail_json(msg=str(exc), stage=exc.stage, attempts=exc.attempts, health_status=exc.health_status)
-    except ValueError as exc:
+    except (ValueError, RuntimeError) as exc:
         module.fail_json(msg=str(exc))
     result["sanity"] = []
     if p["sanity"]:

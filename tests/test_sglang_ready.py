@@ -67,7 +67,7 @@ def test_crash_during_load_fails_fast_with_the_traceback(emulator, monkeypatch, 
     done = time.monotonic()
     assert failed
     assert emu.exited_at is not None and done - emu.exited_at < 3.0
-    assert "died while loading" in res["msg"] and "Traceback" in res["msg"]
+    assert "died before it was ready" in res["msg"] and "Traceback" in res["msg"]
     assert any("Traceback (most recent call last)" in line for line in res["journal"])
     if restart:
         assert "restarted" in res["msg"] and res["unit_state"]["NRestarts"] == "1"
@@ -140,3 +140,14 @@ def test_unit_watch_rules(watch):
 def test_output_checks(text, check):
     problem = readiness.check_output(text)
     assert (problem[0] if problem else None) == check
+
+
+def test_unusable_systemctl_is_reported_as_such(emulator, monkeypatch, capsys):
+    emu = emulator(load_s=5.0)
+
+    def broken(unit):
+        raise RuntimeError("System has not been booted with systemd as init system (PID 1).")
+
+    monkeypatch.setattr(readiness, "run_systemctl_show", broken)
+    failed, res = run_module(sglang_ready, {"url": emu.url, "unit": "sglang.service", "timeout": 30}, capsys)
+    assert failed and "cannot read the state of unit sglang.service" in res["msg"] and "died" not in res["msg"]

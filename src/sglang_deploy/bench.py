@@ -66,6 +66,7 @@ DEFINITIONS = {
 }
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_json_decode = json.JSONDecoder().decode  # skips json.loads' per-call encoding detection
 _PCTS = (50, 90, 99)
 
 
@@ -482,7 +483,7 @@ class _SSERecorder:
             tl.t_end = t
             return
         try:
-            obj = json.loads(payload)
+            obj = _json_decode(payload.decode("utf-8"))
         except ValueError:
             tl.error = "unparseable SSE data"
             return

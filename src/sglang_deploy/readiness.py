@@ -159,13 +159,14 @@ class _Watcher(threading.Thread):
         self.event = threading.Event()
         self.stop = threading.Event()
         self.reason: str | None = None
+        self.unreadable = False
 
     def run(self) -> None:
         while not self.stop.is_set():
             try:
                 reason = self.watch.check()
             except Exception as exc:  # noqa: BLE001 - a broken systemctl must surface, not hang the wait
-                reason = f"cannot read unit state: {exc}"
+                reason, self.unreadable = f"cannot read the state of unit {self.watch.unit}: {exc}", True
             if reason:
                 self.reason = reason
                 self.event.set()
@@ -224,7 +225,8 @@ def probe(url: str, api_key: str | None = None, timeout: float = PROBE_TIMEOUT_S
 
 def wait_ready(url: str, *, timeout: float = 1800.0, delay: float = 0.0, sleep: float = 1.0,
                api_key: str | None = None, unit: str | None = None) -> dict:
-    """Block until /health is 200. Raises ServerDied (unit process exited/restarted) or NotReady."""
+    """Block until /health is 200. Raises ServerDied (unit process exited/restarted), NotReady (timeout),
+    RuntimeError (systemctl unusable)."""
     start = time.monotonic()
     deadline = start + timeout
     watcher = None
@@ -234,6 +236,8 @@ def wait_ready(url: str, *, timeout: float = 1800.0, delay: float = 0.0, sleep: 
 
     def _died_check():
         if watcher is not None and watcher.event.is_set():
+            if watcher.unreadable:
+                raise RuntimeError(watcher.reason)
             raise watcher.watch.died(watcher.reason)
 
     def _pause(seconds: float):
