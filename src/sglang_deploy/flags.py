@@ -121,14 +121,16 @@ class Translation:
 def translate(args: dict[str, Any], env: dict[str, str], version: str) -> Translation:
     """Rename flags and drop/replace environment variables for sglang ``version``.
 
-    Flag names are also canonicalised against the recorded list (aliases and argparse prefixes such as
-    ``tp`` -> ``tp-size``); a flag unknown to the release is kept as written (the validator reports it).
+    Argparse abbreviations are expanded (``tp`` -> ``tp-size``) and two spellings of one flag (an alias, or a
+    profile overriding a setting) keep the later one; a flag unknown to the release is kept as written (the
+    validator reports it).
     """
     target = Version(version)
     table = flag_table(version)
     notes: list[str] = []
     dropped: list[str] = []
     out: dict[str, Any] = {}
+    seen: dict[str, str] = {}  # argparse dest -> the spelling kept
     for name, value in args.items():
         for r in FLAG_RENAMES:
             if name == r.old and target >= Version(r.since):
@@ -138,10 +140,12 @@ def translate(args: dict[str, Any], env: dict[str, str], version: str) -> Transl
                 notes.append(f"--{r.new} is called --{r.old} before sglang {r.since}: rendered as --{r.old}")
                 name = r.old
         found = table.lookup(name)
-        if found and found[0] != name:
-            notes.append(f"--{name} is spelled --{found[0]} in sglang {table.release}: rendered as --{found[0]}")
+        if found and name not in table.flags:
+            notes.append(f"--{name} is an abbreviation of --{found[0]} in sglang {table.release}: rendered as --{found[0]}")
             name = found[0]
-        out.pop(name, None)  # a later spelling of the same flag wins and moves to the end
+        dest = found[1]["dest"] if found else name
+        out.pop(seen.pop(dest, name), None)  # a later spelling of the same flag wins and moves to the end
+        seen[dest] = name
         out[name] = value
 
     new_env: dict[str, str] = {}

@@ -91,12 +91,24 @@ class Ctx:
         self.facts = facts
         self.concurrency = concurrency
 
+    def _get(self, name: str) -> Any:
+        """The value of a flag under any of its spellings in the release (alias, canonical name)."""
+        if name in self.args:
+            return self.args[name]
+        found = self.table.lookup(name)
+        if found:
+            for key, value in self.args.items():
+                other = self.table.lookup(key)
+                if other and other[1]["dest"] == found[1]["dest"]:
+                    return value
+        return None
+
     def arg(self, name: str, default: Any = None) -> Any:
-        value = self.args.get(name, default)
-        return default if value is False else value
+        value = self._get(name)
+        return default if value is None or value is False else value
 
     def on(self, name: str) -> bool:
-        return self.args.get(name) is True
+        return self._get(name) is True
 
     def int_arg(self, name: str, default: int | None = None) -> int | None:
         value = self.arg(name)

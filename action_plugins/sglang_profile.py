@@ -1,0 +1,75 @@
+"""Action plugin sglang_profile: render a launch profile and run the validation rules on the controller.
+
+Documentation: library/sglang_profile.py. All logic lives in the sglang_deploy package (profiles, flags, rules).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.plugins.action import ActionBase
+
+try:
+    from sglang_deploy import profiles as prof
+    from sglang_deploy import rules
+except ImportError:  # ansible run outside the project's venv: use the checkout's source tree
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    from sglang_deploy import profiles as prof
+    from sglang_deploy import rules
+
+ARGUMENT_SPEC = {
+    "profile": {"type": "str", "required": True},
+    "profiles": {"type": "dict", "required": True},
+    "settings": {"type": "dict", "default": {}, "no_log": False},
+    "sglang_version": {"type": "str"},
+    "facts": {"type": "dict", "default": {}},
+    "concurrency": {"type": "int"},
+}
+
+
+def _facts(raw: dict) -> dict:
+    facts = {k: v for k, v in raw.items() if v is not None and v != ""}
+    if "gpu_count" in facts:
+        facts["gpu_count"] = int(facts["gpu_count"])
+    for key in ("nvlink", "model_path_exists"):
+        if key in facts:
+            facts[key] = boolean(facts[key], strict=False)
+    return facts
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        try:
+            launch = prof.render(args["profile"], args["profiles"], args["settings"], args["sglang_version"])
+        except prof.ProfileError as exc:
+            raise AnsibleActionFail(f"sglang_profile: {exc}") from exc
+        findings = rules.validate(launch, _facts(args["facts"]), args["concurrency"])
+        errors = rules.errors(findings)
+        result.update(
+            changed=False,
+            argv=launch.argv,
+            env=launch.env,
+            secret_env_keys=sorted(launch.secret_env),
+            notes=launch.notes,
+            sglang_version=launch.sglang_version,
+            flags_release=launch.flags_release,
+            findings=[f.as_dict() for f in findings],
+        )
+        warnings = [f"{f.rule}: {f.message}" for f in findings if f.level == rules.WARNING]
+        if warnings:
+            result["warnings"] = result.get("warnings", []) + warnings
+        if errors:
+            result["failed"] = True
+            result["msg"] = (
+                f"launch profile {launch.profile} refused for sglang {launch.sglang_version}: "
+                + "; ".join(f"[{f.rule}] {f.message}" for f in errors)
+            )
+        return result

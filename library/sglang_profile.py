@@ -1,0 +1,109 @@
+#!/usr/bin/python
+"""Documentation only: the work is done by action_plugins/sglang_profile.py on the controller."""
+
+DOCUMENTATION = r"""
+---
+module: sglang_profile
+short_description: Render an SGLang launch profile for a release and refuse launches that would crash
+description:
+  - Resolves a profile from O(profiles) (the C(sglang_profiles) variable, with C(extends) inheritance), adds the
+    project-wide settings, translates flags and environment variables for the target SGLang release
+    (e.g. C(--mamba-scheduler-strategy) becomes C(--mamba-radix-cache-strategy) in 0.5.14) and runs the
+    validation rules of C(sglang_deploy.rules) against O(facts).
+  - Runs on the controller (action plugin); nothing on the host is touched.
+  - Fails, listing every error, when a rule refuses the launch. Warnings become Ansible warnings.
+  - The API key never enters RV(argv); when O(settings.sglang_api_key) is set, argv carries
+    C(--api-key ${SGLANG_API_KEY}) for systemd to expand from the 0600 EnvironmentFile.
+version_added: "0.1.0"
+author: sglang-deploy
+options:
+  profile:
+    description: Profile name, a key of O(profiles).
+    type: str
+    required: true
+  profiles:
+    description: The C(sglang_profiles) mapping (name -> description, extends, args, env).
+    type: dict
+    required: true
+  settings:
+    description:
+      - Project-wide settings C(sglang_model_path), C(sglang_served_model_name), C(sglang_tp), C(sglang_host),
+        C(sglang_port), C(sglang_api_key) and C(sglang_version) (used when O(sglang_version) is not given).
+    type: dict
+    default: {}
+  sglang_version:
+    description: Target SGLang release (e.g. C(0.5.23)); flag lists of the nearest lower recorded release are used.
+    type: str
+  facts:
+    description:
+      - Facts the rules need; a rule whose facts are missing is skipped (an info finding says so).
+      - Keys C(gpu_arch) (e.g. C(sm_120)), C(gpu_count) (0 counts as unknown), C(nvlink), C(model_architecture),
+        C(model_quantization) (e.g. C(modelopt_fp4), C(none)), C(model_path_exists).
+    type: dict
+    default: {}
+  concurrency:
+    description: Highest benchmark concurrency planned (checked against the running-request cap).
+    type: int
+notes:
+  - Supports check mode (it changes nothing).
+"""
+
+EXAMPLES = r"""
+- name: Render and validate the launch profile
+  sglang_profile:
+    profile: "{{ sglang_server_profile }}"
+    profiles: "{{ sglang_profiles }}"
+    settings:
+      sglang_model_path: "{{ sglang_model_path }}"
+      sglang_served_model_name: "{{ sglang_served_model_name }}"
+      sglang_tp: "{{ sglang_tp }}"
+      sglang_host: "{{ sglang_host }}"
+      sglang_port: "{{ sglang_port }}"
+      sglang_api_key: "{{ sglang_api_key }}"
+    sglang_version: "{{ sglang_version }}"
+    facts:
+      gpu_arch: "{{ sglang_gpu.arch }}"
+      gpu_count: "{{ sglang_gpu.count }}"
+      nvlink: "{{ sglang_gpu.nvlink }}"
+      model_path_exists: "{{ model_dir.stat.exists }}"
+    concurrency: 32
+  register: sglang_launch
+"""
+
+RETURN = r"""
+argv:
+  description: Arguments after C(python -m sglang.launch_server).
+  returned: always
+  type: list
+  elements: str
+  sample: ["--model-path", "/data/models/Qwen3.5-397B-A17B-NVFP4", "--tp-size", "8", "--speculative-algorithm", "NEXTN"]
+env:
+  description: Environment variables of the launch (not secret).
+  returned: always
+  type: dict
+  sample: {"OMP_NUM_THREADS": "16"}
+secret_env_keys:
+  description: Names of secret variables the unit's 0600 EnvironmentFile must hold (values never returned).
+  returned: always
+  type: list
+  elements: str
+  sample: ["SGLANG_API_KEY"]
+notes:
+  description: Flags and variables translated or dropped for the target release.
+  returned: always
+  type: list
+  elements: str
+sglang_version:
+  description: The release rendered for.
+  returned: always
+  type: str
+flags_release:
+  description: The recorded flag list used (nearest lower recorded release).
+  returned: always
+  type: str
+findings:
+  description: Every rule finding (rule, level error/warning/info, message).
+  returned: always
+  type: list
+  elements: dict
+"""

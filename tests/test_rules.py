@@ -1,0 +1,200 @@
+"""Every validation rule with a failing and a passing case; the seed's crashing launches are refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sglang_deploy import profiles as prof
+from sglang_deploy import rules
+
+SETTINGS = prof.load_settings()
+FIXTURES = Path(__file__).parent / "fixtures"
+HYBRID = {"model_architecture": "Qwen3_5MoeForConditionalGeneration"}
+SPEC_AUTO = {"speculative-algorithm": "NEXTN"}
+SPEC_TREE = {"speculative-algorithm": "NEXTN", "speculative-num-steps": 3, "speculative-eagle-topk": 2,
+             "speculative-num-draft-tokens": 4}
+SPEC_CHAIN = {**SPEC_TREE, "speculative-eagle-topk": 1}
+
+
+def case(args=None, env=None, version="0.5.23", facts=None, concurrency=None, settings=None):
+    return {"args": args or {}, "env": env or {}, "version": version, "facts": facts or {},
+            "concurrency": concurrency, "settings": settings or {}}
+
+
+def run(c):
+    profiles = {"t": {"description": "test", "args": c["args"], "env": c["env"]}}
+    launch = prof.render("t", profiles, {**SETTINGS, **c["settings"]}, c["version"])
+    return rules.validate(launch, c["facts"], c["concurrency"])
+
+
+# rule id -> (failing case, passing case): the rule fires on the first and not on the second.
+CASES = {
+    "unknown-flag": (case({"enable-ep-moe": True}), case({"enable-metrics": True})),
+    "flag-arity": (case({"trust-remote-code": "yes"}), case({"trust-remote-code": True})),
+    "bad-choice": (case({"attention-backend": "flash"}), case({"attention-backend": "triton"})),
+    "bad-type": (case({"max-running-requests": "many"}), case({"max-running-requests": 64})),
+    "spec-algorithm": (case({"speculative-algorithm": "MEDUSA"}), case(SPEC_AUTO)),
+    "dropped-by-version": (
+        case(env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": 1}, version="0.5.10.post1"),
+        case(env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": 1}, version="0.5.23"),
+    ),
+    "api-key-in-args": (case({"api-key": "secret"}), case(settings={"sglang_api_key": "secret"})),
+    "spec-triple": (
+        case({**SPEC_AUTO, "speculative-num-draft-tokens": 2, "speculative-eagle-topk": 1}),
+        case(SPEC_CHAIN),
+    ),
+    "spec-v2-topk": (
+        case(SPEC_TREE, {"SGLANG_ENABLE_SPEC_V2": 1}, "0.5.10.post1"),
+        case(SPEC_CHAIN, {"SGLANG_ENABLE_SPEC_V2": 1}, "0.5.10.post1"),
+    ),
+    "spec-v1-fallback": (case(SPEC_TREE, version="0.5.12"), case(SPEC_TREE, version="0.5.23")),
+    "trtllm-mha-topk": (
+        case({**SPEC_TREE, "decode-attention-backend": "trtllm_mha"}),
+        case({**SPEC_CHAIN, "decode-attention-backend": "trtllm_mha"}),
+    ),
+    "spec-running-cap": (case(SPEC_AUTO, concurrency=64), case({**SPEC_AUTO, "max-running-requests": 64}, concurrency=64)),
+    "hybrid-spec-extra-buffer": (
+        case(SPEC_AUTO, version="0.5.10.post1", facts=HYBRID),
+        case({**SPEC_AUTO, "mamba-scheduler-strategy": "extra_buffer"}, version="0.5.10.post1", facts=HYBRID),
+    ),
+    "extra-buffer-radix": (
+        case({"mamba-radix-cache-strategy": "extra_buffer", "disable-radix-cache": True}),
+        case({"mamba-radix-cache-strategy": "extra_buffer"}),
+    ),
+    "extra-buffer-non-hybrid": (
+        case({"mamba-radix-cache-strategy": "extra_buffer"}, facts={"model_architecture": "LlamaForCausalLM"}),
+        case({"mamba-radix-cache-strategy": "extra_buffer"}, facts=HYBRID),
+    ),
+    "no-buffer-overlap": (
+        case({"mamba-radix-cache-strategy": "no_buffer"}),
+        case({"mamba-radix-cache-strategy": "no_buffer", "disable-overlap-schedule": True}),
+    ),
+    "mamba-track-interval": (
+        case({**SPEC_CHAIN, "mamba-radix-cache-strategy": "extra_buffer", "mamba-track-interval": 2}),
+        case({**SPEC_CHAIN, "mamba-radix-cache-strategy": "extra_buffer", "mamba-track-interval": 8}),
+    ),
+    "arch-moe-backend": (
+        case({"moe-runner-backend": "flashinfer_cutedsl"}, facts={"gpu_arch": "sm_120"}),
+        case({"moe-runner-backend": "flashinfer_cutlass"}, facts={"gpu_arch": "sm_120"}),
+    ),
+    "arch-attention-backend": (
+        case({"attention-backend": "trtllm_mla"}, facts={"gpu_arch": "sm_120"}),
+        case({"attention-backend": "trtllm_mla"}, facts={"gpu_arch": "sm_100"}),
+    ),
+    "fp4-gemm-nan": (
+        case({"quantization": "modelopt_fp4"}, version="0.5.9", facts={"gpu_arch": "sm_120"}),
+        case({"quantization": "modelopt_fp4", "fp4-gemm-backend": "flashinfer_cudnn"}, version="0.5.9",
+             facts={"gpu_arch": "sm_120"}),
+    ),
+    "parallel-gpus": (case(facts={"gpu_count": 4}), case(facts={"gpu_count": 8})),
+    "parallel-shape": (
+        case({"moe-runner-backend": "flashinfer_cutlass", "ep-size": 4}),
+        case({"moe-runner-backend": "flashinfer_cutlass", "ep-size": 8}),
+    ),
+    "served-model-name": (case(settings={"sglang_served_model_name": "qwen:397b"}), case()),
+    "model-path": (case(facts={"model_path_exists": False}), case(facts={"model_path_exists": True})),
+    "quantization-checkpoint": (
+        case({"quantization": "fp8"}, facts={"model_quantization": "modelopt_fp4"}),
+        case({"quantization": "modelopt"}, facts={"model_quantization": "modelopt_fp4"}),
+    ),
+    "moe-quantization": (
+        case({"moe-runner-backend": "flashinfer_cutlass", "quantization": "fp8"}),
+        case({"moe-runner-backend": "flashinfer_cutlass", "quantization": "modelopt_fp4"}),
+    ),
+    "custom-ar-pcie": (
+        case({"disable-custom-all-reduce": True}, facts={"nvlink": False, "gpu_count": 8}),
+        case({"disable-custom-all-reduce": True}, facts={"nvlink": True, "gpu_count": 8}),
+    ),
+    "mscclpp": (
+        case({"enable-mscclpp": True}, version="0.5.10.post1", settings={"sglang_tp": 4}),
+        case({"enable-mscclpp": True}, version="0.5.10.post1"),
+    ),
+    "pcie-ipc-world": (
+        case(env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": 1}, settings={"sglang_tp": 6}),
+        case(env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": 1}),
+    ),
+    "pcie-ipc-nvlink": (
+        case(env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": 1}, facts={"nvlink": True}),
+        case(env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": 1}, facts={"nvlink": False}),
+    ),
+}
+
+
+def test_every_rule_has_cases():
+    assert set(CASES) == {r.id for r in rules.RULES}
+
+
+@pytest.mark.parametrize("rule_id", sorted(CASES))
+def test_rule_fails_then_passes(rule_id):
+    bad, good = CASES[rule_id]
+    level = next(r.level for r in rules.RULES if r.id == rule_id)
+    fired = [f for f in run(bad) if f.rule == rule_id and f.level == level]
+    assert fired, f"{rule_id} did not fire"
+    assert all(f.message and "skipped" not in f.message for f in fired)
+    assert not [f for f in run(good) if f.rule == rule_id and f.level != rules.INFO]
+
+
+@pytest.mark.parametrize("rule_id", ["arch-moe-backend", "parallel-gpus", "model-path", "spec-running-cap"])
+def test_unknown_facts_skip_with_info(rule_id):
+    bad, _ = CASES[rule_id]
+    skipped = [f for f in run({**bad, "facts": {}, "concurrency": None}) if f.rule == rule_id]
+    assert [f.level for f in skipped] == [rules.INFO] and "skipped" in skipped[0].message
+
+
+def test_zero_gpus_counts_as_unknown():
+    findings = run(case(facts={"gpu_count": 0}))
+    assert [f.level for f in findings if f.rule == "parallel-gpus"] == [rules.INFO]
+    assert rules.gpu_facts({"count": 0, "arch": None}) == {}
+    assert rules.gpu_facts({"count": 8, "arch": "sm_120", "nvlink": False}) == {
+        "gpu_arch": "sm_120", "gpu_count": 8, "nvlink": False}
+
+
+def test_sm100_trtllm_moe_allowed_sm120_refused():
+    args = {"moe-runner-backend": "flashinfer_trtllm"}
+    assert [f for f in run(case(args, facts={"gpu_arch": "sm_120"})) if f.rule == "arch-moe-backend"]
+    assert not [f for f in run(case(args, facts={"gpu_arch": "sm_100"})) if f.rule == "arch-moe-backend"]
+
+
+def test_operator_command_unknown_flag_on_0_5_20_style_names():
+    findings = run(case({"enable-ep-moe": True, "cuda-graph-max-bs": 8}))
+    unknown = [f for f in findings if f.rule == "unknown-flag"]
+    assert len(unknown) == 1 and "--enable-ep-moe" in unknown[0].message  # cuda-graph-max-bs is translated
+
+
+SEED = prof.load_profiles(FIXTURES / "seed_launches.yml")
+SEED_FACTS = {"gpu_arch": "sm_120", "gpu_count": 8, "nvlink": False,
+              "model_architecture": "Qwen3_5MoeForConditionalGeneration", "model_quantization": "modelopt_fp4"}
+
+
+@pytest.mark.parametrize(
+    "name, version, refused_by",
+    [
+        ("seed-msg5980", "0.5.10.post1", {"hybrid-spec-extra-buffer", "spec-triple"}),
+        ("seed-msg5980", "0.5.9", {"hybrid-spec-extra-buffer", "spec-triple"}),
+        ("seed-msg5983", "0.5.10.post1", {"spec-triple"}),
+        ("seed-spec-v2-topk2", "0.5.10.post1", {"spec-v2-topk"}),
+        ("seed-msg5980", "0.5.23", {"spec-triple"}),  # the assert survives in 0.5.23
+        ("seed-msg6001", "0.5.10.post1", set()),
+        ("seed-msg6001", "0.5.23", set()),
+        ("seed-baseline", "0.5.9", set()),
+    ],
+)
+def test_seed_launches(name, version, refused_by):
+    launch = prof.render(name, SEED, SETTINGS, version)
+    findings = rules.validate(launch, SEED_FACTS, concurrency=32)
+    assert {f.rule for f in rules.errors(findings)} == refused_by
+
+
+def test_model_facts_from_config(tmp_path):
+    config = {"architectures": ["Qwen3_5MoeForConditionalGeneration"],
+              "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert rules.model_facts_from_path(tmp_path) == {
+        "model_architecture": "Qwen3_5MoeForConditionalGeneration", "model_quantization": "modelopt_fp4"}
+    (tmp_path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    assert rules.model_facts_from_path(tmp_path / "config.json")["model_quantization"] == "none"
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "NVFP4"}}))
+    assert rules.model_facts_from_path(tmp_path)["model_quantization"] == "modelopt_fp4"

@@ -1,0 +1,80 @@
+"""The sglang_profile action plugin through a real ansible-playbook run against localhost."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sglang_deploy.paths import GROUP_VARS, REPO
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PLAYBOOK_BIN = shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) or shutil.which("ansible-playbook")
+pytestmark = pytest.mark.skipif(PLAYBOOK_BIN is None, reason="ansible-playbook not installed")
+
+
+def play(tmp_path: Path, task_args: dict, extra_vars: dict | None = None) -> tuple[int, dict]:
+    playbook = [{
+        "name": "Render a profile",
+        "hosts": "localhost",
+        "gather_facts": False,
+        "vars_files": [str(GROUP_VARS / "all" / "sglang.yml"), str(GROUP_VARS / "all" / "profiles.yml")],
+        "vars": extra_vars or {},
+        "tasks": [{"name": "Render and validate", "sglang_profile": task_args, "register": "launch"}],
+    }]
+    path = tmp_path / "play.yml"
+    path.write_text(yaml.safe_dump(playbook, sort_keys=False))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
+           "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false"}
+    out = subprocess.run([PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", str(path)], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=300)
+    doc = json.loads(out.stdout[out.stdout.index("{"):])
+    return out.returncode, doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
+
+
+COMMON = {
+    "profiles": "{{ sglang_profiles }}",
+    "settings": "{{ sglang_launch_settings }}",
+    "facts": "{{ sglang_profile_facts }}",
+}
+GPU = {"sglang_gpu": {"count": 8, "arch": "sm_120", "nvlink": False}}
+
+
+def test_plugin_renders_translates_and_warns(tmp_path):
+    rc, res = play(tmp_path, {**COMMON, "profile": "nextn", "sglang_version": "0.5.23", "concurrency": 64}, GPU)
+    assert rc == 0, res
+    assert res["argv"][res["argv"].index("--mamba-radix-cache-strategy") + 1] == "extra_buffer"
+    assert res["env"] == {"OMP_NUM_THREADS": "16"} and res["flags_release"] == "0.5.23"
+    assert any("SGLANG_ENABLE_SPEC_V2" in n for n in res["notes"])
+    assert any(w.startswith("spec-running-cap:") for w in res["warnings"])
+    skipped = {f["rule"] for f in res["findings"] if f["level"] == "info"}
+    assert "arch-moe-backend" not in skipped and "model-path" in skipped  # GPU facts used, model facts unknown
+
+
+def test_plugin_refuses_with_every_error(tmp_path):
+    seed = yaml.safe_load((FIXTURES / "seed_launches.yml").read_text())["sglang_profiles"]
+    facts = {"gpu_arch": "sm_120", "gpu_count": "8", "nvlink": "false",
+             "model_architecture": "Qwen3_5MoeForConditionalGeneration", "model_path_exists": False}
+    rc, res = play(tmp_path, {"profile": "seed-msg5980", "profiles": seed, "settings": "{{ sglang_launch_settings }}",
+                              "sglang_version": "0.5.10.post1", "facts": facts})
+    assert rc == 2 and res["failed"]
+    for rule in ("spec-triple", "hybrid-spec-extra-buffer", "model-path"):
+        assert f"[{rule}]" in res["msg"]
+
+
+def test_plugin_unknown_profile_fails_cleanly(tmp_path):
+    rc, res = play(tmp_path, {**COMMON, "profile": "ghost"}, GPU)
+    assert rc == 2 and "unknown profile 'ghost'" in res["msg"]
+
+
+def test_plugin_never_returns_the_api_key(tmp_path):
+    settings = {"sglang_model_path": "/m", "sglang_tp": 8, "sglang_api_key": "s3cret-key"}
+    rc, res = play(tmp_path, {**COMMON, "profile": "baseline", "settings": settings}, GPU)
+    assert rc == 0 and "s3cret-key" not in json.dumps(res)
+    assert res["argv"][-2:] == ["--api-key", "${SGLANG_API_KEY}"] and res["secret_env_keys"] == ["SGLANG_API_KEY"]
