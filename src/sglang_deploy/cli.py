@@ -85,7 +85,71 @@ def _add_bench_command(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_runner_commands(sub: argparse._SubParsersAction) -> None:
-    """deploy, compare, status, rollback, lab (issues 2 and 8)."""
+    """deploy, compare, status, rollback, lab (issues 2 and 8). Logic: runner.py, report.py."""
+    import os
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-i", "--inventory", metavar="PATH",
+                        help="inventory file or folder (default: inventory/lab.yml, the lab containers)")
+    common.add_argument("-l", "--limit", metavar="PATTERN", help="only these hosts (ansible --limit pattern)")
+    common.add_argument("-e", "--extra-vars", dest="extravars", action="append", default=[], metavar="VARS",
+                        help="key=value (value read as YAML), @file.yml or a YAML/JSON mapping; repeatable, later "
+                        "wins. Secrets (names with api_key, token, password, secret) never reach the run's files; "
+                        "prefer @file.yml for them (argv is visible to other users)")
+    common.add_argument("--json", action="store_true", help="machine-readable result on stdout")
+
+    def wire(name: str):
+        def run(args: argparse.Namespace) -> int:
+            from sglang_deploy import runner
+
+            if args.inventory and not os.path.exists(args.inventory):
+                raise UsageError(f"inventory {args.inventory} does not exist")
+            try:
+                extravars = runner.parse_extravars(args.extravars)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from exc
+            return getattr(runner, f"cli_{name}")(args, extravars)
+        return run
+
+    progress = "Live progress goes to stderr. Exit status: 0 success, 1 a run failed, 2 usage error " \
+               "(an unknown profile included)."
+    p = sub.add_parser("deploy", parents=[common], help="deploy a launch profile and benchmark it (site.yml)",
+                       description="Deploy PROFILE with site.yml through ansible-runner, wait for the server, "
+                       "benchmark it and print the table. " + progress,
+                       epilog="Small sweep: -e 'sglang_benchmark_concurrency=[1,4]' -e sglang_benchmark_requests=4. "
+                       "Deploy only: -e sglang_benchmark_enabled=false.")
+    p.add_argument("profile", help="launch profile, a key of sglang_profiles (group_vars/all/profiles.yml)")
+    p.set_defaults(func=wire("deploy"))
+
+    p = sub.add_parser("compare", parents=[common], help="benchmark several profiles in turn and report",
+                       description="Deploy and benchmark each PROFILE in turn on the same hosts with the same "
+                       "settings, restore the profile that served before (no benchmark), print the comparison and "
+                       "write report.md, compare.png and comparison.json under results/compare-<time>/. " + progress)
+    p.add_argument("profiles", nargs="+", metavar="PROFILE", help="two or more profiles; ratios are to the first")
+    p.add_argument("--restore", metavar="PROFILE",
+                   help="profile to leave serving (default: what each host served before)")
+    p.add_argument("--out", metavar="DIR", help="report folder (default results/compare-<time>)")
+
+    def compare(args: argparse.Namespace) -> int:
+        if len(args.profiles) < 2:
+            raise UsageError("give at least two profiles to compare")
+        return wire("compare")(args)
+    p.set_defaults(func=compare)
+
+    p = sub.add_parser("status", parents=[common], help="what each host serves (read-only)",
+                       description="Per host: the profile of the installed unit, the unit state, the last good "
+                       "profile and the stack manifest. " + progress)
+    p.set_defaults(func=wire("status"))
+
+    p = sub.add_parser("rollback", parents=[common], help="re-deploy each host's last good profile",
+                       description="Re-deploy the last good profile recorded on each host (no benchmark). " + progress)
+    p.set_defaults(func=wire("rollback"))
+
+    p = sub.add_parser("lab", parents=[common], help="create or remove the lab containers",
+                       description="up: build the lab image if needed and start the lab containers of the "
+                       "inventory group `lab`; down: remove them (the image stays). " + progress)
+    p.add_argument("action", choices=["up", "down"])
+    p.set_defaults(func=wire("lab"))
 
 
 def build_parser() -> argparse.ArgumentParser:

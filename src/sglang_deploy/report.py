@@ -1,0 +1,264 @@
+"""Profile comparison: figures per concurrency level, the text table, the Markdown report and the plot.
+
+Pure functions over benchmark result dicts (bench.run_benchmark's), so they are tested on synthetic results;
+runner.compare() feeds them the results its deploys published.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from sglang_deploy import bench
+
+SYNTHETIC_NOTE = "LAB: emulated SGLang server, these numbers are synthetic"
+
+# (key of a row, table header, digits)
+COLUMNS = (
+    ("output_tok_s", "out tok/s", 1),
+    ("output_ratio", "x first", 2),
+    ("decode_tok_s", "dec tok/s", 1),
+    ("decode_ratio", "x first", 2),
+    ("ttft_p50_ms", "ttft p50 ms", 1),
+    ("accept_length", "accept", 2),
+)
+
+
+@dataclass
+class Comparison:
+    """Profiles benchmarked in turn on the same hosts with the same settings.
+
+    rows: one dict per (host, concurrency, profile) with output_tok_s (aggregate), decode_tok_s (per request,
+    mean), ttft_p50_ms, accept_length and the ratios of output and decode speed to the first profile's.
+    """
+
+    profiles: list
+    rows: list = field(default_factory=list)
+    runs: dict = field(default_factory=dict)  # profile -> runner.RunResult
+    restores: list = field(default_factory=list)  # runner.RunResult of the restoring deploys
+    settings: dict = field(default_factory=dict)
+    workload: dict = field(default_factory=dict)
+    emulated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.runs.values()) and all(r.ok for r in self.restores)
+
+    @property
+    def hosts(self) -> list:
+        return sorted({r["host"] for r in self.rows})
+
+    def failures(self) -> dict:
+        """profile -> [Failure] for the deploys that failed; 'restore <profile>' for failed restores."""
+        out = {name: r.failures for name, r in self.runs.items() if not r.ok}
+        for r in self.restores:
+            if not r.ok:
+                out[f"restore {r.profile}"] = r.failures
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok, "profiles": self.profiles, "emulated": self.emulated, "settings": self.settings,
+            "workload": self.workload, "rows": self.rows,
+            "runs": {name: r.to_dict() for name, r in self.runs.items()},
+            "restores": [r.to_dict() for r in self.restores],
+        }
+
+
+def _ratio(value, base):
+    return value / base if value is not None and base else None
+
+
+def comparison_rows(profiles: list, results: dict) -> list:
+    """results: profile -> {host: benchmark result}. One row per host, level and profile (profile order)."""
+    rows = []
+    hosts = sorted({h for per_host in results.values() for h in per_host})
+    for host in hosts:
+        levels = sorted({m["concurrency"] for p in profiles for m in results.get(p, {}).get(host, {}).get("levels", [])})
+        for c in levels:
+            base = None
+            for i, name in enumerate(profiles):
+                level = next((m for m in results.get(name, {}).get(host, {}).get("levels", [])
+                              if m["concurrency"] == c), None)
+                spec = (level or {}).get("spec_accept_length")
+                row = {
+                    "host": host, "concurrency": c, "profile": name,
+                    "output_tok_s": level.get("output_throughput_tok_s") if level else None,
+                    "decode_tok_s": bench._stat(level, "decode_tok_s_per_request", "mean") if level else None,
+                    "ttft_p50_ms": bench._stat(level, "ttft_ms", "p50") if level else None,
+                    "accept_length": spec["value"] if spec else None,
+                    "completed": level["completed"] if level else 0,
+                    "requests": level["requests"] if level else 0,
+                    "missing": level is None,
+                }
+                if i == 0:
+                    base = row
+                row["output_ratio"] = _ratio(row["output_tok_s"], base["output_tok_s"])
+                row["decode_ratio"] = _ratio(row["decode_tok_s"], base["decode_tok_s"])
+                rows.append(row)
+    return rows
+
+
+def build_comparison(profiles: list, runs: dict, restores: list = (), settings: dict | None = None) -> Comparison:
+    """A Comparison from each profile's deploy result (runner.RunResult, its `benchmarks`)."""
+    results = {name: run.benchmarks for name, run in runs.items()}
+    workloads = [r.get("workload", {}) for per_host in results.values() for r in per_host.values()]
+    first = workloads[0] if workloads else {}
+    workload = {k: first.get(k) for k in ("input_len", "output_len", "requests_per_level")}
+    workload["same_for_all"] = all({k: w.get(k) for k in workload if k != "same_for_all"} == workload
+                                   for w in workloads)
+    return Comparison(
+        profiles=list(profiles), rows=comparison_rows(profiles, results), runs=dict(runs),
+        restores=list(restores), settings=dict(settings or {}), workload=workload,
+        emulated=any(r.get("server_emulated") for per_host in results.values() for r in per_host.values()))
+
+
+def _cells(row: dict) -> list:
+    if row["missing"]:
+        return ["no result"] + ["-"] * (len(COLUMNS) - 1)
+    return [bench._f(row[key], digits) for key, _, digits in COLUMNS]
+
+
+def format_table(comp: Comparison) -> str:
+    """Text table: per host, each concurrency level with one line per profile."""
+    lines = []
+    if comp.emulated:
+        lines.append(SYNTHETIC_NOTE)
+    w = comp.workload
+    lines.append(f"in={w.get('input_len')} out={w.get('output_len')} tokens; out tok/s = aggregate output, "
+                 f"dec tok/s = per-request decode (mean); x first = ratio to {comp.profiles[0]}")
+    header = ["conc", "profile"] + [title for _, title, _ in COLUMNS]
+    for host in comp.hosts:
+        lines.append(f"host {host}")
+        table = [header]
+        for row in (r for r in comp.rows if r["host"] == host):
+            table.append([str(row["concurrency"]), row["profile"]] + _cells(row))
+        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+        for r in table:
+            lines.append("  ".join(cell.ljust(widths[i]) if i == 1 else cell.rjust(widths[i])
+                                   for i, cell in enumerate(r)))
+    for name, failures in comp.failures().items():
+        for f in failures or []:
+            lines.append(f"{name}: FAILED on {f.host}, task '{f.task}': {f.message.splitlines()[0]}")
+        if not failures:
+            lines.append(f"{name}: FAILED ({comp.runs[name].error if name in comp.runs else 'see artifacts'})")
+    return "\n".join(lines)
+
+
+def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
+    """The Markdown report."""
+    w = comp.workload
+    out = [f"# SGLang profile comparison: {' vs '.join(comp.profiles)}", ""]
+    if comp.emulated:
+        out += [f"> **{SYNTHETIC_NOTE}.** They exercise the pipeline; they say nothing about GPU performance.", ""]
+    out += [
+        f"- Date: {datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"- Hosts: {', '.join(comp.hosts) or '(none benchmarked)'}",
+        f"- Workload: input {w.get('input_len')} tokens, output {w.get('output_len')} tokens (forced), "
+        f"requests per level {json.dumps(w.get('requests_per_level'))}"
+        + ("" if w.get("same_for_all", True) else " (**differs between profiles**)"),
+        f"- Ratios (`x first`) are to **{comp.profiles[0]}**; `dec tok/s` is the per-request decode speed (mean), "
+        "`out tok/s` the aggregate output throughput of the level.",
+        "",
+    ]
+    if plot_name:
+        out += [f"![output and decode tok/s against concurrency]({plot_name})", ""]
+    header = ["concurrency", "profile"] + [title for _, title, _ in COLUMNS]
+    for host in comp.hosts:
+        out += [f"## {host}", "", "| " + " | ".join(header) + " |",
+                "|" + "|".join("---:" if i != 1 else "---" for i in range(len(header))) + "|"]
+        for row in (r for r in comp.rows if r["host"] == host):
+            cells = _cells(row)
+            if row["profile"] == comp.profiles[0]:
+                cells = [f"**{c}**" if c != "-" else c for c in cells]
+            out.append("| " + " | ".join([str(row["concurrency"]), row["profile"]] + cells) + " |")
+        out.append("")
+    failures = comp.failures()
+    if failures:
+        out += ["## Failures", ""]
+        for name, items in failures.items():
+            for f in items or []:
+                out.append(f"- **{name}** on `{f.host}`, task *{f.task}*:")
+                out += ["", "  ```", *("  " + line for line in f.message.splitlines()), "  ```", ""]
+            if not items:
+                out.append(f"- **{name}**: see the run's artifacts")
+        out.append("")
+    out += ["## Runs", "", "| run | status | artifacts |", "|---|---|---|"]
+    for name, r in comp.runs.items():
+        out.append(f"| deploy {name} | {r.status} | `{r.artifacts}` |")
+    for r in comp.restores:
+        out.append(f"| restore {r.profile} (no benchmark) | {r.status} | `{r.artifacts}` |")
+    return "\n".join(out) + "\n"
+
+
+def plot(comp: Comparison, path) -> Path:
+    """PNG: aggregate output tok/s and per-request decode tok/s against concurrency, one line per profile."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    path = Path(path)
+    hosts = comp.hosts
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
+    panels = (("output_tok_s", "Aggregate output throughput", "output tok/s (all requests)"),
+              ("decode_tok_s", "Per-request decode speed", "decode tok/s per request (mean)"))
+    levels = sorted({r["concurrency"] for r in comp.rows})
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    styles = ["-", "--", ":", "-."]
+    for ax, (key, title, ylabel) in zip(axes, panels):
+        for i, name in enumerate(comp.profiles):
+            for j, host in enumerate(hosts):
+                pts = [(r["concurrency"], r[key]) for r in comp.rows
+                       if r["profile"] == name and r["host"] == host and r[key] is not None]
+                if not pts:
+                    continue
+                label = name if len(hosts) == 1 else f"{name} @ {host}"
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", linewidth=2,
+                        color=colors[i % len(colors)], linestyle=styles[j % len(styles)], label=label)
+        ax.set_title(title)
+        ax.set_xlabel("concurrency (requests in flight)")
+        ax.set_ylabel(ylabel)
+        if len(levels) > 1 and levels[-1] / levels[0] >= 4:
+            ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_locator(FixedLocator(levels))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticklabels([str(c) for c in levels])
+        ax.set_ylim(bottom=0)
+        ax.margins(x=0.08, y=0.1)
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(title="profile", frameon=False)
+    w = comp.workload
+    fig.suptitle(f"{' vs '.join(comp.profiles)}  (in {w.get('input_len')} / out {w.get('output_len')} tokens)",
+                 fontsize=12)
+    notes = []
+    missing = [p for p in comp.profiles if not any(r["profile"] == p and r[k] is not None
+                                                   for r in comp.rows for k, _, _ in panels)]
+    if missing:
+        notes.append(f"not plotted (deploy failed): {', '.join(missing)}")
+    if comp.emulated:
+        notes.append(SYNTHETIC_NOTE)
+    if notes:
+        fig.supxlabel("\n".join(notes), color="#b00020", fontsize=10)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_report(comp: Comparison, out_dir=None) -> Path:
+    """results/compare-<time>/ with report.md, compare.png and comparison.json; returns the folder."""
+    from sglang_deploy.paths import RESULTS
+
+    out = Path(out_dir) if out_dir else RESULTS / f"compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    out.mkdir(parents=True, exist_ok=True)
+    has_figures = any(r["output_tok_s"] is not None for r in comp.rows)
+    if has_figures:
+        plot(comp, out / "compare.png")
+    (out / "report.md").write_text(markdown(comp, "compare.png" if has_figures else None), encoding="utf-8")
+    (out / "comparison.json").write_text(json.dumps(comp.to_dict(), indent=2, default=str) + "\n", encoding="utf-8")
+    return out

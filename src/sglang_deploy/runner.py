@@ -1,0 +1,787 @@
+"""Python API over ansible-runner: deploy, compare, status, rollback, lab.
+
+Every run gets a fresh private data dir under REPO/.runner/ (gitignored) with project_dir=REPO, so the repo's
+ansible.cfg, roles, library and collections apply. Results are read from events, never from stdout:
+per-host outcome from `playbook_on_stats`, failures from `runner_on_failed` / `runner_on_unreachable`, data the
+playbooks publish with `set_stats` from the stats event's `artifact_data` (`sglang_benchmark`, `sglang_status`).
+
+Secrets: an extra variable whose name, or the name of any key nested in it, contains api_key, token, password
+or secret goes to a 0600 file passed as `-e @file` (ansible-runner's `cmdline`, so only the path is recorded)
+and deleted when the run ends; every file of the run is then scrubbed of the secret values as a safety net.
+
+Progress: `on_event(event)` gets every ansible-runner event plus `sglang_deploy_phase` events from compare();
+when it also has a `tick()` method, that is called about once a second while ansible runs (the heartbeat of
+a long task). `Progress` is such a printer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets as _secrets
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Callable
+
+from sglang_deploy.paths import REPO
+
+RUNNER_DIR = REPO / ".runner"
+KEEP_RUNS = 50  # private data dirs kept under RUNNER_DIR, newest first
+DEFAULT_INVENTORY = REPO / "inventory" / "lab.yml"
+SECRET_KEY_RE = re.compile(r"api_key|token|password|secret", re.IGNORECASE)
+REDACTED = "[redacted secret]"
+PHASE_EVENT = "sglang_deploy_phase"
+# profiles.resolve()'s message (through the sglang_profile action plugin) for a name not in sglang_profiles.
+UNKNOWN_PROFILE_RE = re.compile(r"(?<!extends )unknown profile '([^']*)'(?:; available: ([^\n]*))?")
+
+EventHandler = Callable[[dict], object]
+
+
+# --------------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass
+class HostOutcome:
+    """Task counts of one host from the play recap."""
+
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    rescued: int = 0
+
+    @property
+    def state(self) -> str:
+        """unreachable, failed, changed or ok."""
+        if self.unreachable:
+            return "unreachable"
+        if self.failed:
+            return "failed"
+        return "changed" if self.changed else "ok"
+
+
+@dataclass
+class Failure:
+    """A failed (or unreachable) task of one host."""
+
+    host: str
+    task: str
+    message: str
+    action: str | None = None
+    unreachable: bool = False
+
+    @property
+    def unknown_profile(self) -> bool:
+        """The profile name is not in sglang_profiles (a usage error, not a broken host)."""
+        return bool(UNKNOWN_PROFILE_RE.search(self.message))
+
+
+@dataclass
+class RunResult:
+    """One ansible-runner run of a playbook."""
+
+    playbook: str
+    status: str  # ansible-runner's: successful, failed, canceled, timeout
+    rc: int
+    hosts: dict = field(default_factory=dict)  # host -> HostOutcome
+    failures: list = field(default_factory=list)  # Failure that stopped a host
+    rescued: list = field(default_factory=list)  # Failure handled by a rescue (the rollback) or a later retry
+    data: dict = field(default_factory=dict)  # set_stats data
+    artifacts: str = ""
+    elapsed_s: float = 0.0
+    profile: str | None = None
+    error: str | None = None  # ansible-playbook's own error (no task ran): the end of its output
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful" and self.rc == 0 and not self.failures and self.hosts != {}
+
+    @property
+    def benchmarks(self) -> dict:
+        """host -> benchmark result dict (bench.run_benchmark's), from set_stats `sglang_benchmark`."""
+        return self.data.get("sglang_benchmark") or {}
+
+    @property
+    def emulated(self) -> bool:
+        return any(r.get("server_emulated") for r in self.benchmarks.values())
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["ok"] = self.ok
+        for name, outcome in self.hosts.items():
+            out["hosts"][name]["state"] = outcome.state
+        return out
+
+
+@dataclass
+class HostStatus:
+    """What one host serves (playbooks/status.yml)."""
+
+    host: str
+    profile: str | None  # the profile of the installed unit
+    active_state: str | None
+    sub_state: str | None
+    last_good_profile: str | None
+    manifest: dict | None
+    emulated: bool = False
+
+    @property
+    def serving(self) -> bool:
+        return self.active_state == "active" and self.profile is not None
+
+
+@dataclass
+class StatusResult:
+    """status(): host -> HostStatus, and the run that read it (failures of unreachable hosts)."""
+
+    hosts: dict
+    run: RunResult
+
+    @property
+    def ok(self) -> bool:
+        return self.run.ok
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "hosts": {h: {**asdict(s), "serving": s.serving} for h, s in self.hosts.items()},
+                "failures": [asdict(f) for f in self.run.failures], "error": self.run.error,
+                "artifacts": self.run.artifacts}
+
+
+# --------------------------------------------------------------------------------------------------
+# Event parsing (pure)
+
+
+def _failure_message(res: dict) -> str:
+    """The useful text of a failed module result (loop items, command stderr included)."""
+    msg = res.get("msg")
+    items = res.get("results")
+    if isinstance(items, list):
+        bad = [r for r in items if isinstance(r, dict) and r.get("failed")]
+        if bad:
+            item = _failure_message(bad[0])
+            msg = f"{msg}: {item}" if msg and msg != item else item
+    for key in ("stderr", "module_stderr"):
+        text = (res.get(key) or "").strip()
+        if text and text not in (msg or ""):
+            msg = f"{msg}\n{text}" if msg else text
+    if not msg and "rc" in res:
+        msg = f"exit status {res['rc']}"
+    return str(msg or "failed without a message")
+
+
+def parse_events(events: list) -> tuple[dict, list, list, dict]:
+    """(hosts, failures, rescued, data) from ansible-runner events of one playbook run.
+
+    The last failure of a host that the recap counts as failed (or unreachable) stopped it; its earlier failures
+    were handled (a rescue) because the play went on. Failures with ignore_errors are not failures.
+    """
+    seen: dict = {}  # host -> [Failure, ...] in order
+    hosts: dict = {}
+    data: dict = {}
+    for ev in events:
+        kind = ev.get("event")
+        d = ev.get("event_data") or {}
+        if kind in ("runner_on_failed", "runner_on_unreachable"):
+            if kind == "runner_on_failed" and d.get("ignore_errors"):
+                continue
+            res = d.get("res") or {}
+            seen.setdefault(d.get("host", "?"), []).append(Failure(
+                host=d.get("host", "?"), task=d.get("task") or "?", message=_failure_message(res),
+                action=d.get("resolved_action") or d.get("task_action"),
+                unreachable=kind == "runner_on_unreachable"))
+        elif kind == "playbook_on_stats":
+            data = d.get("artifact_data") or {}
+            names = set()
+            for key in ("ok", "changed", "failures", "dark", "skipped", "rescued", "processed"):
+                names.update((d.get(key) or {}).keys())
+            for name in sorted(names):
+                hosts[name] = HostOutcome(
+                    ok=d.get("ok", {}).get(name, 0), changed=d.get("changed", {}).get(name, 0),
+                    failed=(d.get("failures") or {}).get(name, 0), unreachable=(d.get("dark") or {}).get(name, 0),
+                    skipped=(d.get("skipped") or {}).get(name, 0), rescued=(d.get("rescued") or {}).get(name, 0))
+    failures, rescued = [], []
+    for name, items in seen.items():
+        stopped = name in hosts and hosts[name].state in ("failed", "unreachable")
+        if stopped:
+            failures.append(items[-1])
+            rescued.extend(items[:-1])
+        else:
+            rescued.extend(items)
+    return hosts, failures, rescued, data
+
+
+def parse_status(data: dict) -> dict:
+    """host -> HostStatus from the set_stats data of playbooks/status.yml."""
+    out = {}
+    for host, raw in sorted((data.get("sglang_status") or {}).items()):
+        unit = parse_systemctl_show(raw.get("unit") or "")
+        m = re.search(r"profile (\S+)$", unit.get("Description", ""))
+        local = raw.get("local") or {}
+        out[host] = HostStatus(
+            host=host,
+            profile=m.group(1) if m and unit.get("LoadState") == "loaded" else None,
+            active_state=unit.get("ActiveState"), sub_state=unit.get("SubState"),
+            last_good_profile=(local.get("sglang_server") or {}).get("last_good_profile"),
+            manifest=raw.get("manifest") or None,
+            emulated=bool((local.get("sglang_host") or {}).get("emulated")))
+    return out
+
+
+def parse_systemctl_show(text: str) -> dict:
+    """`systemctl show` KEY=VALUE lines -> dict."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Secrets
+
+
+def split_secrets(extravars: dict) -> tuple[dict, dict]:
+    """(plain, secret): a variable is secret when its name or any nested key names a secret."""
+    def secret(key, value) -> bool:
+        if SECRET_KEY_RE.search(str(key)):
+            return True
+        if isinstance(value, dict):
+            return any(secret(k, v) for k, v in value.items())
+        if isinstance(value, list):
+            return any(secret("", v) for v in value)
+        return False
+
+    plain, hidden = {}, {}
+    for key, value in extravars.items():
+        (hidden if secret(key, value) else plain)[key] = value
+    return plain, hidden
+
+
+def secret_values(secret_vars: dict) -> list:
+    """The clear-text values to scrub: every string under a secret key (at least 4 characters)."""
+    out: list = []
+
+    def walk(value, under_secret: bool):
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, under_secret or bool(SECRET_KEY_RE.search(str(k))))
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, under_secret)
+        elif under_secret and value not in (None, "") and len(str(value)) >= 4:
+            out.append(str(value))
+
+    walk(secret_vars, False)
+    return sorted(set(out), key=len, reverse=True)
+
+
+def redact(obj, values: list):
+    """obj with every occurrence of the values replaced by REDACTED (strings inside dicts and lists too)."""
+    if not values:
+        return obj
+    if isinstance(obj, str):
+        for v in values:
+            obj = obj.replace(v, REDACTED)
+        return obj
+    if isinstance(obj, dict):
+        return {k: redact(v, values) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact(v, values) for v in obj]
+    return obj
+
+
+def scrub_tree(root: Path, values: list) -> int:
+    """Replace the values in every file under root (JSON-escaped forms too); returns the files changed."""
+    if not values:
+        return 0
+    needles = []
+    for v in values:
+        for form in (v, json.dumps(v)[1:-1]):
+            needles.append(form.encode())
+    changed = 0
+    for path in root.rglob("*"):
+        if not path.is_file() or path.is_symlink():
+            continue
+        blob = path.read_bytes()
+        new = blob
+        for n in set(needles):
+            new = new.replace(n, REDACTED.encode())
+        if new != blob:
+            path.write_bytes(new)
+            changed += 1
+    return changed
+
+
+# --------------------------------------------------------------------------------------------------
+# Running a playbook
+
+
+def _new_private_dir(kind: str) -> Path:
+    RUNNER_DIR.mkdir(parents=True, exist_ok=True)
+    for old in sorted(RUNNER_DIR.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)[KEEP_RUNS - 1:]:
+        shutil.rmtree(old, ignore_errors=True)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = RUNNER_DIR / f"{stamp}-{kind}-{_secrets.token_hex(3)}"
+    path.mkdir(mode=0o700)
+    return path
+
+
+def _inventory_path(inventory) -> str:
+    path = Path(inventory) if inventory else DEFAULT_INVENTORY
+    if not path.exists():
+        raise FileNotFoundError(f"inventory {path} does not exist")
+    return str(path.resolve())
+
+
+def _path_with_this_python() -> str:
+    """PATH with this interpreter's bin folder first: ansible-playbook of the venv, activated or not."""
+    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
+
+
+def _tail(path: Path, lines: int = 15) -> str | None:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return "\n".join(text.strip().splitlines()[-lines:]) or None
+
+
+def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, extravars: dict | None = None,
+                 on_event: EventHandler | None = None, kind: str = "run", profile: str | None = None) -> RunResult:
+    """Run a playbook of the repo through ansible_runner.run and read its events into a RunResult."""
+    import ansible_runner
+    from ansible_runner.utils import signal_handler
+
+    pdd = _new_private_dir(kind)
+    plain, hidden = split_secrets(dict(extravars or {}))
+    scrub = secret_values(hidden)
+    events: list = []
+    tick = getattr(on_event, "tick", None)
+    interrupted = signal_handler()  # keeps Ctrl-C cancelling the run while cancel_callback is ours
+
+    def handle(ev: dict) -> bool:
+        events.append(ev)
+        if on_event:
+            on_event(redact(ev, scrub))
+        return True
+
+    def cancel() -> bool:
+        if tick:
+            tick()
+        return bool(interrupted and interrupted())
+
+    kwargs = {}
+    secret_file = pdd / "secret-extravars.json"
+    if hidden:
+        fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(hidden, fh)
+        kwargs["cmdline"] = f"-e @{secret_file}"
+    t0 = time.monotonic()
+    try:
+        r = ansible_runner.run(
+            private_data_dir=str(pdd), project_dir=str(REPO), playbook=playbook,
+            inventory=_inventory_path(inventory), limit=limit, extravars=plain or None, quiet=True,
+            event_handler=handle, cancel_callback=cancel, settings={"pexpect_timeout": 1},
+            envvars={"PATH": _path_with_this_python()},
+            **kwargs)
+    finally:
+        secret_file.unlink(missing_ok=True)
+        scrub_tree(pdd, scrub)
+    hosts, failures, rescued, data = parse_events(redact(events, scrub))
+    result = RunResult(
+        playbook=playbook, status=r.status, rc=r.rc if r.rc is not None else -1, hosts=hosts,
+        failures=failures, rescued=rescued, data=data,
+        artifacts=str(r.config.artifact_dir), elapsed_s=time.monotonic() - t0, profile=profile)
+    if result.rc != 0 and not failures:
+        result.error = _tail(Path(r.config.artifact_dir) / "stdout") or f"ansible-playbook exited {result.rc}"
+    return result
+
+
+def deploy(profile: str, inventory=None, limit: str | None = None, extravars: dict | None = None,
+           on_event: EventHandler | None = None) -> RunResult:
+    """Deploy a launch profile with site.yml and benchmark it (unless sglang_benchmark_enabled is false)."""
+    ev = {**(extravars or {}), "profile": profile}
+    return run_playbook("site.yml", inventory=inventory, limit=limit, extravars=ev, on_event=on_event,
+                        kind=f"deploy-{_safe(profile)}", profile=profile)
+
+
+def status(inventory=None, limit: str | None = None, on_event: EventHandler | None = None) -> StatusResult:
+    """What each host serves, from playbooks/status.yml (read-only)."""
+    run = run_playbook("playbooks/status.yml", inventory=inventory, limit=limit, on_event=on_event, kind="status")
+    return StatusResult(hosts=parse_status(run.data), run=run)
+
+
+def rollback(inventory=None, limit: str | None = None, extravars: dict | None = None,
+             on_event: EventHandler | None = None) -> RunResult:
+    """Re-deploy each host's last good profile (playbooks/rollback.yml, no benchmark)."""
+    return run_playbook("playbooks/rollback.yml", inventory=inventory, limit=limit, extravars=extravars,
+                        on_event=on_event, kind="rollback")
+
+
+def lab(state: str = "present", inventory=None, extravars: dict | None = None,
+        on_event: EventHandler | None = None) -> RunResult:
+    """Create (present) or remove (absent) the lab containers (playbooks/lab.yml)."""
+    if state not in ("present", "absent"):
+        raise ValueError(f"lab state must be present or absent, not {state!r}")
+    return run_playbook("playbooks/lab.yml", inventory=inventory, extravars={**(extravars or {}), "lab_state": state},
+                        on_event=on_event, kind=f"lab-{state}")
+
+
+def compare(profiles: list, inventory=None, limit: str | None = None, extravars: dict | None = None,
+            restore: str | None = None, on_event: EventHandler | None = None):
+    """Deploy and benchmark each profile in turn on the same hosts, then restore what served before.
+
+    The restored profile is `restore`, or per host the profile status() found serving (else its last good one);
+    the restore deploys without a benchmark. Returns a report.Comparison; a profile that failed to deploy is
+    in it with its failures and no figures.
+    """
+    from sglang_deploy import report
+
+    if len(profiles) < 2:
+        raise ValueError("compare needs at least two profiles")
+    phase = _phase_emitter(on_event)
+    before: dict = {}
+    if restore is None:
+        phase("read what each host serves")
+        found = status(inventory=inventory, limit=limit, on_event=on_event)
+        before = {h: (s.profile if s.serving else s.last_good_profile) for h, s in found.hosts.items()}
+    runs = {}
+    for i, name in enumerate(profiles, 1):
+        phase(f"profile {i}/{len(profiles)}: {name}")
+        runs[name] = deploy(name, inventory=inventory, limit=limit, extravars=extravars, on_event=on_event)
+    restores = []
+    plain = {**(extravars or {}), "sglang_benchmark_enabled": False}
+    if restore is not None:
+        phase(f"restore {restore}")
+        restores.append(deploy(restore, inventory=inventory, limit=limit, extravars=plain, on_event=on_event))
+    else:
+        by_profile: dict = {}
+        for host, name in sorted(before.items()):
+            if name:
+                by_profile.setdefault(name, []).append(host)
+        for name, hosts in by_profile.items():
+            phase(f"restore {name} on {', '.join(hosts)}")
+            restores.append(deploy(name, inventory=inventory, limit=",".join(hosts), extravars=plain,
+                                   on_event=on_event))
+    return report.build_comparison(profiles, runs, restores=restores, settings=_bench_settings(extravars))
+
+
+def _bench_settings(extravars: dict | None) -> dict:
+    return {k: v for k, v in (extravars or {}).items() if k.startswith("sglang_benchmark_")}
+
+
+def _phase_emitter(on_event: EventHandler | None):
+    def phase(text: str) -> None:
+        if on_event:
+            on_event({"event": PHASE_EVENT, "event_data": {"phase": text}})
+    return phase
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:40] or "x"
+
+
+def available_profiles() -> list:
+    """Profile names of the repo's sglang_profiles (group_vars/all/profiles.yml), [] when unreadable."""
+    from sglang_deploy import profiles
+
+    try:
+        return sorted(profiles.load_profiles())
+    except profiles.ProfileError:
+        return []
+
+
+def parse_extravars(items: list) -> dict:
+    """-e items in order, later ones winning: key=value (value read as YAML: numbers, booleans, [lists]; kept
+    a string for a secret key), @file.yml (a mapping), or an inline YAML/JSON mapping. ValueError if bad."""
+    import yaml
+
+    out: dict = {}
+    for item in items or []:
+        if item.startswith("@"):
+            path = Path(item[1:]).expanduser()
+            try:
+                text = path.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ValueError(f"-e {item}: cannot read {path}: {exc.strerror}") from exc
+            if text.startswith("$ANSIBLE_VAULT"):
+                raise ValueError(f"-e {item}: vault-encrypted files are not read here; keep vaulted secrets in "
+                                 "group_vars/ or inventory vars, where ansible decrypts them")
+            doc = _yaml_mapping(text, f"-e {item}")
+        elif item.lstrip().startswith("{"):
+            doc = _yaml_mapping(item, "-e")
+        else:
+            key, sep, value = item.partition("=")
+            if not sep or not key.isidentifier():
+                raise ValueError(f"-e {item!r}: expected key=value, @file.yml or a YAML/JSON mapping")
+            if SECRET_KEY_RE.search(key):
+                doc = {key: value}
+            else:
+                try:
+                    doc = {key: yaml.safe_load(value) if value else value}
+                except yaml.YAMLError:
+                    doc = {key: value}
+        out.update(doc)
+    return out
+
+
+def _yaml_mapping(text: str, what: str) -> dict:
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{what}: not valid YAML: {exc}") from exc
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"{what}: expected a mapping of variables")
+    return doc
+
+
+# --------------------------------------------------------------------------------------------------
+# Live progress
+
+
+class Progress:
+    """Live progress of runs on a stream (stderr): an on_event handler with a tick() heartbeat.
+
+    On a terminal one status line (phase, host, task, elapsed) is redrawn every second. Elsewhere one line per
+    task, and a heartbeat line every `heartbeat_s` while a task runs (the model load wait takes minutes).
+    Failures and phases are always printed on lines of their own.
+    """
+
+    def __init__(self, stream=None, tty: bool | None = None, heartbeat_s: float = 15.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.heartbeat_s = heartbeat_s
+        self.clock = clock
+        self.t0 = clock()
+        self.task: str | None = None
+        self.task_t0 = self.t0
+        self.host: str | None = None
+        self.last_out = self.t0
+        self._drawn = False
+
+    def _elapsed(self, since: float | None = None) -> str:
+        s = int(self.clock() - (self.t0 if since is None else since))
+        return f"{s // 60}:{s % 60:02d}"
+
+    def _print(self, text: str) -> None:
+        self._clear()
+        print(f"[{self._elapsed()}] {text}", file=self.stream, flush=True)
+        self.last_out = self.clock()
+
+    def _clear(self) -> None:
+        if self._drawn:
+            self.stream.write("\r\x1b[K")
+            self._drawn = False
+
+    def _draw(self) -> None:
+        if not self.task:
+            return
+        width = shutil.get_terminal_size((100, 20)).columns
+        line = f"[{self._elapsed()}] {self.host or '...'} | {self.task} ({self._elapsed(self.task_t0)})"
+        self.stream.write("\r\x1b[K" + line[: width - 1])
+        self.stream.flush()
+        self._drawn = True
+        self.last_out = self.clock()
+
+    def __call__(self, ev: dict) -> bool:
+        kind = ev.get("event")
+        d = ev.get("event_data") or {}
+        if kind == PHASE_EVENT:
+            self._print(f"== {d.get('phase')}")
+        elif kind == "playbook_on_play_start":
+            self.task = None
+        elif kind == "playbook_on_task_start":
+            self.task, self.task_t0, self.host = d.get("task") or d.get("name"), self.clock(), None
+            if not self.tty:
+                self._print(f"TASK {self.task}")
+        elif kind == "runner_on_start":
+            self.host = d.get("host")
+        elif kind == "runner_on_failed" and not d.get("ignore_errors"):
+            msg = _failure_message(d.get("res") or {}).splitlines()[0][:300]
+            self._print(f"FAILED {d.get('host')}: {d.get('task')}: {msg}")
+        elif kind == "runner_on_unreachable":
+            self._print(f"UNREACHABLE {d.get('host')}: {_failure_message(d.get('res') or {})[:300]}")
+        elif kind == "playbook_on_stats":
+            self.task = None
+            self._clear()
+        if self.tty:
+            self._draw()
+        return True
+
+    def tick(self) -> None:
+        now = self.clock()
+        if self.tty:
+            if now - self.last_out >= 1.0:
+                self._draw()
+        elif self.task and now - self.last_out >= self.heartbeat_s:
+            self._print(f"... {self.host or 'hosts'}: still running '{self.task}' ({self._elapsed(self.task_t0)})")
+
+    def close(self) -> None:
+        self._clear()
+
+
+# --------------------------------------------------------------------------------------------------
+# Command line (cli.py wires the arguments; these print and return the exit code)
+
+
+def _emit_json(obj) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+def _print_failures(result: RunResult) -> None:
+    for f in result.failures:
+        kind = "UNREACHABLE" if f.unreachable else "FAILED"
+        print(f"{kind} {f.host}: task '{f.task}':\n  " + f.message.replace("\n", "\n  "), file=sys.stderr)
+    if result.error:
+        print(f"ansible-playbook failed (rc {result.rc}):\n{result.error}", file=sys.stderr)
+    if not result.ok:
+        print(f"artifacts: {result.artifacts}", file=sys.stderr)
+
+
+def _unknown_profile(results: list) -> str | None:
+    """The usage message when a run failed only because a profile name is unknown."""
+    for r in results:
+        for f in r.failures:
+            m = UNKNOWN_PROFILE_RE.search(f.message)
+            if m:
+                names = m.group(2) or ", ".join(available_profiles()) or "(none found)"
+                return (f"unknown profile '{m.group(1)}'. Available profiles: {names} "
+                        "(sglang_profiles, group_vars/all/profiles.yml)")
+    return None
+
+
+def _recap(result: RunResult) -> str:
+    return "; ".join(f"{h}: {o.state} (ok={o.ok} changed={o.changed} failed={o.failed} "
+                     f"unreachable={o.unreachable})" for h, o in result.hosts.items()) or "no host ran"
+
+
+def _result_file(host: str, result: dict, profile: str) -> Path | None:
+    """Where the sglang_benchmark role fetched this result (its naming rule), if it is there."""
+    from sglang_deploy.paths import RESULTS
+
+    stamp = re.sub(r"\.\d+", "", re.sub(r"[-:]", "", result.get("started_at", "")))
+    path = RESULTS / host / f"{stamp}-{profile}.json"
+    return path if path.exists() else None
+
+
+def cli_deploy(args, extravars: dict) -> int:
+    from sglang_deploy import bench, report
+
+    progress = Progress()
+    try:
+        result = deploy(args.profile, inventory=args.inventory, limit=args.limit, extravars=extravars,
+                        on_event=progress)
+    finally:
+        progress.close()
+    usage = _unknown_profile([result])
+    if args.json:
+        _emit_json(result.to_dict())
+    else:
+        for host, res in sorted(result.benchmarks.items()):
+            print(f"\n{host}: profile {args.profile}")
+            print(bench.format_table(res))
+            path = _result_file(host, res, args.profile)
+            if path:
+                print(f"result: {path}")
+        if result.emulated:
+            print(report.SYNTHETIC_NOTE)
+        print(_recap(result), file=sys.stderr)
+    if usage:
+        print(f"sglang-deploy deploy: {usage}", file=sys.stderr)
+        return 2
+    _print_failures(result)
+    return 0 if result.ok else 1
+
+
+def cli_compare(args, extravars: dict) -> int:
+    from sglang_deploy import report
+
+    progress = Progress()
+    try:
+        comp = compare(args.profiles, inventory=args.inventory, limit=args.limit, extravars=extravars,
+                       restore=args.restore, on_event=progress)
+    finally:
+        progress.close()
+    usage = _unknown_profile(list(comp.runs.values()) + comp.restores)
+    out = report.write_report(comp, args.out)
+    if args.json:
+        _emit_json({**comp.to_dict(), "report_dir": str(out)})
+    else:
+        print(report.format_table(comp))
+        print(f"report: {out / 'report.md'}")
+        if (out / "compare.png").exists():
+            print(f"plot: {out / 'compare.png'}")
+    if usage:
+        print(f"sglang-deploy compare: {usage}", file=sys.stderr)
+        return 2
+    for r in comp.restores:
+        _print_failures(r)
+    return 0 if comp.ok else 1
+
+
+def format_status(hosts: dict) -> str:
+    rows = [("host", "profile", "unit", "last good", "stack")]
+    for h, s in hosts.items():
+        m = s.manifest or {}
+        stack = f"{m.get('bundle', '?')}-{m.get('bundle_id', '?')}" if m else "-"
+        rows.append((h + (" (lab)" if s.emulated else ""), s.profile or "-",
+                     f"{s.active_state or '?'}/{s.sub_state or '?'}", s.last_good_profile or "-", stack))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)
+
+
+def cli_status(args, extravars: dict) -> int:
+    progress = Progress()
+    try:
+        found = status(inventory=args.inventory, limit=args.limit, on_event=progress)
+    finally:
+        progress.close()
+    if args.json:
+        _emit_json(found.to_dict())
+    else:
+        print(format_status(found.hosts))
+    _print_failures(found.run)
+    return 0 if found.ok else 1
+
+
+def cli_rollback(args, extravars: dict) -> int:
+    progress = Progress()
+    try:
+        result = rollback(inventory=args.inventory, limit=args.limit, extravars=extravars, on_event=progress)
+    finally:
+        progress.close()
+    if args.json:
+        _emit_json(result.to_dict())
+    else:
+        print(_recap(result))
+    _print_failures(result)
+    return 0 if result.ok else 1
+
+
+def cli_lab(args, extravars: dict) -> int:
+    progress = Progress()
+    try:
+        result = lab("present" if args.action == "up" else "absent", inventory=args.inventory,
+                     extravars=extravars, on_event=progress)
+    finally:
+        progress.close()
+    if args.json:
+        _emit_json(result.to_dict())
+    else:
+        print(f"lab {args.action}: {'done' if result.ok else 'FAILED'}")
+    _print_failures(result)
+    return 0 if result.ok else 1

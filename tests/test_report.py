@@ -1,0 +1,114 @@
+"""Profile comparison (sglang_deploy.report) on synthetic benchmark results."""
+
+from __future__ import annotations
+
+import pytest
+
+from sglang_deploy import bench, report
+from sglang_deploy.runner import Failure, HostOutcome, RunResult
+
+HOST = "gpu-1"
+
+
+def level(concurrency: int, decode_tok_s: float, ttft_s: float, accept: float | None = None,
+          n: int = 4, out: int = 32) -> dict:
+    """A level measured by bench.level_metrics from synthetic timelines: `concurrency` requests at a time."""
+    timelines = []
+    for i in range(n):
+        t_send = (i // concurrency) * (ttft_s + out / decode_tok_s)
+        first = t_send + ttft_s
+        times = [first + k / decode_tok_s for k in range(out)]
+        timelines.append(bench.Timeline(t_send=t_send, t_end=times[-1], token_times=times, completion_tokens=out))
+    m = bench.level_metrics(timelines, concurrency, out)
+    m["spec_accept_length"] = {"value": accept, "source": "metrics_delta"} if accept else None
+    return m
+
+
+def result(levels: list, emulated: bool = False) -> dict:
+    return {"server_emulated": emulated, "levels": levels,
+            "workload": {"input_len": 256, "output_len": 32, "requests_per_level": {"1": 4, "4": 4}}}
+
+
+def run(profile: str, res: dict | None, failure: str | None = None) -> RunResult:
+    r = RunResult(playbook="site.yml", status="failed" if failure else "successful", rc=2 if failure else 0,
+                  hosts={HOST: HostOutcome(ok=30, failed=1 if failure else 0)}, profile=profile,
+                  data={"sglang_benchmark": {HOST: res}} if res else {}, artifacts=f"/tmp/{profile}")
+    if failure:
+        r.failures = [Failure(HOST, "Wait for the server to be ready and to answer sanely", failure, "sglang_ready")]
+    return r
+
+
+@pytest.fixture
+def comparison() -> report.Comparison:
+    runs = {
+        "baseline": run("baseline", result([level(1, 100.0, 0.10), level(4, 80.0, 0.12)])),
+        "nextn": run("nextn", result([level(1, 250.0, 0.09, accept=2.5), level(4, 160.0, 0.11, accept=2.4)])),
+        "broken": run("broken", None, failure="Profile broken did not come up: exited 1\nTraceback ..."),
+    }
+    return report.build_comparison(["baseline", "nextn", "broken"], runs)
+
+
+def row(comp, profile, c):
+    return next(r for r in comp.rows if r["profile"] == profile and r["concurrency"] == c)
+
+
+def test_rows_carry_the_figures_of_each_level(comparison):
+    assert [(r["concurrency"], r["profile"]) for r in comparison.rows] == [
+        (1, "baseline"), (1, "nextn"), (1, "broken"), (4, "baseline"), (4, "nextn"), (4, "broken")]
+    r = row(comparison, "nextn", 1)
+    assert r["decode_tok_s"] == pytest.approx(250.0)
+    assert r["ttft_p50_ms"] == pytest.approx(90.0)
+    assert r["accept_length"] == 2.5
+    assert r["output_tok_s"] > 0
+    assert row(comparison, "baseline", 4)["accept_length"] is None
+
+
+def test_ratios_are_to_the_first_profile(comparison):
+    assert row(comparison, "baseline", 1)["decode_ratio"] == pytest.approx(1.0)
+    assert row(comparison, "nextn", 1)["decode_ratio"] == pytest.approx(2.5)
+    assert row(comparison, "nextn", 4)["decode_ratio"] == pytest.approx(2.0)
+    out_base = row(comparison, "baseline", 4)["output_tok_s"]
+    assert row(comparison, "nextn", 4)["output_ratio"] == pytest.approx(row(comparison, "nextn", 4)["output_tok_s"] / out_base)
+    assert row(comparison, "broken", 4)["decode_ratio"] is None and row(comparison, "broken", 4)["missing"]
+
+
+def test_failed_profile_makes_the_comparison_fail(comparison):
+    assert not comparison.ok
+    assert list(comparison.failures()) == ["broken"]
+    table = report.format_table(comparison)
+    assert "broken: FAILED on gpu-1, task 'Wait for the server to be ready and to answer sanely'" in table
+    assert "no result" in table
+
+
+def test_table_and_markdown(comparison):
+    table = report.format_table(comparison)
+    assert report.SYNTHETIC_NOTE not in table
+    nextn_1 = next(line for line in table.splitlines() if line.split()[:2] == ["1", "nextn"])
+    assert "250.0" in nextn_1 and "2.50" in nextn_1
+    md = report.markdown(comparison)
+    assert "| 1 | nextn |" in md and "![output and decode tok/s against concurrency](compare.png)" in md
+    assert "## Failures" in md and "Traceback ..." in md
+
+
+def test_emulated_results_are_labelled(tmp_path):
+    runs = {p: run(p, result([level(1, s, 0.08), level(4, s * 0.8, 0.08)], emulated=True))
+            for p, s in (("a", 100.0), ("b", 120.0))}
+    comp = report.build_comparison(["a", "b"], runs)
+    assert comp.emulated and comp.ok
+    assert report.format_table(comp).splitlines()[0] == report.SYNTHETIC_NOTE
+    assert report.SYNTHETIC_NOTE in report.markdown(comp)
+
+
+def test_write_report_makes_markdown_png_and_json(comparison, tmp_path):
+    out = report.write_report(comparison, tmp_path / "cmp")
+    png = (out / "compare.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    assert (out / "report.md").read_text().startswith("# SGLang profile comparison: baseline vs nextn vs broken")
+    assert '"profiles": [' in (out / "comparison.json").read_text()
+
+
+def test_no_plot_without_figures(tmp_path):
+    runs = {p: run(p, None, failure="boom") for p in ("a", "b")}
+    out = report.write_report(report.build_comparison(["a", "b"], runs), tmp_path / "cmp")
+    assert not (out / "compare.png").exists()
+    assert "compare.png" not in (out / "report.md").read_text()

@@ -1,0 +1,273 @@
+"""sglang_deploy.runner: event parsing, secrets, progress (local hosts), and deploy/compare/status/rollback
+against the lab container (skipped, with the reason, where there is no lab)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sglang_deploy import profiles, report, runner
+from sglang_deploy.paths import REPO
+
+LOCAL_PLAY = "tests/fixtures/runner/events.yml"
+LOCAL_HOSTS = REPO / "tests" / "fixtures" / "runner" / "hosts.yml"
+SECRET = "sk-test-9f8e7d6c5b4a"
+LAB_HOST = "sglang-lab-1"
+# Small sweep: the lab tests check structure, not speed.
+SMALL = {"sglang_benchmark_concurrency": [1, 4], "sglang_benchmark_requests": 4, "sglang_benchmark_output_len": 32}
+
+
+def files_containing(root: Path, text: str) -> list:
+    return [str(p) for p in root.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
+
+
+def private_dir(result: runner.RunResult) -> Path:
+    return Path(result.artifacts).parents[1]
+
+
+# --------------------------------------------------------------------------------------------------
+# Local hosts (connection local): always run
+
+
+def test_outcomes_failures_and_set_stats_from_events():
+    events = []
+    r = runner.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, extravars={"fail_hosts": ["local-b"]},
+                            on_event=events.append, kind="test")
+    assert (r.status, r.rc, r.ok) == ("failed", 2, False)
+    assert {h: o.state for h, o in r.hosts.items()} == {"local-a": "ok", "local-b": "failed"}
+    assert r.hosts["local-a"].rescued == 1
+    # The fatal failure, with its task and message; the rescued one apart; the ignored one nowhere.
+    assert [(f.host, f.task, f.message) for f in r.failures] == [
+        ("local-b", "Stop with a message", "final failure on local-b")]
+    assert sorted((f.host, f.task) for f in r.rescued) == [("local-a", "Fail inside a block"),
+                                                          ("local-b", "Fail inside a block")]
+    assert r.data["probe"] == {"local-a": {"answer": 42, "secret_length": 0},
+                               "local-b": {"answer": 42, "secret_length": 0}}
+    assert Path(r.artifacts, "job_events").is_dir()
+    assert any(e["event"] == "playbook_on_task_start" for e in events)
+    d = r.to_dict()
+    assert d["hosts"]["local-b"]["state"] == "failed" and d["failures"][0]["task"] == "Stop with a message"
+
+
+def test_limit_and_success():
+    r = runner.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="local-a", kind="test")
+    assert r.ok and list(r.hosts) == ["local-a"] and r.failures == []
+
+
+def test_playbook_error_without_a_task_comes_back_as_error():
+    r = runner.run_playbook("tests/fixtures/runner/no-such-playbook.yml", inventory=LOCAL_HOSTS, kind="test")
+    assert not r.ok and r.rc != 0 and r.failures == []
+    assert "no-such-playbook.yml" in r.error
+
+
+def test_secret_extravars_never_reach_the_files_of_the_run():
+    r = runner.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="local-a", kind="test",
+                            extravars={"probe_api_key": SECRET, "plain": "visible"})
+    assert r.ok and r.data["probe"]["local-a"]["secret_length"] == len(SECRET)  # the play did get it
+    pdd = private_dir(r)
+    assert files_containing(pdd, SECRET) == []
+    assert files_containing(pdd, runner.REDACTED) == []  # not scrubbed away: it was never written
+    assert not (pdd / "secret-extravars.json").exists()
+    assert json.loads((pdd / "env" / "extravars").read_text()) == {"plain": "visible"}
+    command = json.loads(Path(r.artifacts, "command").read_text())["command"]
+    assert f"@{pdd / 'secret-extravars.json'}" in command
+
+
+def test_a_leaked_secret_is_scrubbed_from_files_events_and_data():
+    seen = []
+    r = runner.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="local-a", kind="test",
+                            extravars={"probe_api_key": SECRET, "leak": True}, on_event=seen.append)
+    pdd = private_dir(r)
+    assert files_containing(pdd, SECRET) == []
+    assert f"the key is {runner.REDACTED}" in Path(r.artifacts, "stdout").read_text()
+    assert SECRET not in json.dumps(seen) and f"the key is {runner.REDACTED}" in json.dumps(seen)
+
+
+def test_split_secrets_looks_into_nested_keys():
+    plain, secret = runner.split_secrets({
+        "sglang_api_key": "k1", "hf_token": "t", "sglang_profiles": {"x": {"env": {"HF_TOKEN": "t2"}}},
+        "sglang_benchmark_requests": 4, "db": {"user": "u", "Password": "pw12"}})
+    assert set(secret) == {"sglang_api_key", "hf_token", "sglang_profiles", "db"}
+    assert plain == {"sglang_benchmark_requests": 4}
+    assert runner.secret_values(secret) == ["pw12"]  # shorter values are not scrubbed (they would hit anything)
+
+
+def test_secret_values_are_the_strings_under_secret_keys():
+    values = runner.secret_values({"sglang_api_key": "abcd1234", "db": {"user": "alice", "password": "hunter22"}})
+    assert set(values) == {"abcd1234", "hunter22"}
+
+
+def test_parse_extravars(tmp_path):
+    f = tmp_path / "vars.yml"
+    f.write_text("sglang_benchmark_requests: 8\nsglang_api_key: '007'\n")
+    got = runner.parse_extravars(["sglang_benchmark_concurrency=[1, 4]", "sglang_benchmark_enabled=false",
+                                  f"@{f}", "sglang_benchmark_requests=4", "sglang_api_key=0123", "name=x=y",
+                                  '{"a": {"b": 1}}'])
+    assert got == {"sglang_benchmark_concurrency": [1, 4], "sglang_benchmark_enabled": False,
+                   "sglang_benchmark_requests": 4, "sglang_api_key": "0123", "name": "x=y", "a": {"b": 1}}
+    for bad in ("novalue", "=1", "@/nonexistent.yml", "[1, 2]"):
+        with pytest.raises(ValueError):
+            runner.parse_extravars([bad])
+    vault = tmp_path / "vault.yml"
+    vault.write_text("$ANSIBLE_VAULT;1.1;AES256\n6162\n")
+    with pytest.raises(ValueError, match="vault"):
+        runner.parse_extravars([f"@{vault}"])
+
+
+def test_unknown_profile_failures_are_recognised():
+    msg = "unknown profile 'nope'; available: baseline, nextn"
+    assert runner.Failure("h", "Validate the profile and render its launch for this host", msg).unknown_profile
+    assert not runner.Failure("h", "t", "profile 'a' extends unknown profile 'b'").unknown_profile
+    r = runner.RunResult(playbook="site.yml", status="failed", rc=2, failures=[runner.Failure("h", "t", msg)])
+    assert runner._unknown_profile([r]) == ("unknown profile 'nope'. Available profiles: baseline, nextn "
+                                            "(sglang_profiles, group_vars/all/profiles.yml)")
+
+
+def test_parse_status():
+    unit = ("Description=SGLang server, profile nextn\nLoadState=loaded\nActiveState=active\nSubState=running\n")
+    got = runner.parse_status({"sglang_status": {
+        "a": {"unit": unit, "local": {"sglang_server": {"last_good_profile": "baseline"},
+                                      "sglang_host": {"emulated": True}}, "manifest": {"bundle": "b", "bundle_id": "1"}},
+        "b": {"unit": "Description=sglang.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n",
+              "local": {}, "manifest": {}}}})
+    assert (got["a"].profile, got["a"].serving, got["a"].last_good_profile, got["a"].emulated) == (
+        "nextn", True, "baseline", True)
+    assert (got["b"].profile, got["b"].serving, got["b"].manifest, got["b"].active_state) == (None, False, None, "inactive")
+    assert "a (lab)  nextn    active/running" in runner.format_status(got)
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_progress_without_a_terminal_prints_tasks_and_a_heartbeat():
+    out, clock = io.StringIO(), FakeClock()
+    p = runner.Progress(out, tty=False, heartbeat_s=15, clock=clock)
+    p({"event": runner.PHASE_EVENT, "event_data": {"phase": "profile 1/2: baseline"}})
+    p({"event": "playbook_on_task_start", "event_data": {"task": "Wait for the server"}})
+    p({"event": "runner_on_start", "event_data": {"host": "h1", "task": "Wait for the server"}})
+    for _ in range(31):
+        clock.t += 1
+        p.tick()
+    p({"event": "runner_on_failed", "event_data": {"host": "h1", "task": "Wait for the server",
+                                                   "res": {"msg": "not ready\nmore"}}})
+    assert out.getvalue().splitlines() == [
+        "[0:00] == profile 1/2: baseline",
+        "[0:00] TASK Wait for the server",
+        "[0:15] ... h1: still running 'Wait for the server' (0:15)",
+        "[0:30] ... h1: still running 'Wait for the server' (0:30)",
+        "[0:31] FAILED h1: Wait for the server: not ready",
+    ]
+
+
+def test_progress_on_a_terminal_redraws_one_line():
+    out, clock = io.StringIO(), FakeClock()
+    p = runner.Progress(out, tty=True, clock=clock)
+    p({"event": "playbook_on_task_start", "event_data": {"task": "Load"}})
+    p({"event": "runner_on_start", "event_data": {"host": "h1"}})
+    clock.t = 3
+    p.tick()
+    p.close()
+    assert out.getvalue().count("\r\x1b[K") >= 3
+    assert "[0:03] h1 | Load (0:03)" in out.getvalue() and "\n" not in out.getvalue()
+
+
+# --------------------------------------------------------------------------------------------------
+# The lab (docker container sglang-lab-1 with the emulated server): ./lab test creates it before pytest
+
+
+def _lab_missing() -> str | None:
+    if shutil.which("docker") is None:
+        return "docker is not installed (./lab setup installs it)"
+    r = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", LAB_HOST], capture_output=True, text=True)
+    if r.returncode != 0 or r.stdout.strip() != "true":
+        return f"the lab container {LAB_HOST} is not running (./lab setup, or sglang-deploy lab up)"
+    if not (REPO / "action_plugins" / "sglang_profile.py").exists():
+        return "action_plugins/sglang_profile.py is not there yet: site.yml cannot run"
+    return None
+
+
+lab = pytest.mark.skipif(_lab_missing() is not None, reason=str(_lab_missing()))
+
+
+@pytest.fixture(scope="module")
+def baseline_with_key():
+    """baseline deployed on the lab with an API key given as an extra variable."""
+    return runner.deploy("baseline", extravars={**SMALL, "sglang_api_key": SECRET})
+
+
+@lab
+def test_deploy_returns_outcome_and_benchmark(baseline_with_key):
+    r = baseline_with_key
+    assert r.ok, (r.failures, r.error)
+    assert r.hosts[LAB_HOST].state in ("ok", "changed") and r.hosts[LAB_HOST].failed == 0
+    res = r.benchmarks[LAB_HOST]
+    assert res["server_emulated"] is True and r.emulated
+    assert [m["concurrency"] for m in res["levels"]] == [1, 4]
+    for m in res["levels"]:
+        assert m["completed"] == m["requests"] == 4
+        assert m["output_throughput_tok_s"] > 0 and m["decode_tok_s_per_request"]["mean"] > 0
+
+
+@lab
+def test_deploy_with_an_api_key_leaves_no_secret_on_disk(baseline_with_key):
+    assert baseline_with_key.ok
+    assert files_containing(private_dir(baseline_with_key), SECRET) == []
+    assert SECRET not in json.dumps(baseline_with_key.to_dict())
+
+
+@lab
+def test_unknown_profile_fails_with_the_list_of_profiles(baseline_with_key):
+    r = runner.deploy("no-such-profile", extravars=SMALL)
+    assert not r.ok and r.hosts[LAB_HOST].state == "failed"
+    assert r.failures[0].unknown_profile and "baseline" in r.failures[0].message
+    assert "Available profiles: " in runner._unknown_profile([r])
+
+
+@lab
+def test_crashing_profile_fails_with_task_and_message_and_rolls_back(baseline_with_key):
+    crash = {**profiles.load_profiles(),
+             "crash": {"extends": "baseline", "env": {"SGLANG_EMU_FAULT": "crash_on_load"}}}
+    r = runner.deploy("crash", extravars={**SMALL, "sglang_profiles": crash})
+    assert not r.ok and r.benchmarks == {}
+    f = r.failures[0]
+    assert (f.host, f.unreachable) == (LAB_HOST, False)
+    assert "Profile crash did not come up" in f.message and "Rolled back" in f.message
+    assert any("Wait for the server" in x.task for x in r.rescued)
+    found = runner.status()
+    assert found.ok and found.hosts[LAB_HOST].profile == "baseline" and found.hosts[LAB_HOST].serving
+    assert found.hosts[LAB_HOST].last_good_profile == "baseline"
+
+
+@lab
+def test_compare_benchmarks_each_profile_and_restores(baseline_with_key, tmp_path):
+    comp = runner.compare(["baseline", "nextn"], extravars=SMALL)
+    assert comp.ok, comp.failures()
+    assert [(r["concurrency"], r["profile"]) for r in comp.rows] == [
+        (1, "baseline"), (1, "nextn"), (4, "baseline"), (4, "nextn")]
+    for r in comp.rows:
+        assert r["output_tok_s"] > 0 and r["decode_tok_s"] > 0 and r["ttft_p50_ms"] > 0
+        assert r["decode_ratio"] == pytest.approx(r["decode_tok_s"] / next(
+            b["decode_tok_s"] for b in comp.rows if b["profile"] == "baseline" and b["concurrency"] == r["concurrency"]))
+    assert comp.emulated and comp.workload["same_for_all"]
+    # What served before (baseline) serves again, restored without a benchmark.
+    assert [(r.profile, r.ok, r.benchmarks) for r in comp.restores] == [("baseline", True, {})]
+    out = report.write_report(comp, tmp_path / "cmp")
+    assert (out / "compare.png").stat().st_size > 10_000
+
+
+@lab
+def test_rollback_redeploys_the_last_good_profile(baseline_with_key):
+    r = runner.rollback()
+    assert r.ok, (r.failures, r.error)
+    found = runner.status()
+    assert found.hosts[LAB_HOST].profile == found.hosts[LAB_HOST].last_good_profile == "baseline"
