@@ -316,7 +316,7 @@ def test_generate_streams_cumulative_text(plain):
 
 
 def test_decode_is_paced_not_instant(plain):
-    # 2000 tok/s: 201 tokens need at least 0.1 s between the first and the last token
+    # 2000 tok/s: 201 tokens are 0.1 s apart first to last (bound loosened for this client's own read lag)
     conn = http.client.HTTPConnection("127.0.0.1", plain.port, timeout=10)
     conn.request("POST", "/v1/completions", json.dumps({"prompt": "x", "max_tokens": 201, "ignore_eos": True,
                                                         "stream": True}))
@@ -329,7 +329,7 @@ def test_decode_is_paced_not_instant(plain):
         if line.startswith(b"data: ") and json.loads(line[6:])["choices"][0]["text"]:
             stamps.append(time.monotonic())
     conn.close()
-    assert len(stamps) == 201 and stamps[-1] - stamps[0] >= 0.099
+    assert len(stamps) == 201 and stamps[-1] - stamps[0] >= 0.08
 
 
 def test_aggregate_ceiling_and_max_running_requests(emu):
@@ -339,26 +339,27 @@ def test_aggregate_ceiling_and_max_running_requests(emu):
                                                   "SGLANG_EMU_AGGREGATE_TOK_S": "400"}).wait_ready()
     results = {}
 
-    def one(i):
+    def one(i, tokens):
         t0 = time.monotonic()
-        e.post("/v1/completions", {"prompt": "p", "max_tokens": 41, "ignore_eos": True})
+        e.post("/v1/completions", {"prompt": "p", "max_tokens": tokens, "ignore_eos": True})
         results[i] = time.monotonic() - t0
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
+    def run(n, tokens):
+        threads = [threading.Thread(target=one, args=(i, tokens)) for i in range(n)]
+        for t in threads:
+            t.start()
+        return threads
+
+    for t in run(2, 41):
         t.join()
     assert min(results.values()) >= 0.2
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
-    for t in threads:
-        t.start()
-    time.sleep(0.05)
-    m = metrics(e)
-    assert (m["sglang:num_running_reqs"], m["sglang:num_queue_reqs"]) == (2, 1)
+    results.clear()
+    threads = run(3, 201)  # 1 s each at 200 tok/s
+    e.wait(lambda: (lambda m: (m["sglang:num_running_reqs"], m["sglang:num_queue_reqs"]) == (2, 1))(metrics(e)),
+           timeout=0.9, what="2 running, 1 queued")
     for t in threads:
         t.join()
-    assert max(results.values()) >= 0.3  # the queued one waited for a slot, then decoded
+    assert max(results.values()) >= 1.5  # the queued one waited for a slot, then decoded
 
 
 def test_keep_alive_and_http10_close_delimited_stream(plain):
