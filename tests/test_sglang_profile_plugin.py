@@ -41,7 +41,7 @@ def play(tmp_path: Path, task_args: dict, extra_vars: dict | None = None) -> tup
 COMMON = {
     "profiles": "{{ sglang_profiles }}",
     "settings": "{{ sglang_launch_settings }}",
-    "facts": "{{ sglang_profile_facts }}",
+    "facts": "{{ sglang_gpu | sglang_host_rule_facts | combine(sglang_profile_facts) }}",
 }
 GPU = {"sglang_gpu": {"count": 8, "arch": "sm_120", "nvlink": False}}
 

@@ -1,0 +1,43 @@
+"""Import the stack's key packages and print their versions as JSON (run with the venv's python)."""
+
+import json
+import platform
+import sys
+from importlib import metadata
+
+import flashinfer  # noqa: F401  (the import is the check)
+import sglang  # noqa: F401
+import torch
+
+
+def version(name):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def git_sha():
+    try:
+        direct = metadata.distribution("sglang").read_text("direct_url.json")
+    except metadata.PackageNotFoundError:
+        return None
+    return json.loads(direct).get("vcs_info", {}).get("commit_id") if direct else None
+
+
+json.dump(
+    {
+        "python": platform.python_version(),
+        "versions": {
+            "torch": torch.__version__,
+            "flashinfer": version("flashinfer-python") or version("flashinfer"),
+            "sglang": version("sglang"),
+            "sglang_kernel": version("sglang-kernel") or version("sgl-kernel"),
+            "transformers": version("transformers"),
+            "triton": version("triton"),
+        },
+        "torch_cuda": torch.version.cuda,
+        "sglang_git_sha": git_sha(),
+    },
+    sys.stdout,
+)
