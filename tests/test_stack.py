@@ -1,0 +1,122 @@
+"""Stack bundle rules (src/sglang_deploy/stack.py) on the shipped bundles and on made-up wheelhouses."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import time
+
+import pytest
+import yaml
+
+from sglang_deploy import stack
+from sglang_deploy.paths import STACKS
+
+
+def load(name: str) -> dict:
+    return yaml.safe_load((STACKS / f"{name}.yml").read_text())
+
+
+def test_stable_bundle_is_complete():
+    assert stack.validate(load("stable-0.5.23")) == []
+
+
+def test_operator_bundle_needs_its_unknown_commit():
+    bundle = load("operator-2026-03")
+    errors = stack.validate(bundle)
+    assert len(errors) == 1 and errors[0].startswith("sglang.commit")
+    bundle["sglang"]["commit"] = "a" * 40
+    assert stack.validate(bundle) == []
+    assert stack.sglang_requirement(bundle) == f"sglang @ git+https://github.com/sgl-project/sglang@{'a' * 40}#subdirectory=python"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [({"name": "Bad Name"}, "name"), ({"sglang": {}}, "exactly one"), ({"sglang": {"version": "1", "git": "x"}}, "exactly one"),
+     ({"torch": {}}, "torch.version"), ({"extra_packages": "x"}, "extra_packages")],
+)
+def test_validate_names_the_problem(change, message):
+    bundle = {**load("stable-0.5.23"), **change}
+    assert any(message in error for error in stack.validate(bundle))
+
+
+def test_bundle_id_follows_content_not_order_or_description():
+    bundle = load("stable-0.5.23")
+    reordered = dict(reversed(list(bundle.items())))
+    assert stack.bundle_id(bundle) == stack.bundle_id(reordered)
+    assert stack.bundle_id({**bundle, "description": "other"}) == stack.bundle_id(bundle)
+    changed = copy.deepcopy(bundle)
+    changed["torch"]["version"] = "2.14.0"
+    assert stack.bundle_id(changed) != stack.bundle_id(bundle)
+    assert stack.venv_name(bundle) == f"stable-0.5.23-{stack.bundle_id(bundle)}"
+    assert len(stack.bundle_id(bundle)) == stack.HASH_LENGTH
+
+
+def test_stable_bundle_resolves_in_one_pip_run():
+    (step,) = stack.pip_steps(load("stable-0.5.23"))
+    assert step[0] == "install" and "--extra-index-url" not in step
+    assert {"torch==2.14.1", "flashinfer-python==0.7.2", "sglang==0.5.23"} <= set(step)
+
+
+def test_override_pins_installs_torch_and_flashinfer_after_sglang():
+    bundle = load("operator-2026-03")
+    bundle["sglang"]["commit"] = "b" * 40
+    first, second = stack.pip_steps(bundle)
+    assert any(arg.startswith("sglang @ git+") for arg in first) and "torch==2.12.0.dev20260307+cu130" not in first
+    assert "torch==2.12.0.dev20260307+cu130" in second and "flashinfer-python==0.6.5" in second
+    assert second[second.index("--extra-index-url") + 1] == "https://download.pytorch.org/whl/nightly/cu130"
+    assert second.count("--extra-index-url") == 1
+
+
+def wheel(folder, name: str, body: bytes = b"x") -> str:
+    path = os.path.join(folder, name)
+    with open(path, "wb") as handle:
+        handle.write(body)
+    return hashlib.sha256(body).hexdigest()
+
+
+def test_lock_text_hashes_every_wheel_and_checks_bundle_hashes(tmp_path):
+    torch_hash = wheel(tmp_path, "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl", b"torch")
+    wheel(tmp_path, "Flashinfer_Python-0.7.2-py3-none-any.whl", b"fi")
+    (tmp_path / "freeze.txt").write_text("ignored\n")
+    text = stack.lock_text(str(tmp_path), {"torch==2.14.1": torch_hash})
+    assert text.splitlines() == [
+        f"flashinfer-python==0.7.2 --hash=sha256:{hashlib.sha256(b'fi').hexdigest()}",
+        f"torch==2.14.1 --hash=sha256:{torch_hash}",
+    ]
+    with pytest.raises(ValueError, match="mismatch"):
+        stack.lock_text(str(tmp_path), {"torch==2.14.1": "0" * 64})
+    with pytest.raises(ValueError, match="no such wheel"):
+        stack.lock_text(str(tmp_path), {"sglang==0.5.23": "0" * 64})
+
+
+def test_lock_text_refuses_two_versions_of_one_package(tmp_path):
+    wheel(tmp_path, "six-1.16.0-py2.py3-none-any.whl")
+    wheel(tmp_path, "six-1.17.0-py2.py3-none-any.whl")
+    with pytest.raises(ValueError, match="two wheels"):
+        stack.lock_text(str(tmp_path))
+
+
+def test_drift_names_each_difference():
+    bundle = load("stable-0.5.23")
+    manifest = {"bundle": "stable-0.5.23", "bundle_id": stack.bundle_id(bundle),
+                "versions": {"torch": "2.14.1", "flashinfer": "0.7.2", "sglang": "0.5.23"}}
+    assert stack.drift(bundle, manifest) == []
+    manifest["versions"]["torch"] = "2.13.0"
+    manifest["bundle_id"] = "0" * 12
+    found = stack.drift(bundle, manifest)
+    assert len(found) == 2 and found[1] == "torch: installed 2.13.0, bundle 2.14.1"
+    assert stack.drift(bundle, {})[0].startswith("no stack installed")
+
+
+def test_prune_keeps_new_previous_and_newest_others(tmp_path):
+    for age, name in enumerate(["new", "previous", "old1", "old2", "old3"]):
+        (tmp_path / name).mkdir()
+        os.utime(tmp_path / name, (time.time() - age * 100, time.time() - age * 100))
+    (tmp_path / "stray-file").write_text("")
+    assert stack.prune_list(str(tmp_path), ["new", "previous"], keep=2) == sorted(str(tmp_path / n) for n in ["old1", "old2", "old3"])
+    assert stack.prune_list(str(tmp_path), ["new", "previous"], keep=3) == sorted(str(tmp_path / n) for n in ["old2", "old3"])
+    # no previous venv named: the newest other one (previous) is kept in its place
+    assert stack.prune_list(str(tmp_path), ["new", ""], keep=2) == sorted(str(tmp_path / n) for n in ["old1", "old2", "old3"])
+    assert stack.prune_list(str(tmp_path / "absent"), ["new"], keep=2) == []
