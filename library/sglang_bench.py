@@ -32,8 +32,9 @@ description:
   - "Speculative accept length for each level alone: (delta C(sglang:generation_tokens_total)) /
     (delta C(sglang:spec_verify_calls_total)) between /metrics scrapes right before and after the level
     (source C(metrics_delta), needs C(--enable-metrics)); otherwise the cumulative since-start
-    C(/server_info) C(internal_states[0].avg_spec_accept_length) read after the level (source
-    C(server_info_cumulative)); absent when the server reports neither."
+    C(/server_info) C(internal_states[0].avg_spec_accept_length) read after the level (C(value)) and
+    before it (C(before)) (source C(server_info_cumulative)); null when the server reports neither.
+    The counter delta counts the prefill token, as SGLang's per-request completion_tokens / spec_verify_ct."
   - Reasoning models, C(reasoning_content) deltas count as output tokens (they are in completion_tokens)
     and their chunks and characters are reported apart from C(content) in C(reasoning).
   - The result records start/end times (UTC ISO 8601), the engine version, the host name, whether the
@@ -131,7 +132,7 @@ result:
         decode_tok_s_per_request, ttft_ms, ttfo_ms, tpot_ms, itl_ms, e2e_ms (each {mean, p50, p90, p99} or null),
         tokens_per_chunk {mean, aggregate}, prompt_tokens_mean, output_len_mismatch {count, expected, examples},
         reasoning {reasoning_chunks, reasoning_chars, content_chunks, content_chars, reasoning_tokens},
-        spec_accept_length ({value, source} or null).
+        spec_accept_length ({value, source[, before]} or null).
       type: list
       elements: dict
     definitions: {description: The formula of every figure., type: dict}

@@ -58,6 +58,7 @@ def test_sweep_reports_the_configured_rates(emulator, tmp_path, capsys):
         assert level["spec_accept_length"] == {"value": pytest.approx(out_len / (steps - 1)),
                                                "source": "metrics_delta"}
         assert level["output_tokens"] == 4 * out_len
+    assert r["client"]["connections_opened"] == 1 + 1 + 4  # warm-up, c=1, c=4: one per worker, kept alive
     assert r["levels"][1]["output_throughput_tok_s"] > 2.5 * r["levels"][0]["output_throughput_tok_s"]
     assert res["table"].startswith("EMULATED server: figures are synthetic")
 
@@ -129,6 +130,7 @@ def test_accept_length_falls_back_to_server_info(emulator, capsys):
     spec = res["result"]["levels"][0]["spec_accept_length"]
     # since server start: the emulator's own 8-token warm-up request is mixed in
     assert spec["source"] == "server_info_cumulative" and spec["value"] == pytest.approx(2.0, rel=0.05)
+    assert spec["before"] is not None and spec["before"] != spec["value"]  # the level moved the average
 
 
 def test_cli_prints_the_table_and_writes_the_json(emulator, tmp_path, monkeypatch, capsys):

@@ -60,8 +60,10 @@ DEFINITIONS = {
     "sum(usage.reasoning_tokens) when the server reports it",
     "spec_accept_length": "source `metrics_delta`: (delta sglang:generation_tokens_total) / (delta "
     "sglang:spec_verify_calls_total) between /metrics scrapes right before and after the level (this "
-    "level alone); source `server_info_cumulative`: /server_info internal_states[0].avg_spec_accept_length "
-    "read after the level (average since server start, includes earlier levels and warm-up)",
+    "level alone; the prefill token counts, as in SGLang's per-request completion_tokens / spec_verify_ct); "
+    "source `server_info_cumulative` (no usable /metrics): /server_info internal_states[0].avg_spec_accept_length "
+    "read after the level (`value`) and before it (`before`): averages since server start, including earlier "
+    "levels and warm-up",
     "prompt_tokens_mean": "mean usage.prompt_tokens (chat template included)",
 }
 
@@ -698,6 +700,7 @@ async def run_benchmark_async(url: str, *, api_key: str | None = None, model: st
     for c in levels_c:
         n = requests if requests else default_requests(c)
         before = await _scrape_metrics(target)
+        cum_before = None if before else server_info_accept_length(await http_get_json(target, "/server_info"))
         timelines = await run.level(c, n)
         after = await _scrape_metrics(target)
         m = level_metrics(timelines, c, output_len)
@@ -706,7 +709,7 @@ async def run_benchmark_async(url: str, *, api_key: str | None = None, model: st
             m["spec_accept_length"] = {"value": spec, "source": "metrics_delta"}
         else:
             cum = server_info_accept_length(await http_get_json(target, "/server_info"))
-            m["spec_accept_length"] = ({"value": cum, "source": "server_info_cumulative"}
+            m["spec_accept_length"] = ({"value": cum, "before": cum_before, "source": "server_info_cumulative"}
                                        if cum is not None else None)
         levels.append(m)
         if progress:
