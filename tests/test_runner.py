@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_deploy import profiles, report, runner
+from sglang_deploy import report, runner
 from sglang_deploy.paths import REPO
 
 LOCAL_PLAY = "tests/fixtures/runner/events.yml"
@@ -57,6 +57,12 @@ def test_outcomes_failures_and_set_stats_from_events():
 def test_limit_and_success():
     r = runner.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="local-a", kind="test")
     assert r.ok and list(r.hosts) == ["local-a"] and r.failures == []
+
+
+def test_no_matching_host_is_not_a_success():
+    r = runner.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="nobody", kind="test")
+    assert not r.ok and r.hosts == {}
+    assert "no hosts to target" in r.error and "\x1b[" not in r.error
 
 
 def test_playbook_error_without_a_task_comes_back_as_error():
@@ -234,14 +240,14 @@ def test_unknown_profile_fails_with_the_list_of_profiles(baseline_with_key):
 
 
 @lab
-def test_crashing_profile_fails_with_task_and_message_and_rolls_back(baseline_with_key):
-    crash = {**profiles.load_profiles(),
-             "crash": {"extends": "baseline", "env": {"SGLANG_EMU_FAULT": "crash_on_load"}}}
-    r = runner.deploy("crash", extravars={**SMALL, "sglang_profiles": crash})
+def test_crashing_server_fails_with_task_and_message_and_rolls_back(baseline_with_key):
+    # The emulator's fault switch goes in through sglang_server_env: a profile's env keeps only variables that
+    # SGLang reads (the flag translation drops SGLANG_EMU_*).
+    r = runner.deploy("nextn", extravars={**SMALL, "sglang_server_env": {"SGLANG_EMU_FAULT": "crash_on_load"}})
     assert not r.ok and r.benchmarks == {}
     f = r.failures[0]
     assert (f.host, f.unreachable) == (LAB_HOST, False)
-    assert "Profile crash did not come up" in f.message and "Rolled back" in f.message
+    assert "Profile nextn did not come up" in f.message and "Rolled back" in f.message
     assert any("Wait for the server" in x.task for x in r.rescued)
     found = runner.status()
     assert found.ok and found.hosts[LAB_HOST].profile == "baseline" and found.hosts[LAB_HOST].serving

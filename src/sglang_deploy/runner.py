@@ -351,12 +351,15 @@ def _tail(path: Path, lines: int = 15) -> str | None:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
     return "\n".join(text.strip().splitlines()[-lines:]) or None
 
 
 def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, extravars: dict | None = None,
                  on_event: EventHandler | None = None, kind: str = "run", profile: str | None = None) -> RunResult:
     """Run a playbook of the repo through ansible_runner.run and read its events into a RunResult."""
+    import signal
+
     import ansible_runner
     from ansible_runner.utils import signal_handler
 
@@ -365,7 +368,10 @@ def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, ext
     scrub = secret_values(hidden)
     events: list = []
     tick = getattr(on_event, "tick", None)
-    interrupted = signal_handler()  # keeps Ctrl-C cancelling the run while cancel_callback is ours
+    # Ctrl-C / SIGTERM cancel the run (ansible-runner's handler, as with its default cancel_callback); the
+    # caller's handlers come back when the run ends.
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    interrupted = signal_handler()  # None outside the main thread: nothing installed
 
     def handle(ev: dict) -> bool:
         events.append(ev)
@@ -394,6 +400,9 @@ def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, ext
             envvars={"PATH": _path_with_this_python()},
             **kwargs)
     finally:
+        if interrupted:
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)
         secret_file.unlink(missing_ok=True)
         scrub_tree(pdd, scrub)
     hosts, failures, rescued, data = parse_events(redact(events, scrub))
@@ -403,6 +412,8 @@ def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, ext
         artifacts=str(r.config.artifact_dir), elapsed_s=time.monotonic() - t0, profile=profile)
     if result.rc != 0 and not failures:
         result.error = _tail(Path(r.config.artifact_dir) / "stdout") or f"ansible-playbook exited {result.rc}"
+    elif not hosts:
+        result.error = "no host of the inventory matched" + (f" --limit {limit}" if limit else "")
     return result
 
 
@@ -458,6 +469,8 @@ def compare(profiles: list, inventory=None, limit: str | None = None, extravars:
     for i, name in enumerate(profiles, 1):
         phase(f"profile {i}/{len(profiles)}: {name}")
         runs[name] = deploy(name, inventory=inventory, limit=limit, extravars=extravars, on_event=on_event)
+        if runs[name].status == "canceled":  # Ctrl-C: stop here, restore nothing
+            return report.build_comparison(profiles, runs, settings=_bench_settings(extravars))
     restores = []
     plain = {**(extravars or {}), "sglang_benchmark_enabled": False}
     if restore is not None:
@@ -664,6 +677,13 @@ def _unknown_profile(results: list) -> str | None:
     return None
 
 
+def _exit_code(result: RunResult) -> int:
+    """0 success, 1 failed, 130 cancelled (Ctrl-C)."""
+    if result.status == "canceled":
+        return 130
+    return 0 if result.ok else 1
+
+
 def _recap(result: RunResult) -> str:
     return "; ".join(f"{h}: {o.state} (ok={o.ok} changed={o.changed} failed={o.failed} "
                      f"unreachable={o.unreachable})" for h, o in result.hosts.items()) or "no host ran"
@@ -704,7 +724,7 @@ def cli_deploy(args, extravars: dict) -> int:
         print(f"sglang-deploy deploy: {usage}", file=sys.stderr)
         return 2
     _print_failures(result)
-    return 0 if result.ok else 1
+    return _exit_code(result)
 
 
 def cli_compare(args, extravars: dict) -> int:
@@ -730,6 +750,8 @@ def cli_compare(args, extravars: dict) -> int:
         return 2
     for r in comp.restores:
         _print_failures(r)
+    if any(r.status == "canceled" for r in comp.runs.values()):
+        return 130
     return 0 if comp.ok else 1
 
 
@@ -755,7 +777,7 @@ def cli_status(args, extravars: dict) -> int:
     else:
         print(format_status(found.hosts))
     _print_failures(found.run)
-    return 0 if found.ok else 1
+    return _exit_code(found.run)
 
 
 def cli_rollback(args, extravars: dict) -> int:
@@ -769,7 +791,7 @@ def cli_rollback(args, extravars: dict) -> int:
     else:
         print(_recap(result))
     _print_failures(result)
-    return 0 if result.ok else 1
+    return _exit_code(result)
 
 
 def cli_lab(args, extravars: dict) -> int:
@@ -784,4 +806,4 @@ def cli_lab(args, extravars: dict) -> int:
     else:
         print(f"lab {args.action}: {'done' if result.ok else 'FAILED'}")
     _print_failures(result)
-    return 0 if result.ok else 1
+    return _exit_code(result)
