@@ -7,12 +7,10 @@ import re
 _PLAIN = re.compile(r"^[A-Za-z0-9_@:,./+=-]+$")
 
 
-def quote(arg: str, expand: bool = False) -> str:
-    """Quote one ExecStart word. `%` and `$` are literal unless `expand` keeps `${VAR}` for systemd to fill in."""
-    text = str(arg).replace("%", "%%")
-    if not expand:
-        text = text.replace("$", "$$")
-    if _PLAIN.match(text) or (expand and re.fullmatch(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}", text)):
+def quote(arg: str) -> str:
+    """Quote one ExecStart word; `%` and `$` stay literal."""
+    text = str(arg).replace("%", "%%").replace("$", "$$")
+    if _PLAIN.match(text):
         return text
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -21,9 +19,8 @@ def flag_lines(argv: list[str]) -> list[str]:
     """Group argv into lines: each `--flag` with the values that follow it, quoted for ExecStart."""
     lines: list[list[str]] = []
     for arg in argv:
-        word = quote(arg, expand=arg.startswith("${"))
         if arg.startswith("--") or not lines:
-            lines.append([word])
+            lines.append([quote(arg)])
         else:
-            lines[-1].append(word)
+            lines[-1].append(quote(arg))
     return [" ".join(words) for words in lines]
