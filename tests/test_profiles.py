@@ -214,3 +214,10 @@ def test_load_profiles_file_errors(tmp_path):
         prof.load_profiles(tmp_path / "missing.yml")
     assert set(prof.load_profiles(FIXTURES / "seed_launches.yml")) >= {"seed-msg5980", "seed-msg6001"}
     assert prof.PROFILES_FILE.is_relative_to(REPO)
+
+
+@pytest.mark.parametrize("version", flags.recorded_releases())
+def test_shipped_profiles_pass_every_recorded_release(version):
+    for name in SHIPPED:
+        launch = prof.render(name, SHIPPED, SETTINGS, version)
+        assert rules.errors(rules.validate(launch, OPERATOR_HOST)) == [], (name, version)

@@ -198,3 +198,13 @@ def test_model_facts_from_config(tmp_path):
     assert rules.model_facts_from_path(tmp_path / "config.json")["model_quantization"] == "none"
     (tmp_path / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "NVFP4"}}))
     assert rules.model_facts_from_path(tmp_path)["model_quantization"] == "modelopt_fp4"
+
+
+def test_renamed_flag_accepted_between_recorded_releases(monkeypatch):
+    from sglang_deploy import flags
+
+    monkeypatch.setattr(flags, "recorded_releases", lambda: ["0.5.10.post1", "0.5.23"])
+    findings = run(case({"mamba-scheduler-strategy": "extra_buffer"}, version="0.5.16"))
+    assert not [f for f in findings if f.rule == "unknown-flag"]
+    findings = run(case({"mamba-radix-cache-strategy": "extra_buffer", "enable-ep-moe": True}, version="0.5.16"))
+    assert [f.message.split()[0] for f in findings if f.rule == "unknown-flag"] == ["--enable-ep-moe"]

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 
 from packaging.version import Version
 
-from .flags import SPEC_V2_ENV, flag_table, is_truthy
+from .flags import FLAG_RENAMES, SPEC_V2_ENV, flag_table, is_truthy
 from .profiles import Launch
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -155,9 +155,14 @@ def _v(ctx: Ctx, lo: str | None = None, hi: str | None = None) -> bool:
 # --- flags known to the release -------------------------------------------------------------
 
 
+def _renamed_after_list(ctx: Ctx, name: str) -> bool:
+    """A new name from FLAG_RENAMES the (older) recorded list cannot know yet, e.g. 0.5.14 checked with 0.5.10.post1."""
+    return any(r.new == name and Version(ctx.table.release) < Version(r.since) <= ctx.version for r in FLAG_RENAMES)
+
+
 def _unknown_flag(ctx: Ctx):
     for name in ctx.args:
-        if ctx.table.lookup(name) is None:
+        if ctx.table.lookup(name) is None and not _renamed_after_list(ctx, name):
             hint = ctx.table.suggest(name)
             fix = f"did you mean {', '.join('--' + h for h in hint)}?" if hint else "remove it from the profile"
             yield (
