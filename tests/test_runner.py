@@ -242,8 +242,10 @@ def test_unknown_profile_fails_with_the_list_of_profiles(baseline_with_key):
 @lab
 def test_crashing_server_fails_with_task_and_message_and_rolls_back(baseline_with_key):
     # The emulator's fault switch goes in through sglang_server_env: a profile's env keeps only variables that
-    # SGLang reads (the flag translation drops SGLANG_EMU_*).
-    r = runner.deploy("nextn", extravars={**SMALL, "sglang_server_env": {"SGLANG_EMU_FAULT": "crash_on_load"}})
+    # SGLang reads (the flag translation drops SGLANG_EMU_*). Same API key as the last good deploy: the rollback's
+    # wait uses this run's key.
+    r = runner.deploy("nextn", extravars={**SMALL, "sglang_api_key": SECRET,
+                                          "sglang_server_env": {"SGLANG_EMU_FAULT": "crash_on_load"}})
     assert not r.ok and r.benchmarks == {}
     f = r.failures[0]
     assert (f.host, f.unreachable) == (LAB_HOST, False)

@@ -208,17 +208,22 @@ def plot(comp: Comparison, path) -> Path:
               ("decode_tok_s", "Per-request decode speed", "decode tok/s per request (mean)"))
     levels = sorted({r["concurrency"] for r in comp.rows})
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    styles = ["-", "--", ":", "-."]
+    markers = "os^Dvp*h"
+    styles = ["-", "--", ":", "-."]  # per host
     for ax, (key, title, ylabel) in zip(axes, panels):
+        top = 0.0
         for i, name in enumerate(comp.profiles):
             for j, host in enumerate(hosts):
                 pts = [(r["concurrency"], r[key]) for r in comp.rows
                        if r["profile"] == name and r["host"] == host and r[key] is not None]
                 if not pts:
                     continue
+                top = max(top, *(p[1] for p in pts))
                 label = name if len(hosts) == 1 else f"{name} @ {host}"
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", linewidth=2,
-                        color=colors[i % len(colors)], linestyle=styles[j % len(styles)], label=label)
+                # Distinct markers keep profiles with near-equal figures apart where the lines overlap.
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=markers[i % len(markers)],
+                        markersize=7, linewidth=2, alpha=0.85, color=colors[i % len(colors)],
+                        linestyle=styles[j % len(styles)], label=label)
         ax.set_title(title)
         ax.set_xlabel("concurrency (requests in flight)")
         ax.set_ylabel(ylabel)
@@ -227,11 +232,12 @@ def plot(comp: Comparison, path) -> Path:
         ax.xaxis.set_major_locator(FixedLocator(levels))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xticklabels([str(c) for c in levels])
-        ax.set_ylim(bottom=0)
-        ax.margins(x=0.08, y=0.1)
+        ax.margins(x=0.08)
+        ax.set_ylim(0, top * 1.12 or 1)
         ax.grid(True, alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(title="profile", frameon=False)
+    handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, labels, loc="outside right upper", title="profile", frameon=False)
     w = comp.workload
     fig.suptitle(f"{' vs '.join(comp.profiles)}  (in {w.get('input_len')} / out {w.get('output_len')} tokens)",
                  fontsize=12)

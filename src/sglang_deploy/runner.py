@@ -363,6 +363,7 @@ def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, ext
     import ansible_runner
     from ansible_runner.utils import signal_handler
 
+    inventory_path = _inventory_path(inventory)
     pdd = _new_private_dir(kind)
     plain, hidden = split_secrets(dict(extravars or {}))
     scrub = secret_values(hidden)
@@ -395,7 +396,7 @@ def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, ext
     try:
         r = ansible_runner.run(
             private_data_dir=str(pdd), project_dir=str(REPO), playbook=playbook,
-            inventory=_inventory_path(inventory), limit=limit, extravars=plain or None, quiet=True,
+            inventory=inventory_path, limit=limit, extravars=plain or None, quiet=True,
             event_handler=handle, cancel_callback=cancel, settings={"pexpect_timeout": 1},
             envvars={"PATH": _path_with_this_python()},
             **kwargs)
