@@ -12,8 +12,8 @@ description:
     validation rules of C(sglang_deploy.rules) against O(facts).
   - Runs on the controller (action plugin); nothing on the host is touched.
   - Fails, listing every error, when a rule refuses the launch. Warnings become Ansible warnings.
-  - The API key never enters RV(argv); when O(settings.sglang_api_key) is set, argv carries
-    C(--api-key ${SGLANG_API_KEY}) for systemd to expand from the 0600 EnvironmentFile.
+  - The API key never enters RV(argv); when O(settings.sglang_api_key) is set, only its variable name is returned
+    (RV(secret_env_keys)); the server's launcher passes it to SGLang from the environment.
 version_added: "0.1.0"
 author: sglang-deploy
 options:

@@ -45,7 +45,9 @@ def test_render_env_shell_unit(capsys):
     assert out.startswith("env OMP_NUM_THREADS=16") and "python3 -m sglang.launch_server" in out
     assert cli.main(["render", "nextn", "--format", "unit"]) == 0
     out = capsys.readouterr().out
-    assert 'Environment="OMP_NUM_THREADS=16"' in out and "ExecStart=/opt/sglang/venv/bin/python -m" in out
+    assert 'Environment="OMP_NUM_THREADS=16"' in out
+    assert "ExecStart=/opt/sglang/venv/bin/python /opt/sglang-deploy/launch.py -m sglang.launch_server \\\n" in out
+    assert "    --speculative-algorithm NEXTN \\\n" in out
 
 
 def test_render_unknown_profile_is_a_usage_error(capsys):

@@ -77,4 +77,4 @@ def test_plugin_never_returns_the_api_key(tmp_path):
     settings = {"sglang_model_path": "/m", "sglang_tp": 8, "sglang_api_key": "s3cret-key"}
     rc, res = play(tmp_path, {**COMMON, "profile": "baseline", "settings": settings}, GPU)
     assert rc == 0 and "s3cret-key" not in json.dumps(res)
-    assert res["argv"][-2:] == ["--api-key", "${SGLANG_API_KEY}"] and res["secret_env_keys"] == ["SGLANG_API_KEY"]
+    assert "--api-key" not in res["argv"] and res["secret_env_keys"] == ["SGLANG_API_KEY"]

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from . import profiles as prof
-from . import rules
+from . import rules, systemd
 
 LAUNCH_MODULE = ["-m", "sglang.launch_server"]
 DEFAULT_PYTHON = "/opt/sglang/venv/bin/python"
+LAUNCHER = "/opt/sglang-deploy/launch.py"  # installed by the sglang_server role
 
 
 class CommandError(Exception):
@@ -38,17 +39,6 @@ def _render(args: argparse.Namespace) -> prof.Launch:
         raise CommandError(str(exc)) from exc
 
 
-def _shell_word(word: str) -> str:
-    return f'"{word}"' if word == prof.API_KEY_PLACEHOLDER else shlex.quote(word)
-
-
-def _systemd_word(word: str) -> str:
-    if word == prof.API_KEY_PLACEHOLDER:
-        return word  # systemd expands ${VAR} from Environment/EnvironmentFile as one word
-    escaped = word.replace("\\", "\\\\").replace('"', '\\"').replace("$", "$$").replace("%", "%%")
-    return f'"{escaped}"' if any(c in escaped for c in ' \t"\'') or not escaped else escaped
-
-
 def format_launch(launch: prof.Launch, fmt: str, python: str = DEFAULT_PYTHON) -> str:
     """argv: JSON array after `python -m sglang.launch_server`; env: KEY=VALUE; shell; unit (systemd [Service])."""
     if fmt == "argv":
@@ -58,7 +48,7 @@ def format_launch(launch: prof.Launch, fmt: str, python: str = DEFAULT_PYTHON) -
     words = [python, *LAUNCH_MODULE, *launch.argv]
     if fmt == "shell":
         env = [f"{k}={shlex.quote(v)}" for k, v in launch.env.items()]
-        lines = ([" ".join(["env", *env])] if env else []) + [" ".join(_shell_word(w) for w in words)]
+        lines = ([" ".join(["env", *env])] if env else []) + [" ".join(shlex.quote(w) for w in words)]
         return " \\\n  ".join(lines)
     if fmt == "unit":
         lines = ["[Service]"]
@@ -66,8 +56,12 @@ def format_launch(launch: prof.Launch, fmt: str, python: str = DEFAULT_PYTHON) -
             value = v.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
             lines.append(f'Environment="{k}={value}"')
         if launch.secret_env:
-            lines.append("EnvironmentFile=/etc/sglang/secret.env")
-        lines.append("ExecStart=" + " ".join(_systemd_word(w) for w in words))
+            lines.append("EnvironmentFile=/etc/sglang/sglang.env")
+        # As the sglang_server role writes it: the launcher passes secrets from the environment, not argv.
+        exec_words = [python, LAUNCHER, *LAUNCH_MODULE]
+        flag_lines = systemd.flag_lines(launch.argv)
+        lines.append("ExecStart=" + " ".join(map(systemd.quote, exec_words)) + (" \\" if flag_lines else ""))
+        lines += [f"    {line}" + (" \\" if i < len(flag_lines) - 1 else "") for i, line in enumerate(flag_lines)]
         return "\n".join(lines)
     raise CommandError(f"unknown format {fmt!r}")
 

@@ -16,8 +16,8 @@ A profile (group_vars/all/profiles.yml)::
 
 Model and host flags come from the project-wide settings (``sglang_model_path``, ``sglang_served_model_name``,
 ``sglang_tp``, ``sglang_host``, ``sglang_port``); a profile flag of the same name overrides them.
-``sglang_api_key`` never enters argv: when set, argv carries ``--api-key ${SGLANG_API_KEY}`` (systemd
-expands it from the 0600 EnvironmentFile) and the value is returned in ``Launch.secret_env``.
+``sglang_api_key`` never enters argv: its value is returned in ``Launch.secret_env`` as SGLANG_API_KEY, which the
+server's 0600 EnvironmentFile holds and the launcher (launch.py) turns into ``--api-key`` inside the process.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ SETTINGS_FILE = GROUP_VARS / "all" / "sglang.yml"
 PROFILES_VAR = "sglang_profiles"
 DEFAULT_SGLANG_VERSION = "0.5.23"
 API_KEY_ENV = "SGLANG_API_KEY"
-API_KEY_PLACEHOLDER = "${" + API_KEY_ENV + "}"
 PROFILE_KEYS = {"description", "extends", "args", "env"}
 
 # settings variable -> SGLang flag
@@ -207,8 +206,6 @@ def render(
     api_key = settings.get("sglang_api_key")
     secret_env = {API_KEY_ENV: str(api_key)} if api_key else {}
     argv = _argv(translated.args)
-    if secret_env:
-        argv += ["--api-key", API_KEY_PLACEHOLDER]
     notes = list(translated.notes)
     if table.release != version:
         notes.insert(0, f"sglang {version}: no recorded flag list, using the nearest lower one ({table.release})")
