@@ -101,13 +101,21 @@ def test_lock_text_refuses_two_versions_of_one_package(tmp_path):
 def test_drift_names_each_difference():
     bundle = load("stable-0.5.23")
     manifest = {"bundle": "stable-0.5.23", "bundle_id": stack.bundle_id(bundle),
-                "versions": {"torch": "2.14.1", "flashinfer": "0.7.2", "sglang": "0.5.23"}}
-    assert stack.drift(bundle, manifest) == []
+                "versions": {"torch": "2.14.1+cu130", "flashinfer": "0.7.2", "sglang": "0.5.23"}}
+    assert stack.drift(bundle, manifest) == []  # torch.__version__ carries the +cu130 local tag
     manifest["versions"]["torch"] = "2.13.0"
     manifest["bundle_id"] = "0" * 12
     found = stack.drift(bundle, manifest)
     assert len(found) == 2 and found[1] == "torch: installed 2.13.0, bundle 2.14.1"
     assert stack.drift(bundle, {})[0].startswith("no stack installed")
+
+
+@pytest.mark.parametrize(("installed", "pin", "ok"), [("2.14.1+cu130", "2.14.1", True), ("2.14.1", "2.14.1", True),
+                                                      ("2.12.0.dev20260307+cu130", "2.12.0.dev20260307+cu130", True),
+                                                      ("2.12.0.dev20260307+cu129", "2.12.0.dev20260307+cu130", False),
+                                                      ("2.14.10", "2.14.1", False), (None, "2.14.1", False)])
+def test_version_matches_like_a_pip_pin(installed, pin, ok):
+    assert stack.version_matches(installed, pin) is ok
 
 
 def test_prune_keeps_new_previous_and_newest_others(tmp_path):

@@ -166,6 +166,13 @@ def lock_text(wheel_dir: str, expected: dict | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def version_matches(installed: str | None, pin: str) -> bool:
+    """PEP 440 `==pin`: a pin without a local part (+cu130) matches any local build of that version."""
+    if installed is None:
+        return False
+    return installed == pin or ("+" not in pin and installed.split("+")[0] == pin)
+
+
 def drift(bundle: dict, manifest: dict) -> list[str]:
     """Differences between what a bundle asks for and what the manifest says is serving."""
     if not manifest:
@@ -183,7 +190,7 @@ def drift(bundle: dict, manifest: dict) -> list[str]:
         "sglang": bundle["sglang"].get("version"),
     }
     for package, version in wanted.items():
-        if version and versions.get(package) != version:
+        if version and not version_matches(versions.get(package), version):
             found.append(f"{package}: installed {versions.get(package)}, bundle {version}")
     commit = bundle["sglang"].get("commit")
     if commit and manifest.get("sglang_git_sha") != commit:
