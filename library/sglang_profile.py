@@ -28,7 +28,7 @@ options:
   settings:
     description:
       - Project-wide settings C(sglang_model_path), C(sglang_served_model_name), C(sglang_tp), C(sglang_host),
-        C(sglang_port), C(sglang_api_key) and C(sglang_version) (used when O(sglang_version) is not given).
+        C(sglang_port) and C(sglang_api_key).
     type: dict
     default: {}
   sglang_version:

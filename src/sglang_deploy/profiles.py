@@ -103,7 +103,7 @@ def load_profiles(path: str | Path | None = None) -> dict[str, dict]:
 
 
 def load_settings(path: str | Path | None = None) -> dict[str, Any]:
-    """Project-wide settings (group_vars/all/sglang.yml): sglang_model_path, sglang_tp, sglang_version, ..."""
+    """Project-wide settings (group_vars/all/sglang.yml): sglang_model_path, sglang_tp, sglang_port, ..."""
     return _read_var(path or SETTINGS_FILE)
 
 
@@ -187,9 +187,9 @@ def render(
     settings: dict[str, Any],
     sglang_version: str | None = None,
 ) -> Launch:
-    """Render ``profile_name`` for ``sglang_version`` (default: ``settings['sglang_version']``, else 0.5.23)."""
+    """Render ``profile_name`` for ``sglang_version`` (default 0.5.23, the newest stable release)."""
     profile = resolve(profile_name, profiles)
-    version = str(sglang_version or settings.get("sglang_version") or DEFAULT_SGLANG_VERSION)
+    version = str(sglang_version or DEFAULT_SGLANG_VERSION)
     try:
         table = flags.flag_table(version)
     except flags.FlagError as exc:
