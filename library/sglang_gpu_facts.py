@@ -62,6 +62,14 @@ ansible_facts:
         nvlink: true
         memory_mib: [143771, 143771]
         topology: {GPU0: {GPU1: NV18}, GPU1: {GPU0: NV18}}
+compute_apps:
+  description:
+    - Processes holding a GPU now (C(nvidia-smi --query-compute-apps)); empty when the GPUs are idle.
+    - The sglang_server role compares them with the service's own processes before a restart.
+  returned: when GPUs were found
+  type: list
+  elements: dict
+  sample: [{pid: 414, process_name: python3, used_memory_mib: 1030}]
 driver_check:
   description: Whether the driver can run O(cuda_version); only with O(cuda_version) and at least one GPU.
   returned: when cuda_version is set and GPUs were found
@@ -70,7 +78,9 @@ driver_check:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_gpu import QUERY_ARGS, TOPO_ARGS, driver_check, empty_facts, gpu_facts
+from ansible.module_utils.sglang_gpu import (
+    APPS_ARGS, QUERY_ARGS, TOPO_ARGS, driver_check, empty_facts, gpu_facts, parse_compute_apps,
+)
 
 
 def main() -> None:
@@ -91,12 +101,16 @@ def main() -> None:
         module.exit_json(changed=False, ansible_facts={"sglang_gpu": empty_facts()})
     topo_rc, topo, _ = module.run_command([binary, *TOPO_ARGS])
     smi_rc, smi, _ = module.run_command([binary])
+    apps_rc, apps, apps_err = module.run_command([binary, *APPS_ARGS])
     try:
         facts = gpu_facts(query, topo if topo_rc == 0 else "", smi if smi_rc == 0 else "")
+        compute_apps = parse_compute_apps(apps) if apps_rc == 0 else None
     except ValueError as exc:
         module.fail_json(msg=f"cannot parse nvidia-smi output: {exc}", stdout=query)
+    if compute_apps is None:
+        module.fail_json(msg=f"nvidia-smi --query-compute-apps failed (rc {apps_rc}): {(apps_err or apps).strip()}")
 
-    result = {"changed": False, "ansible_facts": {"sglang_gpu": facts}}
+    result = {"changed": False, "ansible_facts": {"sglang_gpu": facts}, "compute_apps": compute_apps}
     if module.params["cuda_version"] and facts["count"]:
         result["driver_check"] = driver_check(facts["driver_version"], module.params["cuda_version"])
     module.exit_json(**result)

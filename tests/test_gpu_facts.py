@@ -137,6 +137,7 @@ def fake_smi(tmp_path: Path, machine: str | None, rc: int = 0) -> str:
         folder = FIXTURES / machine
         body = (
             f'case "$1" in --query-gpu=*) cat "{folder}/query.csv";; topo) cat "{folder}/topo-m.txt";; '
+            f'--query-compute-apps=*) cat "{folder}/compute-apps-busy.csv" 2>/dev/null || true;; '
             f'"") cat "{folder}/nvidia-smi.txt";; *) exit 9;; esac'
         )
     script.write_text(f"#!/bin/sh\n{body}\n")
@@ -172,3 +173,25 @@ def test_module_with_a_broken_driver_reports_zero_gpus_and_warns(monkeypatch, tm
     assert not failed
     assert res["ansible_facts"]["sglang_gpu"]["count"] == 0
     assert any("couldn't communicate" in w for w in warnings)
+
+
+# --- processes holding the GPUs (recorded on a real H200 with a CUDA context holding 512 MiB, and idle) ---
+
+def test_compute_apps_of_a_busy_and_an_idle_gpu():
+    busy = gpu.parse_compute_apps((FIXTURES / "h200-x2" / "compute-apps-busy.csv").read_text())
+    assert busy == [{"pid": 414, "process_name": "python3", "used_memory_mib": 1030}]
+    assert gpu.parse_compute_apps((FIXTURES / "h200-x2" / "compute-apps-idle.csv").read_text()) == []
+    with pytest.raises(ValueError, match="pid, process_name, used_memory"):
+        gpu.parse_compute_apps("No running processes found\n")
+
+
+def test_stray_processes_exclude_the_service_itself():
+    apps = [{"pid": 414, "process_name": "python3", "used_memory_mib": 1030},
+            {"pid": 900, "process_name": "sglang::scheduler_TP0", "used_memory_mib": 80000}]
+    assert gpu.stray_processes(apps, ["900", "901", ""]) == apps[:1]
+    assert gpu.stray_processes(apps, [414, 900]) == []
+
+
+def test_module_lists_the_processes_on_the_gpus(monkeypatch, tmp_path):
+    failed, res = run(monkeypatch, {"nvidia_smi": fake_smi(tmp_path, "h200-x2")})
+    assert not failed and res["compute_apps"] == [{"pid": 414, "process_name": "python3", "used_memory_mib": 1030}]

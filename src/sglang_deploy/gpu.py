@@ -12,6 +12,8 @@ import re
 QUERY_FIELDS = ("index", "name", "compute_cap", "driver_version", "memory.total", "pci.bus_id")
 QUERY_ARGS = ("--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader")
 TOPO_ARGS = ("topo", "-m")
+APPS_FIELDS = ("pid", "process_name", "used_memory")
+APPS_ARGS = ("--query-compute-apps=" + ",".join(APPS_FIELDS), "--format=csv,noheader,nounits")
 
 # Minimum Linux driver branch per CUDA major version (NVIDIA CUDA toolkit release notes, table 3).
 MIN_DRIVER_BRANCH = {11: 450, 12: 525, 13: 580}
@@ -55,6 +57,23 @@ def parse_query(text: str) -> list[dict]:
             }
         )
     return sorted(gpus, key=lambda gpu: gpu["index"])
+
+
+def parse_compute_apps(text: str) -> list[dict]:
+    """Processes holding a GPU: rows of `nvidia-smi <APPS_ARGS>` (no output: the GPUs are idle)."""
+    apps = []
+    for row in csv.reader(line for line in text.splitlines() if line.strip()):
+        cells = [cell.strip() for cell in row]
+        if len(cells) != len(APPS_FIELDS) or not cells[0].isdigit():
+            raise ValueError(f"expected pid, process_name, used_memory: {row!r}")
+        apps.append({"pid": int(cells[0]), "process_name": cells[1], "used_memory_mib": _mib(cells[2])})
+    return apps
+
+
+def stray_processes(apps: list[dict], own_pids) -> list[dict]:
+    """The GPU processes that are not the service's own (own_pids: its control group's pids, as text or ints)."""
+    own = {int(pid) for pid in own_pids if str(pid).strip().isdigit()}
+    return [app for app in apps if app["pid"] not in own]
 
 
 def parse_cuda_version(text: str) -> str:
