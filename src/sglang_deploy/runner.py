@@ -5,9 +5,9 @@ ansible.cfg, roles, library and collections apply. Results are read from events,
 per-host outcome from `playbook_on_stats`, failures from `runner_on_failed` / `runner_on_unreachable`, data the
 playbooks publish with `set_stats` from the stats event's `artifact_data` (`sglang_benchmark`, `sglang_status`).
 
-Secrets: an extra variable whose name, or the name of any key nested in it, contains api_key, token, password
-or secret goes to a 0600 file passed as `-e @file` (ansible-runner's `cmdline`, so only the path is recorded)
-and deleted when the run ends; every file of the run is then scrubbed of the secret values as a safety net.
+Secrets: an extra variable whose name, or the name of any key nested in it, looks secret (api_key, token,
+password, secret...: sglang_deploy.secrets) goes to a 0600 file passed as `-e @file` (ansible-runner's
+`cmdline`, so only the path is recorded) and deleted when the run ends; every file of the run is then scrubbed of the secret values as a safety net.
 
 Progress: `on_event(event)` gets every ansible-runner event plus `sglang_deploy_phase` events from compare();
 when it also has a `tick()` method, that is called about once a second while ansible runs (the heartbeat of
@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Callable
 
 from sglang_deploy.paths import REPO
+from sglang_deploy.secrets import is_secret_name
 
 RUNNER_DIR = REPO / ".runner"
 KEEP_RUNS = 50  # private data dirs kept under RUNNER_DIR, newest first
 DEFAULT_INVENTORY = REPO / "inventory" / "lab.yml"
-SECRET_KEY_RE = re.compile(r"api_key|token|password|secret", re.IGNORECASE)
 REDACTED = "[redacted secret]"
 PHASE_EVENT = "sglang_deploy_phase"
 # profiles.resolve()'s message (through the sglang_profile action plugin) for a name not in sglang_profiles.
@@ -251,7 +251,7 @@ def parse_systemctl_show(text: str) -> dict:
 def split_secrets(extravars: dict) -> tuple[dict, dict]:
     """(plain, secret): a variable is secret when its name or any nested key names a secret."""
     def secret(key, value) -> bool:
-        if SECRET_KEY_RE.search(str(key)):
+        if is_secret_name(key):
             return True
         if isinstance(value, dict):
             return any(secret(k, v) for k, v in value.items())
@@ -272,7 +272,7 @@ def secret_values(secret_vars: dict) -> list:
     def walk(value, under_secret: bool):
         if isinstance(value, dict):
             for k, v in value.items():
-                walk(v, under_secret or bool(SECRET_KEY_RE.search(str(k))))
+                walk(v, under_secret or is_secret_name(k))
         elif isinstance(value, list):
             for v in value:
                 walk(v, under_secret)
@@ -537,7 +537,7 @@ def parse_extravars(items: list) -> dict:
             key, sep, value = item.partition("=")
             if not sep or not key.isidentifier():
                 raise ValueError(f"-e {item!r}: expected key=value, @file.yml or a YAML/JSON mapping")
-            if SECRET_KEY_RE.search(key):
+            if is_secret_name(key):
                 doc = {key: value}
             else:
                 try:
