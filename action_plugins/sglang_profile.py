@@ -61,6 +61,8 @@ class ActionModule(ActionBase):
             notes=launch.notes,
             sglang_version=launch.sglang_version,
             flags_release=launch.flags_release,
+            # Where the server will listen: the settings, unless the profile's args override them.
+            listen={"host": str(launch.args.get("host", "")), "port": int(launch.args.get("port") or 0)},
             findings=[f.as_dict() for f in findings],
         )
         warnings = [f"{f.rule}: {f.message}" for f in findings if f.level == rules.WARNING]

@@ -71,6 +71,11 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+listen:
+  description: Host and port the rendered launch listens on (a profile's args may override the settings).
+  returned: always
+  type: dict
+  sample: {host: 127.0.0.1, port: 30000}
 argv:
   description: Arguments after C(python -m sglang.launch_server).
   returned: always

@@ -434,7 +434,8 @@ def test_api_key_protects_all_but_health_and_metrics(spec):
     assert spec.get("/metrics")[0] == 200
     status, info = spec.json("GET", "/server_info", headers=AUTH)
     assert status == 200 and "s3cret" not in json.dumps(info)
-    assert "s3cret" not in spec.stdout() + spec.stderr()
+    # Like real SGLang, the startup log carries the key (the deploy's launcher masks it before the journal).
+    assert "api_key='s3cret'" in spec.stdout()
 
 
 def test_eagle_topk_without_num_steps_fails_like_sglang(emu):

@@ -1115,8 +1115,10 @@ async def serve(cfg: Config) -> int:
     loop = asyncio.get_running_loop()
     a = cfg.args
     log(BANNER)
+    # Real SGLang (0.5.23 included) logs server_args with the API key in clear; so does the emulator, so that the
+    # deploy's launcher has to mask it (sglang_deploy/launch.py) and the lab proves it does.
     log(f"server_args=ServerArgs(model_path={a.model_path!r}, served_model_name={cfg.served_model_name!r}, "
-        f"host={a.host!r}, port={a.port}, speculative_algorithm={a.speculative_algorithm!r}, "
+        f"api_key={a.api_key!r}, host={a.host!r}, port={a.port}, speculative_algorithm={a.speculative_algorithm!r}, "
         f"reasoning_parser={a.reasoning_parser!r}, enable_metrics={a.enable_metrics}, "
         f"ignored={sorted(cfg.ignored_flags)})")
     log(f"Emulation settings: {json.dumps(cfg.settings())}")

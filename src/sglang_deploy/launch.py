@@ -4,6 +4,10 @@ systemd would expand `--api-key ${SGLANG_API_KEY}` into the process's argv, whic
 /proc/PID/cmdline. This launcher, started by the unit, appends the secret flags to sys.argv inside the process
 and then runs the server in it. The unit's EnvironmentFile (mode 0600) holds the values.
 
+SGLang logs its server_args (the API key included) at startup, so the launcher also routes the output of the
+server and of every worker it spawns through a small forked filter that replaces the secret values with ***
+before they reach the journal.
+
     launch.py -m sglang.launch_server ARGS...      (real hosts)
     launch.py /opt/sglang-deploy/emulator.py ARGS...  (lab hosts)
 
@@ -18,6 +22,7 @@ import sys
 
 # Environment variable -> SGLang flag. The variable is removed from the environment once read.
 SECRET_FLAGS = {"SGLANG_API_KEY": "--api-key", "SGLANG_ADMIN_API_KEY": "--admin-api-key"}
+MASK = b"***"
 
 
 def secret_args(environ: dict) -> list[str]:
@@ -29,17 +34,45 @@ def secret_args(environ: dict) -> list[str]:
     return args
 
 
+def redact_output(secrets: list[bytes]) -> None:
+    """Send fds 1 and 2 (inherited by worker processes) through a forked child that masks the secrets."""
+    read_end, write_end = os.pipe()
+    if os.fork() == 0:
+        os.close(write_end)
+        buffer = b""
+        while True:
+            chunk = os.read(read_end, 65536)
+            buffer += chunk
+            # Hold back an unfinished line (up to 64 KiB) so a secret split across reads is still masked.
+            cut = len(buffer) if not chunk or len(buffer) > 65536 else buffer.rfind(b"\n") + 1
+            out, buffer = buffer[:cut], buffer[cut:]
+            for secret in secrets:
+                out = out.replace(secret, MASK)
+            if out:
+                os.write(1, out)
+            if not chunk:
+                os._exit(0)
+    os.close(read_end)
+    os.dup2(write_end, 1)
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+
 def main(argv: list[str]) -> None:
-    if argv[:1] == ["-m"] and len(argv) > 1:
-        target, rest = argv[1], argv[2:]
-        sys.argv = [target, *rest, *secret_args(os.environ)]
-        runpy.run_module(target, run_name="__main__", alter_sys=True)
-    elif argv:
-        target, rest = argv[0], argv[1:]
-        sys.argv = [target, *rest, *secret_args(os.environ)]
-        runpy.run_path(target, run_name="__main__")
-    else:
+    if not argv or (argv[0] == "-m" and len(argv) < 2):
         sys.exit("usage: launch.py -m MODULE ARGS... | launch.py SCRIPT ARGS...")
+    as_module = argv[0] == "-m"
+    target, rest = (argv[1], argv[2:]) if as_module else (argv[0], argv[1:])
+    secrets = secret_args(os.environ)
+    if secrets:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        redact_output([value.encode() for value in secrets[1::2]])
+    sys.argv = [target, *rest, *secrets]
+    if as_module:
+        runpy.run_module(target, run_name="__main__", alter_sys=True)
+    else:
+        runpy.run_path(target, run_name="__main__")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ def quote(arg: str) -> str:
     text = str(arg).replace("%", "%%").replace("$", "$$")
     if _PLAIN.match(text):
         return text
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def flag_lines(argv: list[str]) -> list[str]:
