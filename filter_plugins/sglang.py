@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 
-from sglang_deploy import gpu, rules, secrets
+from sglang_deploy import gpu, rules, secret_names
 from sglang_deploy.systemd import flag_lines, quote
 
 
@@ -32,5 +32,5 @@ class FilterModule:
             "sglang_unit_flag_lines": flag_lines,
             "sglang_host_rule_facts": host_rule_facts,
             "sglang_stray_gpu_processes": gpu.stray_processes,
-            "sglang_mask_secrets": secrets.mask,
+            "sglang_mask_secrets": secret_names.mask,
         }

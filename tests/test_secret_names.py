@@ -1,6 +1,6 @@
 """Secret-looking names are masked in what results and artifacts record."""
 
-from sglang_deploy.secrets import MASK, is_secret_name, mask
+from sglang_deploy.secret_names import MASK, is_secret_name, mask
 
 
 def test_secret_names():

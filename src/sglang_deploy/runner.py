@@ -6,7 +6,7 @@ per-host outcome from `playbook_on_stats`, failures from `runner_on_failed` / `r
 playbooks publish with `set_stats` from the stats event's `artifact_data` (`sglang_benchmark`, `sglang_status`).
 
 Secrets: an extra variable whose name, or the name of any key nested in it, looks secret (api_key, token,
-password, secret...: sglang_deploy.secrets) goes to a 0600 file passed as `-e @file` (ansible-runner's
+password, secret...: sglang_deploy.secret_names) goes to a 0600 file passed as `-e @file` (ansible-runner's
 `cmdline`, so only the path is recorded) and deleted when the run ends; every file of the run is then scrubbed of the secret values as a safety net.
 
 Progress: `on_event(event)` gets every ansible-runner event plus `sglang_deploy_phase` events from compare();
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from sglang_deploy.paths import REPO
-from sglang_deploy.secrets import is_secret_name
+from sglang_deploy.secret_names import is_secret_name
 
 RUNNER_DIR = REPO / ".runner"
 KEEP_RUNS = 50  # private data dirs kept under RUNNER_DIR, newest first
