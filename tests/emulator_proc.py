@@ -56,14 +56,19 @@ class Emulator:
     def log_lines(self) -> list:
         return self.log.read_text(errors="replace").splitlines()
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+    def stop(self) -> int:
+        return stop_process(self.proc)
+
+
+def stop_process(proc: subprocess.Popen) -> int:
+    """SIGTERM, then SIGKILL after 10 s; the exit status."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
 
 
 def run_module(module, args: dict, capsys) -> tuple:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from emulator_proc import stop_process
+
 EMULATOR = Path(__file__).resolve().parents[1] / "src" / "sglang_deploy" / "emulator.py"
 BANNER = "EMULATED SGLang server: numbers are synthetic"
 READY_LINE = "The server is fired up and ready to roll!"
@@ -100,13 +102,7 @@ class Emu:
         return self.err.read_text(errors="replace")
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        return self.proc.wait()
+        return stop_process(self.proc)
 
 
 def sse(payload: bytes) -> list:
