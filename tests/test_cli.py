@@ -1,10 +1,15 @@
-"""sglang-deploy deploy|compare|status|rollback|lab: help, usage errors (exit 2), the unknown-profile message."""
+"""sglang-deploy deploy|compare|status|rollback|lab: help, usage errors (exit 2), the unknown-profile message,
+the status table and the live progress."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
-from sglang_deploy import cli
+from sglang_deploy import api, cli
+from sglang_deploy.cli import runs
+from sglang_deploy.cli.progress import Progress
 
 RUNNER_COMMANDS = ("deploy", "compare", "status", "rollback", "lab")
 
@@ -41,40 +46,93 @@ def test_argparse_usage_errors_exit_2(argv, capsys):
     (["deploy", "baseline", "--inventory", "/nonexistent/hosts.yml"], "inventory /nonexistent/hosts.yml does not exist"),
 ])
 def test_bad_input_is_a_usage_error_without_running_anything(argv, message, capsys, monkeypatch):
-    from sglang_deploy import runner
-
     def refuse(*args, **kwargs):
         raise AssertionError("a playbook ran despite bad input")
-    monkeypatch.setattr(runner, "run_playbook", refuse)
+    monkeypatch.setattr(api, "run_playbook", refuse)
     assert cli.main(argv) == 2
     assert message in capsys.readouterr().err
 
 
 def test_unknown_profile_exits_2_with_the_available_profiles(capsys, monkeypatch):
-    from sglang_deploy import runner
-
-    failed = runner.RunResult(
-        playbook="site.yml", status="failed", rc=2, hosts={"h": runner.HostOutcome(ok=3, failed=1)},
-        failures=[runner.Failure("h", "Validate the profile and render its launch for this host",
+    failed = api.RunResult(
+        playbook="site.yml", status="failed", rc=2, hosts={"h": api.HostOutcome(ok=3, failed=1)},
+        failures=[api.Failure("h", "Validate the profile and render its launch for this host",
                                  "sglang_profile: unknown profile 'nope'; available: baseline, nextn",
                                  "sglang_profile")])
-    monkeypatch.setattr(runner, "run_playbook", lambda *a, **k: failed)
+    monkeypatch.setattr(api, "run_playbook", lambda *a, **k: failed)
     assert cli.main(["deploy", "nope"]) == 2
     err = capsys.readouterr().err
     assert "sglang-deploy deploy: unknown profile 'nope'. Available profiles: baseline, nextn" in err
 
 
 def test_deploy_prints_tables_synthetic_line_and_exit_0(capsys, monkeypatch):
-    from sglang_deploy import report, runner
+    from sglang_deploy import report
 
     from test_report import level, result
     res = {**result([level(1, 100.0, 0.1), level(4, 80.0, 0.1)], emulated=True), "model": "m", "url": "http://x"}
-    ok = runner.RunResult(playbook="site.yml", status="successful", rc=0, hosts={"h": runner.HostOutcome(ok=20)},
+    ok = api.RunResult(playbook="site.yml", status="successful", rc=0, hosts={"h": api.HostOutcome(ok=20)},
                           data={"sglang_benchmark": {"h": res}}, profile="baseline")
-    monkeypatch.setattr(runner, "run_playbook", lambda *a, **k: ok)
+    monkeypatch.setattr(api, "run_playbook", lambda *a, **k: ok)
     assert cli.main(["deploy", "baseline"]) == 0
     out = capsys.readouterr().out
     assert "h: profile baseline" in out and "EMULATED server: figures are synthetic" in out
     assert out.rstrip().endswith(report.SYNTHETIC_NOTE)
     assert cli.main(["deploy", "baseline", "--json"]) == 0
     assert '"ok": true' in capsys.readouterr().out
+
+
+def test_unknown_profile_failures_are_recognised():
+    msg = "unknown profile 'nope'; available: baseline, nextn"
+    assert api.Failure("h", "Validate the profile and render its launch for this host", msg).unknown_profile
+    assert not api.Failure("h", "t", "profile 'a' extends unknown profile 'b'").unknown_profile
+    r = api.RunResult(playbook="site.yml", status="failed", rc=2, failures=[api.Failure("h", "t", msg)])
+    assert runs._unknown_profile([r]) == ("unknown profile 'nope'. Available profiles: baseline, nextn "
+                                          "(sglang_profiles, group_vars/all/profiles.yml)")
+
+
+def test_status_table():
+    unit = "Description=SGLang server, profile nextn\nLoadState=loaded\nActiveState=active\nSubState=running\n"
+    got = api.parse_status({"sglang_status": {
+        "a": {"unit": unit, "local": {"sglang_server": {"last_good_profile": "baseline"},
+                                      "sglang_host": {"emulated": True}}, "manifest": {"bundle": "b", "bundle_id": "1"}}}})
+    assert "a (lab)  nextn    active/running  baseline   b-1" in runs.format_status(got)
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def test_progress_without_a_terminal_prints_tasks_and_a_heartbeat():
+    out, clock = io.StringIO(), FakeClock()
+    p = Progress(out, tty=False, heartbeat_s=15, clock=clock)
+    p({"event": api.PHASE_EVENT, "event_data": {"phase": "profile 1/2: baseline"}})
+    p({"event": "playbook_on_task_start", "event_data": {"task": "Wait for the server"}})
+    p({"event": "runner_on_start", "event_data": {"host": "h1", "task": "Wait for the server"}})
+    for _ in range(31):
+        clock.t += 1
+        p.tick()
+    p({"event": "runner_on_failed", "event_data": {"host": "h1", "task": "Wait for the server",
+                                                   "res": {"msg": "not ready\nmore"}}})
+    assert out.getvalue().splitlines() == [
+        "[0:00] == profile 1/2: baseline",
+        "[0:00] TASK Wait for the server",
+        "[0:15] ... h1: still running 'Wait for the server' (0:15)",
+        "[0:30] ... h1: still running 'Wait for the server' (0:30)",
+        "[0:31] FAILED h1: Wait for the server: not ready",
+    ]
+
+
+def test_progress_on_a_terminal_redraws_one_line():
+    out, clock = io.StringIO(), FakeClock()
+    p = Progress(out, tty=True, clock=clock)
+    p({"event": "playbook_on_task_start", "event_data": {"task": "Load"}})
+    p({"event": "runner_on_start", "event_data": {"host": "h1"}})
+    clock.t = 3
+    p.tick()
+    p.__exit__(None, None, None)
+    assert out.getvalue().count("\r\x1b[K") >= 3
+    assert "[0:03] h1 | Load (0:03)" in out.getvalue() and "\n" not in out.getvalue()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sglang_deploy import bench, report
-from sglang_deploy.runner import Failure, HostOutcome, RunResult
+from sglang_deploy.api import Failure, HostOutcome, RunResult
 
 HOST = "gpu-1"
 

@@ -838,7 +838,7 @@ def format_table(result: dict) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# Command line (sglang-deploy bench)
+# Concurrency levels (sglang-deploy bench --concurrency)
 
 
 def parse_concurrency(text: str) -> list:
@@ -847,23 +847,3 @@ def parse_concurrency(text: str) -> list:
     if not levels or min(levels) < 1:
         raise ValueError(f"bad concurrency list {text!r}")
     return levels
-
-
-def cli_main(args) -> int:
-    """`sglang-deploy bench`: print the table, write the JSON when asked. 1 when any request failed."""
-    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-    try:
-        result = run_benchmark(
-            args.url, api_key=api_key, model=args.model, concurrency=args.concurrency,
-            requests=args.requests, input_len=args.input_len, output_len=args.output_len,
-            warmup=args.warmup, timeout=args.timeout,
-            context={"invoked_by": "sglang-deploy bench"},
-            progress=lambda line: print(line, file=sys.stderr, flush=True))
-    except (OSError, HttpError) as exc:
-        print(f"sglang-deploy bench: {exc}", file=sys.stderr)
-        return 1
-    print(format_table(result))
-    if args.json:
-        print(f"wrote {write_result(result, args.json)}")
-    bad = any(m["failed"] or m["output_len_mismatch"]["count"] for m in result["levels"])
-    return 1 if bad else 0

@@ -1,7 +1,7 @@
 """Profile comparison: figures per concurrency level, the text table, the Markdown report and the plot.
 
 Pure functions over benchmark result dicts (bench.run_benchmark's), so they are tested on synthetic results;
-runner.compare() feeds them the results its deploys published.
+api.compare() feeds them the results its deploys published.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ class Comparison:
 
     profiles: list
     rows: list = field(default_factory=list)
-    runs: dict = field(default_factory=dict)  # profile -> runner.RunResult
-    restores: list = field(default_factory=list)  # runner.RunResult of the restoring deploys
+    runs: dict = field(default_factory=dict)  # profile -> api.RunResult
+    restores: list = field(default_factory=list)  # api.RunResult of the restoring deploys
     settings: dict = field(default_factory=dict)
     workload: dict = field(default_factory=dict)
     emulated: bool = False
@@ -102,7 +102,7 @@ def comparison_rows(profiles: list, results: dict) -> list:
 
 
 def build_comparison(profiles: list, runs: dict, restores: list = (), settings: dict | None = None) -> Comparison:
-    """A Comparison from each profile's deploy result (runner.RunResult, its `benchmarks`)."""
+    """A Comparison from each profile's deploy result (api.RunResult, its `benchmarks`)."""
     results = {name: run.benchmarks for name, run in runs.items()}
     workloads = [r.get("workload", {}) for per_host in results.values() for r in per_host.values()]
     first = workloads[0] if workloads else {}

@@ -11,7 +11,9 @@ password, secret...: sglang_deploy.secret_names) goes to a 0600 file passed as `
 
 Progress: `on_event(event)` gets every ansible-runner event plus `sglang_deploy_phase` events from compare();
 when it also has a `tick()` method, that is called about once a second while ansible runs (the heartbeat of
-a long task). `Progress` is such a printer.
+a long task). The command line's `sglang_deploy.cli.progress.Progress` is such a handler.
+
+Nothing here prints: the command line (sglang_deploy.cli) formats what these functions return.
 """
 
 from __future__ import annotations
@@ -158,14 +160,14 @@ class StatusResult:
 # Event parsing (pure)
 
 
-def _failure_message(res: dict) -> str:
+def failure_message(res: dict) -> str:
     """The useful text of a failed module result (loop items, command stderr included)."""
     msg = res.get("msg")
     items = res.get("results")
     if isinstance(items, list):
         bad = [r for r in items if isinstance(r, dict) and r.get("failed")]
         if bad:
-            item = _failure_message(bad[0])
+            item = failure_message(bad[0])
             msg = f"{msg}: {item}" if msg and msg != item else item
     for key in ("stderr", "module_stderr"):
         text = (res.get(key) or "").strip()
@@ -193,7 +195,7 @@ def parse_events(events: list) -> tuple[dict, list, list, dict]:
                 continue
             res = d.get("res") or {}
             seen.setdefault(d.get("host", "?"), []).append(Failure(
-                host=d.get("host", "?"), task=d.get("task") or "?", message=_failure_message(res),
+                host=d.get("host", "?"), task=d.get("task") or "?", message=failure_message(res),
                 action=d.get("resolved_action") or d.get("task_action"),
                 unreachable=kind == "runner_on_unreachable"))
         elif kind == "playbook_on_stats":
@@ -562,249 +564,21 @@ def _yaml_mapping(text: str, what: str) -> dict:
     return doc
 
 
-# --------------------------------------------------------------------------------------------------
-# Live progress
-
-
-class Progress:
-    """Live progress of runs on a stream (stderr): an on_event handler with a tick() heartbeat.
-
-    On a terminal one status line (phase, host, task, elapsed) is redrawn every second. Elsewhere one line per
-    task, and a heartbeat line every `heartbeat_s` while a task runs (the model load wait takes minutes).
-    Failures and phases are always printed on lines of their own.
-    """
-
-    def __init__(self, stream=None, tty: bool | None = None, heartbeat_s: float = 15.0,
-                 clock: Callable[[], float] = time.monotonic):
-        self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty() if tty is None else tty
-        self.heartbeat_s = heartbeat_s
-        self.clock = clock
-        self.t0 = clock()
-        self.task: str | None = None
-        self.task_t0 = self.t0
-        self.host: str | None = None
-        self.last_out = self.t0
-        self._drawn = False
-
-    def _elapsed(self, since: float | None = None) -> str:
-        s = int(self.clock() - (self.t0 if since is None else since))
-        return f"{s // 60}:{s % 60:02d}"
-
-    def _print(self, text: str) -> None:
-        self._clear()
-        print(f"[{self._elapsed()}] {text}", file=self.stream, flush=True)
-        self.last_out = self.clock()
-
-    def _clear(self) -> None:
-        if self._drawn:
-            self.stream.write("\r\x1b[K")
-            self._drawn = False
-
-    def _draw(self) -> None:
-        if not self.task:
-            return
-        width = shutil.get_terminal_size((100, 20)).columns
-        line = f"[{self._elapsed()}] {self.host or '...'} | {self.task} ({self._elapsed(self.task_t0)})"
-        self.stream.write("\r\x1b[K" + line[: width - 1])
-        self.stream.flush()
-        self._drawn = True
-        self.last_out = self.clock()
-
-    def __call__(self, ev: dict) -> bool:
-        kind = ev.get("event")
-        d = ev.get("event_data") or {}
-        if kind == PHASE_EVENT:
-            self._print(f"== {d.get('phase')}")
-        elif kind == "playbook_on_play_start":
-            self.task = None
-        elif kind == "playbook_on_task_start":
-            self.task, self.task_t0, self.host = d.get("task") or d.get("name"), self.clock(), None
-            if not self.tty:
-                self._print(f"TASK {self.task}")
-        elif kind == "runner_on_start":
-            self.host = d.get("host")
-        elif kind == "runner_on_failed" and not d.get("ignore_errors"):
-            msg = _failure_message(d.get("res") or {}).splitlines()[0][:300]
-            self._print(f"FAILED {d.get('host')}: {d.get('task')}: {msg}")
-        elif kind == "runner_on_unreachable":
-            self._print(f"UNREACHABLE {d.get('host')}: {_failure_message(d.get('res') or {})[:300]}")
-        elif kind == "playbook_on_stats":
-            self.task = None
-            self._clear()
-        if self.tty:
-            self._draw()
-        return True
-
-    def tick(self) -> None:
-        now = self.clock()
-        if self.tty:
-            if now - self.last_out >= 1.0:
-                self._draw()
-        elif self.task and now - self.last_out >= self.heartbeat_s:
-            self._print(f"... {self.host or 'hosts'}: still running '{self.task}' ({self._elapsed(self.task_t0)})")
-
-    def close(self) -> None:
-        self._clear()
-
-
-# --------------------------------------------------------------------------------------------------
-# Command line (cli.py wires the arguments; these print and return the exit code)
-
-
-def _emit_json(obj) -> None:
-    print(json.dumps(obj, indent=2, default=str))
-
-
-def _print_failures(result: RunResult) -> None:
-    for f in result.failures:
-        kind = "UNREACHABLE" if f.unreachable else "FAILED"
-        print(f"{kind} {f.host}: task '{f.task}':\n  " + f.message.replace("\n", "\n  "), file=sys.stderr)
-    if result.error:
-        print(f"ansible-playbook failed (rc {result.rc}):\n{result.error}", file=sys.stderr)
-    if not result.ok:
-        print(f"artifacts: {result.artifacts}", file=sys.stderr)
-
-
-def _unknown_profile(results: list) -> str | None:
-    """The usage message when a run failed only because a profile name is unknown."""
+def unknown_profile(results: list) -> tuple[str, list] | None:
+    """(name, available profile names) when a run failed because a profile name is not in sglang_profiles."""
     for r in results:
         for f in r.failures:
             m = UNKNOWN_PROFILE_RE.search(f.message)
             if m:
-                names = m.group(2) or ", ".join(available_profiles()) or "(none found)"
-                return (f"unknown profile '{m.group(1)}'. Available profiles: {names} "
-                        "(sglang_profiles, group_vars/all/profiles.yml)")
+                names = m.group(2).split(", ") if m.group(2) else available_profiles()
+                return m.group(1), names
     return None
 
 
-def _exit_code(result: RunResult) -> int:
-    """0 success, 1 failed, 130 cancelled (Ctrl-C)."""
-    if result.status == "canceled":
-        return 130
-    return 0 if result.ok else 1
-
-
-def _recap(result: RunResult) -> str:
-    return "; ".join(f"{h}: {o.state} (ok={o.ok} changed={o.changed} failed={o.failed} "
-                     f"unreachable={o.unreachable})" for h, o in result.hosts.items()) or "no host ran"
-
-
-def _result_file(host: str, result: dict, profile: str) -> Path | None:
+def result_file(host: str, result: dict, profile: str) -> Path | None:
     """Where the sglang_benchmark role fetched this result (its naming rule), if it is there."""
     from sglang_deploy.paths import RESULTS
 
     stamp = re.sub(r"\.\d+", "", re.sub(r"[-:]", "", result.get("started_at", "")))
     path = RESULTS / host / f"{stamp}-{profile}.json"
     return path if path.exists() else None
-
-
-def cli_deploy(args, extravars: dict) -> int:
-    from sglang_deploy import bench, report
-
-    progress = Progress()
-    try:
-        result = deploy(args.profile, inventory=args.inventory, limit=args.limit, extravars=extravars,
-                        on_event=progress)
-    finally:
-        progress.close()
-    usage = _unknown_profile([result])
-    if args.json:
-        _emit_json(result.to_dict())
-    else:
-        for host, res in sorted(result.benchmarks.items()):
-            print(f"\n{host}: profile {args.profile}")
-            print(bench.format_table(res))
-            path = _result_file(host, res, args.profile)
-            if path:
-                print(f"result: {path}")
-        if result.emulated:
-            print(report.SYNTHETIC_NOTE)
-        print(_recap(result), file=sys.stderr)
-    if usage:
-        print(f"sglang-deploy deploy: {usage}", file=sys.stderr)
-        return 2
-    _print_failures(result)
-    return _exit_code(result)
-
-
-def cli_compare(args, extravars: dict) -> int:
-    from sglang_deploy import report
-
-    progress = Progress()
-    try:
-        comp = compare(args.profiles, inventory=args.inventory, limit=args.limit, extravars=extravars,
-                       restore=args.restore, on_event=progress)
-    finally:
-        progress.close()
-    usage = _unknown_profile(list(comp.runs.values()) + comp.restores)
-    out = report.write_report(comp, args.out)
-    if args.json:
-        _emit_json({**comp.to_dict(), "report_dir": str(out)})
-    else:
-        print(report.format_table(comp))
-        print(f"report: {out / 'report.md'}")
-        if (out / "compare.png").exists():
-            print(f"plot: {out / 'compare.png'}")
-    if usage:
-        print(f"sglang-deploy compare: {usage}", file=sys.stderr)
-        return 2
-    for r in comp.restores:
-        _print_failures(r)
-    if any(r.status == "canceled" for r in comp.runs.values()):
-        return 130
-    return 0 if comp.ok else 1
-
-
-def format_status(hosts: dict) -> str:
-    rows = [("host", "profile", "unit", "last good", "stack")]
-    for h, s in hosts.items():
-        m = s.manifest or {}
-        stack = f"{m.get('bundle', '?')}-{m.get('bundle_id', '?')}" if m else "-"
-        rows.append((h + (" (lab)" if s.emulated else ""), s.profile or "-",
-                     f"{s.active_state or '?'}/{s.sub_state or '?'}", s.last_good_profile or "-", stack))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)
-
-
-def cli_status(args, extravars: dict) -> int:
-    progress = Progress()
-    try:
-        found = status(inventory=args.inventory, limit=args.limit, on_event=progress)
-    finally:
-        progress.close()
-    if args.json:
-        _emit_json(found.to_dict())
-    else:
-        print(format_status(found.hosts))
-    _print_failures(found.run)
-    return _exit_code(found.run)
-
-
-def cli_rollback(args, extravars: dict) -> int:
-    progress = Progress()
-    try:
-        result = rollback(inventory=args.inventory, limit=args.limit, extravars=extravars, on_event=progress)
-    finally:
-        progress.close()
-    if args.json:
-        _emit_json(result.to_dict())
-    else:
-        print(_recap(result))
-    _print_failures(result)
-    return _exit_code(result)
-
-
-def cli_lab(args, extravars: dict) -> int:
-    progress = Progress()
-    try:
-        result = lab("present" if args.action == "up" else "absent", inventory=args.inventory,
-                     extravars=extravars, on_event=progress)
-    finally:
-        progress.close()
-    if args.json:
-        _emit_json(result.to_dict())
-    else:
-        print(f"lab {args.action}: {'done' if result.ok else 'FAILED'}")
-    _print_failures(result)
-    return _exit_code(result)

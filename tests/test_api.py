@@ -1,9 +1,8 @@
-"""sglang_deploy.runner: event parsing, secrets, progress (local hosts), and deploy/compare/status/rollback
+"""sglang_deploy.api: event parsing, secrets (local hosts), and deploy/compare/status/rollback
 against the lab container (skipped, with the reason, where there is no lab)."""
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import subprocess
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_deploy import report, runner
+from sglang_deploy import api, report
 from sglang_deploy.paths import REPO
 
 LOCAL_PLAY = "tests/fixtures/runner/events.yml"
@@ -26,7 +25,7 @@ def files_containing(root: Path, text: str) -> list:
     return [str(p) for p in root.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
 
 
-def private_dir(result: runner.RunResult) -> Path:
+def private_dir(result: api.RunResult) -> Path:
     return Path(result.artifacts).parents[1]
 
 
@@ -36,7 +35,7 @@ def private_dir(result: runner.RunResult) -> Path:
 
 def test_outcomes_failures_and_set_stats_from_events():
     events = []
-    r = runner.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, extravars={"fail_hosts": ["local-b"]},
+    r = api.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, extravars={"fail_hosts": ["local-b"]},
                             on_event=events.append, kind="test")
     assert (r.status, r.rc, r.ok) == ("failed", 2, False)
     assert {h: o.state for h, o in r.hosts.items()} == {"local-a": "ok", "local-b": "failed"}
@@ -55,29 +54,29 @@ def test_outcomes_failures_and_set_stats_from_events():
 
 
 def test_limit_and_success():
-    r = runner.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="local-a", kind="test")
+    r = api.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="local-a", kind="test")
     assert r.ok and list(r.hosts) == ["local-a"] and r.failures == []
 
 
 def test_no_matching_host_is_not_a_success():
-    r = runner.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="nobody", kind="test")
+    r = api.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="nobody", kind="test")
     assert not r.ok and r.hosts == {}
     assert "no hosts to target" in r.error and "\x1b[" not in r.error
 
 
 def test_playbook_error_without_a_task_comes_back_as_error():
-    r = runner.run_playbook("tests/fixtures/runner/no-such-playbook.yml", inventory=LOCAL_HOSTS, kind="test")
+    r = api.run_playbook("tests/fixtures/runner/no-such-playbook.yml", inventory=LOCAL_HOSTS, kind="test")
     assert not r.ok and r.rc != 0 and r.failures == []
     assert "no-such-playbook.yml" in r.error
 
 
 def test_secret_extravars_never_reach_the_files_of_the_run():
-    r = runner.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="local-a", kind="test",
+    r = api.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="local-a", kind="test",
                             extravars={"probe_api_key": SECRET, "plain": "visible"})
     assert r.ok and r.data["probe"]["local-a"]["secret_length"] == len(SECRET)  # the play did get it
     pdd = private_dir(r)
     assert files_containing(pdd, SECRET) == []
-    assert files_containing(pdd, runner.REDACTED) == []  # not scrubbed away: it was never written
+    assert files_containing(pdd, api.REDACTED) == []  # not scrubbed away: it was never written
     assert not (pdd / "secret-extravars.json").exists()
     assert json.loads((pdd / "env" / "extravars").read_text()) == {"plain": "visible"}
     command = json.loads(Path(r.artifacts, "command").read_text())["command"]
@@ -86,57 +85,48 @@ def test_secret_extravars_never_reach_the_files_of_the_run():
 
 def test_a_leaked_secret_is_scrubbed_from_files_events_and_data():
     seen = []
-    r = runner.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="local-a", kind="test",
+    r = api.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="local-a", kind="test",
                             extravars={"probe_api_key": SECRET, "leak": True}, on_event=seen.append)
     pdd = private_dir(r)
     assert files_containing(pdd, SECRET) == []
-    assert f"the key is {runner.REDACTED}" in Path(r.artifacts, "stdout").read_text()
-    assert SECRET not in json.dumps(seen) and f"the key is {runner.REDACTED}" in json.dumps(seen)
+    assert f"the key is {api.REDACTED}" in Path(r.artifacts, "stdout").read_text()
+    assert SECRET not in json.dumps(seen) and f"the key is {api.REDACTED}" in json.dumps(seen)
 
 
 def test_split_secrets_looks_into_nested_keys():
-    plain, secret = runner.split_secrets({
+    plain, secret = api.split_secrets({
         "sglang_api_key": "k1", "hf_token": "t", "sglang_profiles": {"x": {"env": {"HF_TOKEN": "t2"}}},
         "sglang_benchmark_requests": 4, "db": {"user": "u", "Password": "pw12"}})
     assert set(secret) == {"sglang_api_key", "hf_token", "sglang_profiles", "db"}
     assert plain == {"sglang_benchmark_requests": 4}
-    assert runner.secret_values(secret) == ["pw12"]  # shorter values are not scrubbed (they would hit anything)
+    assert api.secret_values(secret) == ["pw12"]  # shorter values are not scrubbed (they would hit anything)
 
 
 def test_secret_values_are_the_strings_under_secret_keys():
-    values = runner.secret_values({"sglang_api_key": "abcd1234", "db": {"user": "alice", "password": "hunter22"}})
+    values = api.secret_values({"sglang_api_key": "abcd1234", "db": {"user": "alice", "password": "hunter22"}})
     assert set(values) == {"abcd1234", "hunter22"}
 
 
 def test_parse_extravars(tmp_path):
     f = tmp_path / "vars.yml"
     f.write_text("sglang_benchmark_requests: 8\nsglang_api_key: '007'\n")
-    got = runner.parse_extravars(["sglang_benchmark_concurrency=[1, 4]", "sglang_benchmark_enabled=false",
+    got = api.parse_extravars(["sglang_benchmark_concurrency=[1, 4]", "sglang_benchmark_enabled=false",
                                   f"@{f}", "sglang_benchmark_requests=4", "sglang_api_key=0123", "name=x=y",
                                   '{"a": {"b": 1}}'])
     assert got == {"sglang_benchmark_concurrency": [1, 4], "sglang_benchmark_enabled": False,
                    "sglang_benchmark_requests": 4, "sglang_api_key": "0123", "name": "x=y", "a": {"b": 1}}
     for bad in ("novalue", "=1", "@/nonexistent.yml", "[1, 2]"):
         with pytest.raises(ValueError):
-            runner.parse_extravars([bad])
+            api.parse_extravars([bad])
     vault = tmp_path / "vault.yml"
     vault.write_text("$ANSIBLE_VAULT;1.1;AES256\n6162\n")
     with pytest.raises(ValueError, match="vault"):
-        runner.parse_extravars([f"@{vault}"])
-
-
-def test_unknown_profile_failures_are_recognised():
-    msg = "unknown profile 'nope'; available: baseline, nextn"
-    assert runner.Failure("h", "Validate the profile and render its launch for this host", msg).unknown_profile
-    assert not runner.Failure("h", "t", "profile 'a' extends unknown profile 'b'").unknown_profile
-    r = runner.RunResult(playbook="site.yml", status="failed", rc=2, failures=[runner.Failure("h", "t", msg)])
-    assert runner._unknown_profile([r]) == ("unknown profile 'nope'. Available profiles: baseline, nextn "
-                                            "(sglang_profiles, group_vars/all/profiles.yml)")
+        api.parse_extravars([f"@{vault}"])
 
 
 def test_parse_status():
     unit = ("Description=SGLang server, profile nextn\nLoadState=loaded\nActiveState=active\nSubState=running\n")
-    got = runner.parse_status({"sglang_status": {
+    got = api.parse_status({"sglang_status": {
         "a": {"unit": unit, "local": {"sglang_server": {"last_good_profile": "baseline"},
                                       "sglang_host": {"emulated": True}}, "manifest": {"bundle": "b", "bundle_id": "1"}},
         "b": {"unit": "Description=sglang.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n",
@@ -144,47 +134,6 @@ def test_parse_status():
     assert (got["a"].profile, got["a"].serving, got["a"].last_good_profile, got["a"].emulated) == (
         "nextn", True, "baseline", True)
     assert (got["b"].profile, got["b"].serving, got["b"].manifest, got["b"].active_state) == (None, False, None, "inactive")
-    assert "a (lab)  nextn    active/running" in runner.format_status(got)
-
-
-class FakeClock:
-    def __init__(self):
-        self.t = 0.0
-
-    def __call__(self):
-        return self.t
-
-
-def test_progress_without_a_terminal_prints_tasks_and_a_heartbeat():
-    out, clock = io.StringIO(), FakeClock()
-    p = runner.Progress(out, tty=False, heartbeat_s=15, clock=clock)
-    p({"event": runner.PHASE_EVENT, "event_data": {"phase": "profile 1/2: baseline"}})
-    p({"event": "playbook_on_task_start", "event_data": {"task": "Wait for the server"}})
-    p({"event": "runner_on_start", "event_data": {"host": "h1", "task": "Wait for the server"}})
-    for _ in range(31):
-        clock.t += 1
-        p.tick()
-    p({"event": "runner_on_failed", "event_data": {"host": "h1", "task": "Wait for the server",
-                                                   "res": {"msg": "not ready\nmore"}}})
-    assert out.getvalue().splitlines() == [
-        "[0:00] == profile 1/2: baseline",
-        "[0:00] TASK Wait for the server",
-        "[0:15] ... h1: still running 'Wait for the server' (0:15)",
-        "[0:30] ... h1: still running 'Wait for the server' (0:30)",
-        "[0:31] FAILED h1: Wait for the server: not ready",
-    ]
-
-
-def test_progress_on_a_terminal_redraws_one_line():
-    out, clock = io.StringIO(), FakeClock()
-    p = runner.Progress(out, tty=True, clock=clock)
-    p({"event": "playbook_on_task_start", "event_data": {"task": "Load"}})
-    p({"event": "runner_on_start", "event_data": {"host": "h1"}})
-    clock.t = 3
-    p.tick()
-    p.close()
-    assert out.getvalue().count("\r\x1b[K") >= 3
-    assert "[0:03] h1 | Load (0:03)" in out.getvalue() and "\n" not in out.getvalue()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -208,7 +157,7 @@ lab = pytest.mark.skipif(_lab_missing() is not None, reason=str(_lab_missing()))
 @pytest.fixture(scope="module")
 def baseline_with_key():
     """baseline deployed on the lab with an API key given as an extra variable."""
-    return runner.deploy("baseline", extravars={**SMALL, "sglang_api_key": SECRET})
+    return api.deploy("baseline", extravars={**SMALL, "sglang_api_key": SECRET})
 
 
 @lab
@@ -233,10 +182,10 @@ def test_deploy_with_an_api_key_leaves_no_secret_on_disk(baseline_with_key):
 
 @lab
 def test_unknown_profile_fails_with_the_list_of_profiles(baseline_with_key):
-    r = runner.deploy("no-such-profile", extravars=SMALL)
+    r = api.deploy("no-such-profile", extravars=SMALL)
     assert not r.ok and r.hosts[LAB_HOST].state == "failed"
     assert r.failures[0].unknown_profile and "baseline" in r.failures[0].message
-    assert "Available profiles: " in runner._unknown_profile([r])
+    assert api.unknown_profile([r])[0] == "no-such-profile" and "baseline" in api.unknown_profile([r])[1]
 
 
 @lab
@@ -244,21 +193,21 @@ def test_crashing_server_fails_with_task_and_message_and_rolls_back(baseline_wit
     # The emulator's fault switch goes in through sglang_server_env: a profile's env keeps only variables that
     # SGLang reads (the flag translation drops SGLANG_EMU_*). Same API key as the last good deploy: the rollback's
     # wait uses this run's key.
-    r = runner.deploy("nextn", extravars={**SMALL, "sglang_api_key": SECRET,
+    r = api.deploy("nextn", extravars={**SMALL, "sglang_api_key": SECRET,
                                           "sglang_server_env": {"SGLANG_EMU_FAULT": "crash_on_load"}})
     assert not r.ok and r.benchmarks == {}
     f = r.failures[0]
     assert (f.host, f.unreachable) == (LAB_HOST, False)
     assert "Profile nextn did not come up" in f.message and "Rolled back" in f.message
     assert any("Wait for the server" in x.task for x in r.rescued)
-    found = runner.status()
+    found = api.status()
     assert found.ok and found.hosts[LAB_HOST].profile == "baseline" and found.hosts[LAB_HOST].serving
     assert found.hosts[LAB_HOST].last_good_profile == "baseline"
 
 
 @lab
 def test_compare_benchmarks_each_profile_and_restores(baseline_with_key, tmp_path):
-    comp = runner.compare(["baseline", "nextn"], extravars=SMALL)
+    comp = api.compare(["baseline", "nextn"], extravars=SMALL)
     assert comp.ok, comp.failures()
     assert [(r["concurrency"], r["profile"]) for r in comp.rows] == [
         (1, "baseline"), (1, "nextn"), (4, "baseline"), (4, "nextn")]
@@ -275,7 +224,7 @@ def test_compare_benchmarks_each_profile_and_restores(baseline_with_key, tmp_pat
 
 @lab
 def test_rollback_redeploys_the_last_good_profile(baseline_with_key):
-    r = runner.rollback()
+    r = api.rollback()
     assert r.ok, (r.failures, r.error)
-    found = runner.status()
+    found = api.status()
     assert found.hosts[LAB_HOST].profile == found.hosts[LAB_HOST].last_good_profile == "baseline"

@@ -1,0 +1,38 @@
+"""The `sglang-deploy` command line: argument parsing and terminal output over sglang_deploy.api and the domain.
+
+One module per command group; each registers its subcommands with the function that runs them.
+Exit codes: 0 success, 1 a deploy or check failed, 2 usage error, 130 cancelled (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from sglang_deploy.cli import bench, profiles, runs
+from sglang_deploy.cli.errors import UsageError
+
+GROUPS = (runs, bench, profiles)  # the order of `sglang-deploy --help`
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sglang-deploy",
+        description="Deploy, validate and benchmark SGLang launch profiles with Ansible.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for group in GROUPS:
+        group.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as exc:
+        print(f"sglang-deploy {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,5 @@
+import sys
+
+from sglang_deploy.cli import main
+
+sys.exit(main())

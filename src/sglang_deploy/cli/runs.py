@@ -1,0 +1,204 @@
+"""`sglang-deploy deploy | compare | status | rollback | lab`: playbook runs through sglang_deploy.api."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from sglang_deploy import api, bench, report
+from sglang_deploy.cli.errors import UsageError
+from sglang_deploy.cli.progress import Progress
+
+PROGRESS = "Live progress goes to stderr. Exit status: 0 success, 1 a run failed, 2 usage error " \
+           "(an unknown profile included)."
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-i", "--inventory", metavar="PATH",
+                        help="inventory file or folder (default: inventory/lab.yml, the lab containers)")
+    common.add_argument("-l", "--limit", metavar="PATTERN", help="only these hosts (ansible --limit pattern)")
+    common.add_argument("-e", "--extra-vars", dest="extravars", action="append", default=[], metavar="VARS",
+                        help="key=value (value read as YAML), @file.yml or a YAML/JSON mapping; repeatable, later "
+                        "wins. Secrets (names with api_key, token, password, secret) never reach the run's files; "
+                        "prefer @file.yml for them (argv is visible to other users)")
+    common.add_argument("--json", action="store_true", help="machine-readable result on stdout")
+
+    p = sub.add_parser("deploy", parents=[common], help="deploy a launch profile and benchmark it (site.yml)",
+                       description="Deploy PROFILE with site.yml through ansible-runner, wait for the server, "
+                       "benchmark it and print the table. " + PROGRESS,
+                       epilog="Small sweep: -e 'sglang_benchmark_concurrency=[1,4]' -e sglang_benchmark_requests=4. "
+                       "Deploy only: -e sglang_benchmark_enabled=false.")
+    p.add_argument("profile", help="launch profile, a key of sglang_profiles (group_vars/all/profiles.yml)")
+    p.set_defaults(func=deploy)
+
+    p = sub.add_parser("compare", parents=[common], help="benchmark several profiles in turn and report",
+                       description="Deploy and benchmark each PROFILE in turn on the same hosts with the same "
+                       "settings, restore the profile that served before (no benchmark), print the comparison and "
+                       "write report.md, compare.png and comparison.json under results/compare-<time>/. " + PROGRESS)
+    p.add_argument("profiles", nargs="+", metavar="PROFILE", help="two or more profiles; ratios are to the first")
+    p.add_argument("--restore", metavar="PROFILE",
+                   help="profile to leave serving (default: what each host served before)")
+    p.add_argument("--out", metavar="DIR", help="report folder (default results/compare-<time>)")
+    p.set_defaults(func=compare)
+
+    p = sub.add_parser("status", parents=[common], help="what each host serves (read-only)",
+                       description="Per host: the profile of the installed unit, the unit state, the last good "
+                       "profile and the stack manifest. " + PROGRESS)
+    p.set_defaults(func=status)
+
+    p = sub.add_parser("rollback", parents=[common], help="re-deploy each host's last good profile",
+                       description="Re-deploy the last good profile recorded on each host (no benchmark). " + PROGRESS)
+    p.set_defaults(func=rollback)
+
+    p = sub.add_parser("lab", parents=[common], help="create or remove the lab containers",
+                       description="up: build the lab image if needed and start the lab containers of the "
+                       "inventory group `lab`; down: remove them (the image stays). " + PROGRESS)
+    p.add_argument("action", choices=["up", "down"])
+    p.set_defaults(func=lab)
+
+
+def _extravars(args: argparse.Namespace) -> dict:
+    """Check the inventory and read the -e items before anything runs."""
+    if args.inventory and not os.path.exists(args.inventory):
+        raise UsageError(f"inventory {args.inventory} does not exist")
+    try:
+        return api.parse_extravars(args.extravars)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _emit_json(obj) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+def _print_failures(result: api.RunResult) -> None:
+    for f in result.failures:
+        kind = "UNREACHABLE" if f.unreachable else "FAILED"
+        print(f"{kind} {f.host}: task '{f.task}':\n  " + f.message.replace("\n", "\n  "), file=sys.stderr)
+    if result.error:
+        print(f"ansible-playbook failed (rc {result.rc}):\n{result.error}", file=sys.stderr)
+    if not result.ok:
+        print(f"artifacts: {result.artifacts}", file=sys.stderr)
+
+
+def _unknown_profile(results: list) -> str | None:
+    """The usage message when a run failed because a profile name is unknown."""
+    found = api.unknown_profile(results)
+    if not found:
+        return None
+    name, available = found
+    return (f"unknown profile '{name}'. Available profiles: {', '.join(available) or '(none found)'} "
+            "(sglang_profiles, group_vars/all/profiles.yml)")
+
+
+def _exit_code(result: api.RunResult) -> int:
+    """0 success, 1 failed, 130 cancelled (Ctrl-C)."""
+    if result.status == "canceled":
+        return 130
+    return 0 if result.ok else 1
+
+
+def _recap(result: api.RunResult) -> str:
+    return "; ".join(f"{h}: {o.state} (ok={o.ok} changed={o.changed} failed={o.failed} "
+                     f"unreachable={o.unreachable})" for h, o in result.hosts.items()) or "no host ran"
+
+
+def deploy(args: argparse.Namespace) -> int:
+    extravars = _extravars(args)
+    with Progress() as progress:
+        result = api.deploy(args.profile, inventory=args.inventory, limit=args.limit, extravars=extravars,
+                            on_event=progress)
+    usage = _unknown_profile([result])
+    if args.json:
+        _emit_json(result.to_dict())
+    else:
+        for host, res in sorted(result.benchmarks.items()):
+            print(f"\n{host}: profile {args.profile}")
+            print(bench.format_table(res))
+            path = api.result_file(host, res, args.profile)
+            if path:
+                print(f"result: {path}")
+        if result.emulated:
+            print(report.SYNTHETIC_NOTE)
+        print(_recap(result), file=sys.stderr)
+    if usage:
+        raise UsageError(usage)
+    _print_failures(result)
+    return _exit_code(result)
+
+
+def compare(args: argparse.Namespace) -> int:
+    if len(args.profiles) < 2:
+        raise UsageError("give at least two profiles to compare")
+    extravars = _extravars(args)
+    with Progress() as progress:
+        comp = api.compare(args.profiles, inventory=args.inventory, limit=args.limit, extravars=extravars,
+                           restore=args.restore, on_event=progress)
+    usage = _unknown_profile(list(comp.runs.values()) + comp.restores)
+    out = report.write_report(comp, args.out)
+    if args.json:
+        _emit_json({**comp.to_dict(), "report_dir": str(out)})
+    else:
+        print(report.format_table(comp))
+        print(f"report: {out / 'report.md'}")
+        if (out / "compare.png").exists():
+            print(f"plot: {out / 'compare.png'}")
+    if usage:
+        raise UsageError(usage)
+    for r in comp.restores:
+        _print_failures(r)
+    if any(r.status == "canceled" for r in comp.runs.values()):
+        return 130
+    return 0 if comp.ok else 1
+
+
+def format_status(hosts: dict) -> str:
+    rows = [("host", "profile", "unit", "last good", "stack")]
+    for h, s in hosts.items():
+        m = s.manifest or {}
+        stack = f"{m.get('bundle', '?')}-{m.get('bundle_id', '?')}" if m else "-"
+        rows.append((h + (" (lab)" if s.emulated else ""), s.profile or "-",
+                     f"{s.active_state or '?'}/{s.sub_state or '?'}", s.last_good_profile or "-", stack))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)
+
+
+def status(args: argparse.Namespace) -> int:
+    _extravars(args)
+    with Progress() as progress:
+        found = api.status(inventory=args.inventory, limit=args.limit, on_event=progress)
+    if args.json:
+        _emit_json(found.to_dict())
+    else:
+        print(format_status(found.hosts))
+    _print_failures(found.run)
+    return _exit_code(found.run)
+
+
+def rollback(args: argparse.Namespace) -> int:
+    extravars = _extravars(args)
+    with Progress() as progress:
+        result = api.rollback(inventory=args.inventory, limit=args.limit, extravars=extravars, on_event=progress)
+    if args.json:
+        _emit_json(result.to_dict())
+    else:
+        print(_recap(result))
+    _print_failures(result)
+    return _exit_code(result)
+
+
+def lab(args: argparse.Namespace) -> int:
+    extravars = _extravars(args)
+    with Progress() as progress:
+        result = api.lab("present" if args.action == "up" else "absent", inventory=args.inventory,
+                         extravars=extravars, on_event=progress)
+    if args.json:
+        _emit_json(result.to_dict())
+    else:
+        print(f"lab {args.action}: {'done' if result.ok else 'FAILED'}")
+    _print_failures(result)
+    return _exit_code(result)
+
