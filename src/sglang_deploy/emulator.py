@@ -1094,7 +1094,7 @@ class Server:
         if cfg.fault == "never_ready":
             log("Warmup request is still pending (no response from the scheduler).")
             return
-        print(f'INFO:     127.0.0.1:0 - "POST /generate HTTP/1.1" 200 OK', flush=True)
+        print('INFO:     127.0.0.1:0 - "POST /generate HTTP/1.1" 200 OK', flush=True)
         self.ready = True
         log(READY_LINE)
 
