@@ -93,6 +93,42 @@ def test_a_leaked_secret_is_scrubbed_from_files_events_and_data():
     assert SECRET not in json.dumps(seen) and f"the key is {api.REDACTED}" in json.dumps(seen)
 
 
+def encodings(value: str) -> dict:
+    """The forms a secret takes in the files of a run: logged argv, a JSON string inside a JSON event, YAML."""
+    import shlex
+
+    import yaml
+
+    json_once = json.dumps(value)
+    return {
+        "json": json_once,
+        "json, not ASCII-escaped": json.dumps(value, ensure_ascii=False),
+        "JSON inside JSON": json.dumps(json_once),
+        "JSON inside JSON, not ASCII-escaped": json.dumps(json.dumps(value, ensure_ascii=False), ensure_ascii=False),
+        "repr": repr(value),
+        "repr inside JSON": json.dumps(repr(value)),
+        "repr of a list (SGLang's server_args)": repr([value]),
+        "shlex": shlex.quote(value),
+        "shlex inside JSON": json.dumps("run " + shlex.quote(value)),
+        "YAML double-quoted": yaml.safe_dump({"k": value}, default_style='"', width=1000),
+        "YAML double-quoted, unicode": yaml.safe_dump({"k": value}, default_style='"', allow_unicode=True, width=1000),
+        "YAML single-quoted": yaml.safe_dump({"k": value}, default_style="'", allow_unicode=True, width=1000),
+    }
+
+
+@pytest.mark.parametrize("value", ["sk-\"quoted\\back\tslash's", "pässwörd-€-\x07bell", "plain-key-1234"])
+def test_scrub_catches_escaped_quoted_and_nested_forms(tmp_path, value):
+    forms = encodings(value)
+    for name, text in forms.items():
+        (tmp_path / f"{len(list(tmp_path.iterdir()))}.txt").write_text(f"{name}: {text}\n", encoding="utf-8")
+    api.scrub_tree(tmp_path, api.secret_forms([value]))
+    left = {p.read_text(encoding="utf-8").split(":")[0] for p in tmp_path.iterdir()
+            if api.REDACTED not in p.read_text(encoding="utf-8")}
+    assert left == set()
+    events = api.redact({"stdout": list(forms.values())}, api.secret_forms([value]))["stdout"]
+    assert [name for name, text in zip(forms, events) if api.REDACTED not in text] == []
+
+
 def test_split_secrets_looks_into_nested_keys():
     plain, secret = api.split_secrets({
         "sglang_api_key": "k1", "hf_token": "t", "sglang_profiles": {"x": {"env": {"HF_TOKEN": "t2"}}},

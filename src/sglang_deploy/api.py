@@ -7,7 +7,9 @@ playbooks publish with `set_stats` from the stats event's `artifact_data` (`sgla
 
 Secrets: an extra variable whose name, or the name of any key nested in it, looks secret (api_key, token,
 password, secret...: sglang_deploy.secret_names) goes to a 0600 file passed as `-e @file` (ansible-runner's
-`cmdline`, so only the path is recorded) and deleted when the run ends; every file of the run is then scrubbed of the secret values as a safety net.
+`cmdline`, so only the path is recorded) and deleted when the run ends; as a safety net every file and event of
+the run is then scrubbed of the secret values in each form they can take there (secret_forms: escaped, quoted,
+JSON inside JSON).
 
 Progress: `on_event(event)` gets every ansible-runner event plus `sglang_deploy_phase` events from compare();
 when it also has a `tick()` method, that is called about once a second while ansible runs (the heartbeat of
@@ -285,36 +287,53 @@ def secret_values(secret_vars: dict) -> list:
     return sorted(set(out), key=len, reverse=True)
 
 
-def redact(obj, values: list):
-    """obj with every occurrence of the values replaced by REDACTED (strings inside dicts and lists too)."""
-    if not values:
+def secret_forms(values: list) -> list:
+    """Each value as it can appear in a run's files and events, longest first: raw, Python repr (either quote),
+    shell-quoted, YAML double- and single-quoted (\\u/\\x escapes or raw UTF-8), and each of those JSON-escaped
+    once or twice (a JSON string inside a JSON event), ASCII-escaped or not."""
+    import shlex
+
+    import yaml
+
+    forms: set = set()
+    for v in values:
+        base = {v, repr(v)[1:-1], repr(v + '"')[1:-2], shlex.quote(v), v.replace("'", "''")}
+        for unicode in (False, True):
+            dumped = yaml.safe_dump(v, default_style='"', allow_unicode=unicode, width=1 << 30)
+            base.add(dumped.strip()[1:-1])
+        for form in base:
+            forms.add(form)
+            for ascii_only in (True, False):
+                once = json.dumps(form, ensure_ascii=ascii_only)[1:-1]
+                forms.update((once, json.dumps(once, ensure_ascii=ascii_only)[1:-1]))
+    return sorted(forms, key=len, reverse=True)
+
+
+def redact(obj, forms: list):
+    """obj with every one of the forms (secret_forms) replaced by REDACTED, in strings inside dicts and lists."""
+    if not forms:
         return obj
     if isinstance(obj, str):
-        for v in values:
-            obj = obj.replace(v, REDACTED)
+        for form in forms:
+            obj = obj.replace(form, REDACTED)
         return obj
     if isinstance(obj, dict):
-        return {k: redact(v, values) for k, v in obj.items()}
+        return {k: redact(v, forms) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [redact(v, values) for v in obj]
+        return [redact(v, forms) for v in obj]
     return obj
 
 
-def scrub_tree(root: Path, values: list) -> int:
-    """Replace the values in every file under root (JSON-escaped forms too); returns the files changed."""
-    if not values:
-        return 0
-    needles = []
-    for v in values:
-        for form in (v, json.dumps(v)[1:-1]):
-            needles.append(form.encode())
+def scrub_tree(root: Path, forms: list) -> int:
+    """Replace every one of the forms (secret_forms) in every file under root; returns the files changed."""
+    needles = [form.encode() for form in forms]
     changed = 0
     for path in root.rglob("*"):
         if not path.is_file() or path.is_symlink():
             continue
         blob = path.read_bytes()
         new = blob
-        for n in set(needles):
+        for n in needles:
             new = new.replace(n, REDACTED.encode())
         if new != blob:
             path.write_bytes(new)
@@ -368,7 +387,7 @@ def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, ext
     inventory_path = _inventory_path(inventory)
     pdd = _new_private_dir(kind)
     plain, hidden = split_secrets(dict(extravars or {}))
-    scrub = secret_values(hidden)
+    scrub = secret_forms(secret_values(hidden))
     events: list = []
     tick = getattr(on_event, "tick", None)
     # Ctrl-C / SIGTERM cancel the run (ansible-runner's handler, as with its default cancel_callback); the
