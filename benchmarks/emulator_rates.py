@@ -1,7 +1,7 @@
 """Does the SGLang emulator deliver the rates it is configured with? Prints configured vs delivered figures.
 
-Starts src/sglang_deploy/emulator.py as a plain script on 127.0.0.1 (with --pin: emulator on CPU 0, this
-client on CPU 1), then for each concurrency level sends that many streaming
+Starts the emulator (python -m sglang_deploy.emulator, from src/) on 127.0.0.1 (with --pin: emulator on
+CPU 0, this client on CPU 1), then for each concurrency level sends that many streaming
 /v1/chat/completions requests at once (connections opened first) and measures, with its own small
 asyncio HTTP client:
   - per-stream decode tok/s = (completion_tokens - 1) / (t_last_token - t_first_token), mean/min/max
@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-EMULATOR = Path(__file__).resolve().parents[1] / "src" / "sglang_deploy" / "emulator.py"
+SRC = str(Path(__file__).resolve().parents[1] / "src")
 HOST = "127.0.0.1"
 PIN = False
 BASE_ENV = {"SGLANG_EMU_LOAD_S": "0.2", "SGLANG_EMU_WARMUP_S": "0.2", "SGLANG_EMU_TTFT_MS": "80",
@@ -168,15 +168,15 @@ def pct(delivered: float, configured: float) -> float:
 
 async def bench_variant(name: str, flags: list[str], extra_env: dict, levels: list[int], seconds: float,
                         tolerance: float) -> bool:
-    env = dict(os.environ, **BASE_ENV, **extra_env)
+    env = dict(os.environ, **BASE_ENV, **extra_env, PYTHONPATH=SRC)
     decode, ceiling = float(env["SGLANG_EMU_DECODE_TOK_S"]), float(env["SGLANG_EMU_AGGREGATE_TOK_S"])
     ttft_ms = float(env["SGLANG_EMU_TTFT_MS"])
     accept = float(env.get("SGLANG_EMU_ACCEPT_LENGTH", "1"))
     port = free_port()
     pin = (lambda: os.sched_setaffinity(0, {0})) if PIN else None
-    proc = subprocess.Popen([sys.executable, str(EMULATOR), "--model-path", "emu/model", "--port", str(port),
-                             *flags], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            preexec_fn=pin)
+    proc = subprocess.Popen([sys.executable, "-m", "sglang_deploy.emulator", "--model-path", "emu/model",
+                             "--port", str(port), *flags], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, preexec_fn=pin)
     ok = True
     try:
         await wait_ready(port, proc)

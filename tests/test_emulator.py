@@ -17,7 +17,8 @@ import pytest
 
 from emulator_proc import stop_process
 
-EMULATOR = Path(__file__).resolve().parents[1] / "src" / "sglang_deploy" / "emulator.py"
+REPO = Path(__file__).resolve().parents[1]
+MODULE = ("-m", "sglang_deploy.emulator")
 BANNER = "EMULATED SGLang server: numbers are synthetic"
 READY_LINE = "The server is fired up and ready to roll!"
 MODEL = "Qwen/Qwen3.5-397B-A17B-NVFP4"
@@ -38,11 +39,11 @@ def free_port() -> int:
 class Emu:
     """One emulator process; stdout and stderr are kept in files under tmp."""
 
-    def __init__(self, tmp: Path, *flags: str, env: dict | None = None, script: Path = EMULATOR,
-                 python_flags: tuple = (), served: bool = True):
+    def __init__(self, tmp: Path, *flags: str, env: dict | None = None, entry: tuple = MODULE,
+                 served: bool = True):
         self.port = free_port()
         self.out, self.err = tmp / f"emu-{self.port}.out", tmp / f"emu-{self.port}.err"
-        argv = [sys.executable, *python_flags, str(script), "--model-path", MODEL, "--port", str(self.port),
+        argv = [sys.executable, *entry, "--model-path", MODEL, "--port", str(self.port),
                 *(["--served-model-name", SERVED] if served else []), *flags]
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=err, env={**os.environ, **FAST, **(env or {})})
@@ -520,13 +521,17 @@ def test_http_500(emu):
 # --- packaging --------------------------------------------------------------------------------------
 
 
-def test_runs_as_a_standalone_copied_script_and_flags_override_env(emu, tmp_path):
-    copy = tmp_path / "opt" / "emulator.py"
-    copy.parent.mkdir()
-    shutil.copy(EMULATOR, copy)
-    # -I: isolated mode, so nothing from the sglang_deploy package can be imported
-    e = emu("--emu-decode-tok-s", "3000", "--emu-ttft-ms", "1", script=copy, python_flags=("-I",), served=False,
-            env={"SGLANG_EMU_DECODE_TOK_S": "1"}).wait_ready()
+def test_runs_from_a_copied_package_with_the_stdlib_only_and_flags_override_env(emu, tmp_path):
+    # As on a lab host: the package copied next to the launcher, run as `launch.py -m emulator`; -I -S: no
+    # site-packages and no sglang_deploy, so an import outside the stdlib fails here.
+    opt = tmp_path / "opt"
+    shutil.copytree(REPO / "src" / "sglang_deploy" / "emulator", opt / "emulator",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "src" / "sglang_deploy" / "launch.py", opt / "launch.py")
+    run_launcher = "import runpy, sys; sys.path.insert(0, sys.argv[1]); sys.argv[1:2] = []; " \
+                   "runpy.run_path(sys.path[0] + '/launch.py', run_name='__main__')"
+    e = emu("--emu-decode-tok-s", "3000", "--emu-ttft-ms", "1", entry=("-I", "-S", "-c", run_launcher, str(opt),
+            "-m", "emulator"), served=False, env={"SGLANG_EMU_DECODE_TOK_S": "1"}).wait_ready()
     settings = e.json("GET", "/server_info")[1]["emulator"]
     assert settings["decode_tok_s"] == 3000 and settings["ttft_ms"] == 1
     assert e.json("GET", "/v1/models")[1]["data"][0]["id"] == MODEL  # served name defaults to the path

@@ -9,7 +9,7 @@ server and of every worker it spawns through a small forked filter that replaces
 before they reach the journal.
 
     launch.py -m sglang.launch_server ARGS...      (real hosts)
-    launch.py /opt/sglang-deploy/emulator.py ARGS...  (lab hosts)
+    launch.py -m emulator ARGS...                  (lab hosts: the emulator package beside launch.py)
 
 Stdlib only: it runs with the stack venv's Python, which has no sglang_deploy package.
 """

@@ -1,0 +1,65 @@
+"""EMULATED SGLang server: an SGLang-compatible HTTP server whose every number is synthetic.
+
+It lets the deploy/benchmark flow run and be tested on machines without a GPU. Nothing here loads a
+model: the "tokens" are words from a small fixed vocabulary, and all timings come from the settings
+below. Every response carries the header ``x-sglang-emulated: true``; /server_info and /model_info
+carry ``"emulated": true``; the first log line is "EMULATED SGLang server: numbers are synthetic".
+
+Run it with sglang.launch_server's command line::
+
+    python -m sglang_deploy.emulator --model-path Qwen/Qwen3.5 --port 30000 [any sglang flags]
+    python3 /opt/sglang-deploy/launch.py -m emulator ...   # lab host: this package copied, stdlib only
+
+Modules (relative imports only, so the package runs under any name):
+    config      the command line and the SGLANG_EMU_* settings (Config)
+    server      the process: load, listen, routing (ROUTES), warm-up, readiness, shutdown (Server)
+    protocol    HTTP/1.1: request parsing, JSON and SSE responses, the access log
+    endpoints   info endpoints (health, models, model/server info, metrics); generation: chat, completions,
+                generate (streamed or not)
+    engine      what a request produces (Plan) and when each token is due (Pacer, Engine)
+    metrics     counters and their Prometheus text; faults: the SGLANG_EMU_FAULT behaviours
+
+Launch flags honoured: --host, --port, --model-path/--model, --served-model-name, --api-key,
+--speculative-algorithm, --speculative-num-steps, --speculative-eagle-topk,
+--speculative-num-draft-tokens, --reasoning-parser, --enable-metrics, --context-length,
+--max-running-requests (with a speculative algorithm and no value, 48 as SGLang does),
+--stream-response-default-include-usage, --enable-cache-report, --incremental-streaming-output,
+--skip-server-warmup. Every other ``--flag`` is accepted and ignored (shown in /server_info); a flag
+followed by tokens not starting with ``--`` takes them as its value(s), otherwise it is a switch.
+SGLang's EAGLE-family assert is reproduced: --speculative-eagle-topk or --speculative-num-draft-tokens
+without --speculative-num-steps exits 1 with an AssertionError traceback.
+
+Emulation settings (environment variable, or the ``--emu-*`` flag that overrides it):
+
+    SGLANG_EMU_LOAD_S          --emu-load-s          3     seconds the port stays closed ("loading")
+    SGLANG_EMU_WARMUP_S        --emu-warmup-s        1     seconds /health* answer 503 after the port opens
+    SGLANG_EMU_TTFT_MS         --emu-ttft-ms         80    time to first token, from admission
+    SGLANG_EMU_DECODE_TOK_S    --emu-decode-tok-s    172   per-stream decode rate (delivered tokens/s)
+    SGLANG_EMU_AGGREGATE_TOK_S --emu-aggregate-tok-s 0     ceiling over all running streams (0 = none);
+                                                           per-stream rate = min(decode, aggregate / running)
+    SGLANG_EMU_ACCEPT_LENGTH   --emu-accept-length   2.5 with a speculative algorithm, else 1.0:
+                                                           tokens per decode step (>= 1, at most
+                                                           num_steps + 1); a fraction gives a deterministic
+                                                           mix of step sizes whose mean is exact
+    SGLANG_EMU_FAULT           --emu-fault           none: crash_on_load | crash_mid_stream | garbage |
+                                                           never_ready | http_500
+    SGLANG_EMU_FAULT_MESSAGE   --emu-fault-message   text of the crash_on_load / http_500 error
+
+Faults: crash_on_load prints a Python traceback to stderr halfway through the load time and exits 1;
+crash_mid_stream exits the process (os._exit) halfway through a generation; garbage makes every token
+"!"; never_ready keeps /health 503 forever; http_500 answers generation endpoints with 500.
+
+Timing: the first token comes TTFT after admission; then all running streams advance on one shared
+virtual clock whose speed is the per-stream rate, and token j of a stream is due when that clock has
+moved j tokens past the stream's first token. Deadlines are absolute (monotonic clock), so lateness
+never accumulates. One chunk is sent per decode step; a stream's chunk is due at its last token's time,
+so (e2e - ttft) / (completion_tokens - 1) is exactly 1 / rate.
+
+Endpoints: GET /health /health_generate /ready /v1/models /v1/models/{id} /model_info /server_info
+(and the deprecated /get_model_info /get_server_info) /metrics; POST /v1/chat/completions
+/v1/completions /generate /flush_cache. Output length: max_tokens (chat/completions) or
+sampling_params.max_new_tokens (/generate); without ignore_eos a stream stops at a deterministic
+"EOS" point (32..256 tokens, from the prompt) but never before min_tokens / min_new_tokens.
+usage.prompt_tokens is the prompt's whitespace word count (at least 1).
+"""
+

@@ -1,0 +1,187 @@
+"""Command line and emulation settings: sglang.launch_server's flags plus the SGLANG_EMU_* settings."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+BANNER = "EMULATED SGLang server: numbers are synthetic"
+FAULTS = ("crash_on_load", "crash_mid_stream", "garbage", "never_ready", "http_500")
+SPEC_DEFAULT_MAX_RUNNING = 48
+DEFAULT_CONTEXT_LENGTH = 32768
+EMU_SETTINGS = (  # (env var, flag dest, type, default)
+    ("SGLANG_EMU_LOAD_S", "emu_load_s", float, 3.0),
+    ("SGLANG_EMU_WARMUP_S", "emu_warmup_s", float, 1.0),
+    ("SGLANG_EMU_TTFT_MS", "emu_ttft_ms", float, 80.0),
+    ("SGLANG_EMU_DECODE_TOK_S", "emu_decode_tok_s", float, 172.0),
+    ("SGLANG_EMU_AGGREGATE_TOK_S", "emu_aggregate_tok_s", float, 0.0),
+    ("SGLANG_EMU_ACCEPT_LENGTH", "emu_accept_length", float, None),
+    ("SGLANG_EMU_FAULT", "emu_fault", str, None),
+    ("SGLANG_EMU_FAULT_MESSAGE", "emu_fault_message", str, None),
+)
+
+
+def log(message: str, err: bool = False) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    print(f"[{stamp}] {message}", file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m sglang_deploy.emulator",
+        description=BANNER + ". Takes sglang.launch_server's flags; unknown flags are ignored.",
+        allow_abbrev=False,
+    )
+    p.add_argument("--model-path", "--model", dest="model_path", required=True)
+    p.add_argument("--served-model-name")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--api-key")
+    p.add_argument("--speculative-algorithm")
+    p.add_argument("--speculative-num-steps", type=int)
+    p.add_argument("--speculative-eagle-topk", type=int)
+    p.add_argument("--speculative-num-draft-tokens", type=int)
+    p.add_argument("--reasoning-parser")
+    p.add_argument("--enable-metrics", action="store_true")
+    p.add_argument("--context-length", type=_human_int)
+    p.add_argument("--max-running-requests", type=int)
+    p.add_argument("--stream-response-default-include-usage", action="store_true")
+    p.add_argument("--enable-cache-report", action="store_true")
+    p.add_argument("--incremental-streaming-output", action="store_true")
+    p.add_argument("--skip-server-warmup", action="store_true")
+    emu = p.add_argument_group("emulation settings (override the SGLANG_EMU_* environment)")
+    for env, dest, kind, _default in EMU_SETTINGS:
+        flag = "--" + dest.replace("_", "-")
+        if dest == "emu_fault":
+            emu.add_argument(flag, dest=dest, choices=FAULTS, help=f"overrides {env}")
+        else:
+            emu.add_argument(flag, dest=dest, type=kind, help=f"overrides {env}")
+    return p
+
+
+def _human_int(text: str) -> int:
+    units = {"k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1024, "mi": 1024**2, "gi": 1024**3}
+    low = text.strip().lower()
+    for suffix in sorted(units, key=len, reverse=True):
+        if low.endswith(suffix):
+            return int(float(low[: -len(suffix)]) * units[suffix])
+    return int(low)
+
+
+def split_argv(argv: list[str], known: set[str]) -> tuple[list[str], dict]:
+    """Separate the flags this emulator knows from the rest; the rest become {dest: value}."""
+    mine: list[str] = []
+    ignored: dict = {}
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        name = tok.split("=", 1)[0]
+        values = []
+        j = i + 1
+        if "=" not in tok:
+            while j < len(argv) and not argv[j].startswith("--"):
+                values.append(argv[j])
+                j += 1
+        if name in known or not tok.startswith("--"):
+            mine.extend(argv[i:j])  # argparse reports stray positionals as it would for sglang
+        elif "=" in tok:
+            ignored[name[2:].replace("-", "_")] = _guess_type(tok.split("=", 1)[1])
+        elif values:
+            vals = [_guess_type(v) for v in values]
+            ignored[name[2:].replace("-", "_")] = vals[0] if len(vals) == 1 else vals
+        else:
+            ignored[name[2:].replace("-", "_")] = True
+        i = j
+    return mine, ignored
+
+
+def _guess_type(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+class Config:
+    """Resolved launch flags plus emulation settings."""
+
+    def __init__(self, argv: list[str], environ: dict):
+        parser = build_parser()
+        known = {s for action in parser._actions for s in action.option_strings}
+        mine, self.ignored_flags = split_argv(argv, known)
+        ns = parser.parse_args(mine)
+        self.args = ns
+        self.argv = list(argv)
+        for env, dest, kind, default in EMU_SETTINGS:
+            value = getattr(ns, dest)
+            if value is None and environ.get(env, "") != "":
+                try:
+                    value = kind(environ[env])
+                except ValueError:
+                    parser.error(f"{env}={environ[env]!r} is not a valid {kind.__name__}")
+            setattr(self, dest[4:], default if value is None else value)
+        if self.fault is not None and self.fault not in FAULTS:
+            parser.error(f"SGLANG_EMU_FAULT must be one of {', '.join(FAULTS)} (got {self.fault!r})")
+        if self.decode_tok_s <= 0 or self.aggregate_tok_s < 0 or self.ttft_ms < 0:
+            parser.error("decode rate must be > 0, aggregate rate and TTFT >= 0")
+        if self.load_s < 0 or self.warmup_s < 0:
+            parser.error("load and warm-up times must be >= 0")
+        if ns.skip_server_warmup:
+            self.warmup_s = 0.0
+        self.served_model_name = ns.served_model_name or ns.model_path
+        self.context_length = ns.context_length or DEFAULT_CONTEXT_LENGTH
+        self.spec = bool(ns.speculative_algorithm)
+        self.spec_steps = self.spec_topk = self.spec_draft = None
+        self.spec_assert_fails = False
+        self.notes: list[str] = []
+        if self.spec:
+            eagle = ns.speculative_algorithm.upper() in ("EAGLE", "EAGLE3", "NEXTN")
+            unset_steps = ns.speculative_num_steps is None
+            if eagle and unset_steps and (
+                ns.speculative_eagle_topk is not None or ns.speculative_num_draft_tokens is not None
+            ):
+                self.spec_assert_fails = True
+            self.spec_steps = ns.speculative_num_steps or 3
+            self.spec_topk = ns.speculative_eagle_topk or 1
+            self.spec_draft = ns.speculative_num_draft_tokens or self.spec_steps + 1
+            if self.accept_length is None:
+                self.accept_length = 2.5
+            if self.accept_length > self.spec_steps + 1:
+                self.notes.append(
+                    f"accept length {self.accept_length} > num_steps + 1; using {self.spec_steps + 1}"
+                )
+                self.accept_length = float(self.spec_steps + 1)
+        else:
+            if self.accept_length not in (None, 1.0):
+                self.notes.append("accept length ignored: no --speculative-algorithm")
+            self.accept_length = 1.0
+        if self.accept_length < 1:
+            parser.error("accept length must be >= 1 (tokens per decode step)")
+        self.max_running = ns.max_running_requests or (SPEC_DEFAULT_MAX_RUNNING if self.spec else None)
+
+    def settings(self) -> dict:
+        return {
+            "load_s": self.load_s, "warmup_s": self.warmup_s, "ttft_ms": self.ttft_ms,
+            "decode_tok_s": self.decode_tok_s, "aggregate_tok_s": self.aggregate_tok_s,
+            "accept_length": self.accept_length, "fault": self.fault,
+        }
+
+    def redacted_argv(self) -> list[str]:
+        out, hide = [], False
+        for tok in self.argv:
+            if hide:
+                out.append("***")
+                hide = False
+            elif tok == "--api-key":
+                out.append(tok)
+                hide = True
+            elif tok.startswith("--api-key="):
+                out.append("--api-key=***")
+            else:
+                out.append(tok)
+        return out
+
+

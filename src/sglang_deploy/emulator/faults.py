@@ -1,0 +1,101 @@
+"""Faults the emulator can play (SGLANG_EMU_FAULT): SGLang-shaped tracebacks, crashes and errors."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .protocol import HttpError, openai_error
+
+def _sglang_site() -> str:
+    return f"/usr/local/lib/python{sys.version_info[0]}.{sys.version_info[1]}/dist-packages/sglang"
+
+
+def _final_line(message: str | None, default: str) -> str:
+    if not message:
+        return default
+    head = message.split(":", 1)[0]
+    if head.isidentifier() and (head.endswith("Error") or head.endswith("Exception")):
+        return message
+    return f"RuntimeError: {message}"
+
+
+def args_assert_traceback() -> str:
+    site = _sglang_site()
+    return (
+        "Traceback (most recent call last):\n"
+        '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+        '  File "<frozen runpy>", line 88, in _run_code\n'
+        f'  File "{site}/launch_server.py", line 32, in <module>\n'
+        "    server_args = prepare_server_args(sys.argv[1:])\n"
+        f'  File "{site}/srt/server_args.py", line 412, in prepare_server_args\n'
+        "    return ServerArgs.from_cli_args(raw_args)\n"
+        f'  File "{site}/srt/server_args.py", line 371, in from_cli_args\n'
+        "    return cls(**{attr: getattr(args, attr) for attr in attrs})\n"
+        '  File "<string>", line 318, in __init__\n'
+        f'  File "{site}/srt/server_args.py", line 298, in __post_init__\n'
+        "    self._handle_speculative_decoding()\n"
+        f'  File "{site}/srt/arg_groups/speculative_hook.py", line 57, in _handle_eagle_family\n'
+        "    assert (\n"
+        "AssertionError\n"
+    )
+
+
+def load_crash_traceback(message: str | None) -> str:
+    site = _sglang_site()
+    return (
+        "Scheduler hit an exception: Traceback (most recent call last):\n"
+        f'  File "{site}/srt/managers/scheduler.py", line 2870, in run_scheduler_process\n'
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)\n"
+        f'  File "{site}/srt/managers/scheduler.py", line 312, in __init__\n'
+        "    self.init_model_worker()\n"
+        f'  File "{site}/srt/managers/tp_worker.py", line 97, in __init__\n'
+        "    self.model_runner = ModelRunner(\n"
+        f'  File "{site}/srt/model_executor/model_runner.py", line 301, in initialize\n'
+        "    self.load_model()\n"
+        f'  File "{site}/srt/model_executor/model_runner.py", line 842, in load_model\n'
+        "    self.model = get_model(model_config=self.model_config, load_config=self.load_config)\n"
+        f'  File "{site}/srt/model_loader/loader.py", line 611, in load_model\n'
+        "    assert quant_method is not None\n"
+        + _final_line(message, "AssertionError")
+        + "\n"
+    )
+
+
+def runtime_crash_traceback() -> str:
+    site = _sglang_site()
+    return (
+        "Scheduler hit an exception: Traceback (most recent call last):\n"
+        f'  File "{site}/srt/managers/scheduler.py", line 2888, in run_scheduler_process\n'
+        "    scheduler.event_loop_overlap()\n"
+        f'  File "{site}/srt/managers/scheduler.py", line 1104, in event_loop_overlap\n'
+        "    batch_result = self.run_batch(batch)\n"
+        f'  File "{site}/srt/managers/tp_worker.py", line 241, in forward_batch_generation\n'
+        "    logits_output, can_run_cuda_graph = self.model_runner.forward(forward_batch)\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "Received sigquit from a child process. It usually means the child failed.\n"
+    )
+
+
+
+def load_time_stamp() -> str:
+    return f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] "
+
+
+def crash_mid_stream() -> None:
+    """The scheduler dies under a running request: the traceback, then the whole process exits."""
+    sys.stderr.write(load_time_stamp() + runtime_crash_traceback())
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(1)
+
+
+def check_generation_fault(fault: str | None, message: str | None, openai: bool) -> None:
+    """http_500: generation endpoints answer 500 (in OpenAI's error shape on the OpenAI routes)."""
+    if fault != "http_500":
+        return
+    message = message or "CUDA error: an illegal memory access was encountered"
+    if openai:
+        raise openai_error(500, f"Internal server error: {message}", "InternalServerError")
+    raise HttpError(500, {"error": {"message": message}})

@@ -1,0 +1,227 @@
+"""The generation endpoints: /v1/chat/completions, /v1/completions and /generate, streamed or not."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+from .config import Config
+from .engine import EOS_TOKEN_ID, Plan
+from .faults import check_generation_fault
+from .protocol import HttpError, Request, Responder, openai_error
+
+if TYPE_CHECKING:
+    from .server import Server
+
+
+def prompt_token_count(text: str) -> int:
+    return max(1, len(text.split()))
+
+
+def _content_text(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _int_field(body: dict, names: tuple, default, minimum: int = 0):
+    for name in names:
+        if body.get(name) is not None:
+            value = body[name]
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                raise openai_error(400, f"{name} must be an integer >= {minimum}", "BadRequestError")
+            return value
+    return default
+
+
+def _plan(cfg: Config, prompt: str, prompt_tokens: int, max_new, min_new: int, ignore_eos: bool,
+          reasoning: bool) -> Plan:
+    if max_new is None:
+        max_new = max(0, cfg.context_length - prompt_tokens)
+    return Plan(prompt, prompt_tokens, max_new, min_new, ignore_eos, reasoning,
+                cfg.fault == "garbage")
+
+
+def _usage(cfg: Config, plan: Plan, completion: int) -> dict:
+    return {"prompt_tokens": plan.prompt_tokens, "completion_tokens": completion,
+            "total_tokens": plan.prompt_tokens + completion,
+            "prompt_tokens_details": {"cached_tokens": 0} if cfg.args.enable_cache_report else None,
+            "reasoning_tokens": min(plan.reasoning_tokens, completion)}
+
+
+def _stream_opts(cfg: Config, body: dict) -> tuple:
+    opts = body.get("stream_options") or {}
+    include = bool(opts.get("include_usage")) or cfg.args.stream_response_default_include_usage
+    return include, bool(opts.get("continuous_usage_stats"))
+
+
+async def chat(server: Server, req: Request, out: Responder) -> None:
+    body = req.json()
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise openai_error(400, "messages must be a non-empty list", "BadRequestError")
+    check_generation_fault(server.cfg.fault, server.cfg.fault_message, openai=True)
+    prompt = " ".join(_content_text(m.get("content")) for m in messages if isinstance(m, dict))
+    kwargs = body.get("chat_template_kwargs") or {}
+    reasoning = bool(server.cfg.args.reasoning_parser) and kwargs.get("enable_thinking") is not False \
+        and body.get("separate_reasoning", True) is not False
+    plan = _plan(server.cfg, prompt, prompt_token_count(prompt),
+                 _int_field(body, ("max_completion_tokens", "max_tokens"), None),
+                 _int_field(body, ("min_tokens",), 0), bool(body.get("ignore_eos")), reasoning)
+    rid, created, model = f"{uuid.uuid4().hex}", int(time.time()), server.cfg.served_model_name
+    r = plan.reasoning_tokens
+    if not body.get("stream"):
+        await server.engine.drain(plan)
+        finish, matched = plan.finish_json()
+        message = {"role": "assistant", "content": plan.text(r, plan.n),
+                   "reasoning_content": plan.text(0, r) if reasoning else None, "tool_calls": None}
+        await out.send_json(200, {
+            "id": rid, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish,
+                         "matched_stop": matched}],
+            "usage": _usage(server.cfg, plan, plan.n)})
+        return
+    include_usage, continuous = _stream_opts(server.cfg, body)
+
+    def chunk(delta: dict, finish=None, matched=None, done: int = 0) -> dict:
+        return {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
+                             "matched_stop": matched}],
+                "usage": _usage(server.cfg, plan, done) if continuous else None}
+
+    # token chunks are most of the traffic: render them from a prepared frame (same JSON as chunk())
+    frame = json.dumps(chunk({"role": None, "content": "\0C", "reasoning_content": "\0R"}),
+                       separators=(",", ":"))
+
+    def token_chunk(text: str, reasoning_part: bool, done: int):
+        if continuous:
+            return chunk({"role": None, "content": None if reasoning_part else text,
+                          "reasoning_content": text if reasoning_part else None}, done=done)
+        content, thought = ("null", json.dumps(text)) if reasoning_part else (json.dumps(text), "null")
+        return frame.replace('"\\u0000C"', content, 1).replace('"\\u0000R"', thought, 1)
+
+    out.start_sse()
+    sent_role = False
+    async with contextlib.aclosing(server.engine.run(plan)) as steps:
+        async for start, end in steps:
+            if not sent_role:
+                out.add(chunk({"role": "assistant", "content": ""}))
+                sent_role = True
+            if start < r:
+                out.add(token_chunk(plan.text(start, min(end, r)), True, end))
+            if end > r:
+                out.add(token_chunk(plan.text(max(start, r), end), False, end))
+            await out.flush()
+    if not sent_role:
+        out.add(chunk({"role": "assistant", "content": ""}))
+    finish, matched = plan.finish_json()
+    out.add(chunk({"role": None, "content": None, "reasoning_content": None}, finish, matched, done=plan.n))
+    if include_usage:
+        out.add({"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+                 "choices": [], "usage": _usage(server.cfg, plan, plan.n)})
+    await out.end_sse()
+
+
+async def completions(server: Server, req: Request, out: Responder) -> None:
+    body = req.json()
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        prompt_text, prompt_tokens = " ".join(map(str, prompt)), len(prompt)
+    elif isinstance(prompt, list) and prompt and all(isinstance(t, str) for t in prompt):
+        prompt_text = " ".join(prompt)
+        prompt_tokens = prompt_token_count(prompt_text)
+    elif isinstance(prompt, str):
+        prompt_text, prompt_tokens = prompt, prompt_token_count(prompt)
+    else:
+        raise openai_error(400, "prompt must be a string, a list of strings or token ids",
+                           "BadRequestError")
+    check_generation_fault(server.cfg.fault, server.cfg.fault_message, openai=True)
+    plan = _plan(server.cfg, prompt_text, prompt_tokens, _int_field(body, ("max_tokens",), 16),
+                 _int_field(body, ("min_tokens",), 0), bool(body.get("ignore_eos")), False)
+    rid, created, model = f"cmpl-{uuid.uuid4().hex}", int(time.time()), server.cfg.served_model_name
+    finish, matched = plan.finish_json()
+    if not body.get("stream"):
+        await server.engine.drain(plan)
+        await out.send_json(200, {
+            "id": rid, "object": "text_completion", "created": created, "model": model,
+            "choices": [{"index": 0, "text": plan.text(0, plan.n), "logprobs": None,
+                         "finish_reason": finish, "matched_stop": matched}],
+            "usage": _usage(server.cfg, plan, plan.n)})
+        return
+    include_usage, continuous = _stream_opts(server.cfg, body)
+
+    def chunk(text: str, fin=None, mat=None, done: int = 0) -> dict:
+        return {"id": rid, "object": "text_completion", "created": created, "model": model,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": fin,
+                             "matched_stop": mat}],
+                "usage": _usage(server.cfg, plan, done) if continuous else None}
+
+    out.start_sse()
+    async with contextlib.aclosing(server.engine.run(plan)) as steps:
+        async for start, end in steps:
+            await out.event(chunk(plan.text(start, end), done=end))
+    out.add(chunk("", finish, matched, done=plan.n))
+    if include_usage:
+        out.add({"id": rid, "object": "text_completion", "created": created, "model": model,
+                 "choices": [], "usage": _usage(server.cfg, plan, plan.n)})
+    await out.end_sse()
+
+
+async def generate(server: Server, req: Request, out: Responder) -> None:
+    body = req.json()
+    text, input_ids = body.get("text"), body.get("input_ids")
+    if isinstance(text, str):
+        prompt_text, prompt_tokens = text, prompt_token_count(text)
+    elif isinstance(input_ids, list) and input_ids and all(isinstance(t, int) for t in input_ids):
+        prompt_text, prompt_tokens = " ".join(map(str, input_ids)), len(input_ids)
+    else:
+        raise HttpError(400, {"error": {"message": "The emulator takes one prompt: 'text' (a string) "
+                                                   "or 'input_ids' (a list of ints)"}})
+    check_generation_fault(server.cfg.fault, server.cfg.fault_message, openai=False)
+    sp = body.get("sampling_params") or {}
+    plan = _plan(server.cfg, prompt_text, prompt_tokens, _int_field(sp, ("max_new_tokens",), 128),
+                 _int_field(sp, ("min_new_tokens",), 0), bool(sp.get("ignore_eos")), False)
+    rid, cfg = uuid.uuid4().hex, server.cfg
+    start_time = time.monotonic()
+
+    def meta(done: int, final: bool) -> dict:
+        m = {"id": rid, "finish_reason": None, "prompt_tokens": plan.prompt_tokens,
+             "completion_tokens": done, "cached_tokens": 0, "reasoning_tokens": 0,
+             "weight_version": "default", "num_retractions": 0, "emulated": True}
+        if final:
+            if plan.finish == "stop":
+                m["finish_reason"] = {"type": "stop", "matched": EOS_TOKEN_ID}
+            else:
+                m["finish_reason"] = {"type": "length", "length": plan.n}
+            m["e2e_latency"] = time.monotonic() - start_time
+            if cfg.spec:
+                verify = max(1, math.ceil((plan.n - 1) / cfg.accept_length)) if plan.n > 1 else 0
+                m["spec_verify_ct"] = verify
+                m["spec_accept_length"] = plan.n / verify if verify else 0.0
+                m["spec_accept_rate"] = ((plan.n / verify - 1) / cfg.spec_steps) if verify else 0.0
+        return m
+
+    if not body.get("stream"):
+        await server.engine.drain(plan)
+        await out.send_json(200, {"text": plan.text(0, plan.n), "output_ids": plan.ids(0, plan.n),
+                                  "meta_info": meta(plan.n, True)})
+        return
+    incremental = cfg.args.incremental_streaming_output
+    out.start_sse()
+    last = 0
+    async with contextlib.aclosing(server.engine.run(plan)) as steps:
+        async for start, end in steps:
+            lo = start if incremental else 0
+            final = end == plan.n
+            await out.event({"text": plan.text(lo, end), "output_ids": plan.ids(lo, end),
+                             "meta_info": meta(end, final)})
+            last = end
+    if last != plan.n or plan.n == 0:
+        out.add({"text": "", "output_ids": [], "meta_info": meta(plan.n, True)})
+    await out.end_sse()

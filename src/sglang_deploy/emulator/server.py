@@ -1,0 +1,155 @@
+"""The emulated server process: load, listen, route requests, warm up, report readiness, shut down."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+
+from . import endpoints, generation
+from .config import BANNER, Config, log
+from .engine import Engine, Plan
+from .faults import args_assert_traceback, load_crash_traceback, load_time_stamp
+from .protocol import HttpError, Request, Responder, serve_connection
+
+READY_LINE = "The server is fired up and ready to roll!"
+WARMUP_PROMPT = "The capital city of France is"
+WARMUP_TOKENS = 8
+DECODE_LOG_INTERVAL_S = 5.0
+ROUTES = {  # path -> (method, handler(server, request, responder))
+    "/health": ("GET", endpoints.health), "/health_generate": ("GET", endpoints.health),
+    "/ready": ("GET", endpoints.health),
+    "/v1/models": ("GET", endpoints.models), "/model_info": ("GET", endpoints.model_info),
+    "/get_model_info": ("GET", endpoints.model_info), "/server_info": ("GET", endpoints.server_info),
+    "/get_server_info": ("GET", endpoints.server_info), "/metrics": ("GET", endpoints.metrics),
+    "/flush_cache": ("POST", endpoints.flush_cache),
+    "/v1/chat/completions": ("POST", generation.chat), "/v1/completions": ("POST", generation.completions),
+    "/generate": ("POST", generation.generate),
+}
+
+
+class Server:
+    """State shared by the endpoints: the configuration, the engine, readiness."""
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self.engine = Engine(cfg)
+        self.ready = False
+        self.started = time.time()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await serve_connection(reader, writer, self.dispatch)
+
+    async def dispatch(self, req: Request, out: Responder) -> None:
+        cfg = self.cfg
+        try:
+            protected = not req.path.startswith(("/health", "/ready", "/metrics"))
+            if cfg.args.api_key and protected and req.method != "OPTIONS":
+                if req.headers.get("authorization", "") != f"Bearer {cfg.args.api_key}":
+                    raise HttpError(401, {"error": "Unauthorized"})
+            route = ROUTES.get(req.path)
+            if route is None and req.path.startswith("/v1/models/"):
+                route = ("GET", endpoints.model_by_id)
+            if route is None:
+                raise HttpError(404, {"detail": "Not Found"})
+            if req.method != route[0]:
+                raise HttpError(405, {"detail": "Method Not Allowed"})
+            await route[1](self, req, out)
+        except HttpError as exc:
+            if out.status:  # headers already sent (streaming): the connection cannot be reused
+                out.keep_alive = False
+            else:
+                await out.send_json(exc.status, exc.body)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            raise
+        except Exception as exc:  # a bug in the emulator: answer like a server would, keep serving
+            log(f"ERROR: Exception in ASGI application: {exc!r}", err=True)
+            out.keep_alive = False
+            if not out.status:
+                await out.send_json(500, {"detail": "Internal Server Error"})
+
+    async def warm_up(self) -> None:
+        """SGLang sends one real 8-token request before it reports ready; so does the emulator."""
+        cfg = self.cfg
+        deadline = asyncio.get_running_loop().time() + cfg.warmup_s
+        if not cfg.args.skip_server_warmup:
+            plan = Plan(WARMUP_PROMPT, generation.prompt_token_count(WARMUP_PROMPT), WARMUP_TOKENS, 0, True, False,
+                        False)
+            await self.engine.drain(plan, internal=True)
+        await asyncio.sleep(max(0.0, deadline - asyncio.get_running_loop().time()))
+        if cfg.fault == "never_ready":
+            log("Warmup request is still pending (no response from the scheduler).")
+            return
+        print('INFO:     127.0.0.1:0 - "POST /generate HTTP/1.1" 200 OK', flush=True)
+        self.ready = True
+        log(READY_LINE)
+
+    async def decode_log(self) -> None:
+        st, loop = self.engine.stats, asyncio.get_running_loop()
+        last_t, last_tokens = loop.time(), st.emitted_tokens
+        while True:
+            await asyncio.sleep(DECODE_LOG_INTERVAL_S)
+            now = loop.time()
+            st.gen_throughput = (st.emitted_tokens - last_tokens) / (now - last_t)
+            last_t, last_tokens = now, st.emitted_tokens
+            if self.engine.pacer.running:
+                log(f"Decode batch. #running-req: {self.engine.pacer.running}, "
+                    f"gen throughput (token/s): {st.gen_throughput:.2f}, #queue-req: {st.queued}")
+
+
+async def serve(cfg: Config) -> int:
+    loop = asyncio.get_running_loop()
+    a = cfg.args
+    log(BANNER)
+    # Real SGLang (0.5.23 included) logs server_args with the API key in clear; so does the emulator, so that the
+    # deploy's launcher has to mask it (sglang_deploy/launch.py) and the lab proves it does.
+    log(f"server_args=ServerArgs(model_path={a.model_path!r}, served_model_name={cfg.served_model_name!r}, "
+        f"api_key={a.api_key!r}, host={a.host!r}, port={a.port}, speculative_algorithm={a.speculative_algorithm!r}, "
+        f"reasoning_parser={a.reasoning_parser!r}, enable_metrics={a.enable_metrics}, "
+        f"ignored={sorted(cfg.ignored_flags)})")
+    log(f"Emulation settings: {json.dumps(cfg.settings())}")
+    for note in cfg.notes:
+        log(f"WARNING: {note}", err=True)
+    if cfg.spec_assert_fails:
+        sys.stderr.write(args_assert_traceback())
+        return 1
+    log("Load weight begin. (emulated: nothing is loaded)")
+    if cfg.fault == "crash_on_load":
+        await asyncio.sleep(cfg.load_s / 2)
+        sys.stderr.write(load_time_stamp() + load_crash_traceback(cfg.fault_message))
+        sys.stderr.write("Received sigquit from a child process. It usually means the child failed.\n")
+        sys.stderr.flush()
+        return 1
+    await asyncio.sleep(cfg.load_s)
+    log("Load weight end. Capture cuda graph end. (emulated)")
+    server = Server(cfg)
+    try:
+        listener = await asyncio.start_server(server.handle, a.host, a.port, backlog=4096)
+    except OSError as exc:
+        log(f"ERROR: [Errno {exc.errno}] error while attempting to bind on address "
+            f"({a.host!r}, {a.port}): {exc.strerror}", err=True)
+        return 1
+    log(f"Started server process [{os.getpid()}]")
+    log("Application startup complete.")
+    log(f"Uvicorn running on http://{a.host}:{a.port} (Press CTRL+C to quit)")
+    stop = loop.create_future()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+    tasks = [loop.create_task(server.warm_up()), loop.create_task(server.decode_log())]
+    await stop
+    log("Shutting down")
+    for task in tasks:
+        task.cancel()
+    listener.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = Config(sys.argv[1:] if argv is None else argv, dict(os.environ))
+    try:
+        return asyncio.run(serve(cfg))
+    except KeyboardInterrupt:
+        return 0
