@@ -34,13 +34,28 @@ from pathlib import Path
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 HOST = "127.0.0.1"
 PIN = False
-BASE_ENV = {"SGLANG_EMU_LOAD_S": "0.2", "SGLANG_EMU_WARMUP_S": "0.2", "SGLANG_EMU_TTFT_MS": "80",
-            "SGLANG_EMU_DECODE_TOK_S": "172", "SGLANG_EMU_AGGREGATE_TOK_S": "2156"}
+BASE_ENV = {
+    "SGLANG_EMU_LOAD_S": "0.2",
+    "SGLANG_EMU_WARMUP_S": "0.2",
+    "SGLANG_EMU_TTFT_MS": "80",
+    "SGLANG_EMU_DECODE_TOK_S": "172",
+    "SGLANG_EMU_AGGREGATE_TOK_S": "2156",
+}
 VARIANTS = {
     "plain": ([], {}),
     "spec (NEXTN, accept 2.5)": (
-        ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-         "--speculative-num-draft-tokens", "4", "--max-running-requests", "512"],
+        [
+            "--speculative-algorithm",
+            "NEXTN",
+            "--speculative-num-steps",
+            "3",
+            "--speculative-eagle-topk",
+            "1",
+            "--speculative-num-draft-tokens",
+            "4",
+            "--max-running-requests",
+            "512",
+        ],
         {"SGLANG_EMU_ACCEPT_LENGTH": "2.5"},
     ),
 }
@@ -85,10 +100,16 @@ class Stream:
 
     def __init__(self, port: int, max_tokens: int):
         self.port = port
-        self.body = json.dumps({
-            "model": "emu", "messages": [{"role": "user", "content": "benchmark the emulator please"}],
-            "max_tokens": max_tokens, "ignore_eos": True, "stream": True,
-            "stream_options": {"include_usage": True}}).encode()
+        self.body = json.dumps(
+            {
+                "model": "emu",
+                "messages": [{"role": "user", "content": "benchmark the emulator please"}],
+                "max_tokens": max_tokens,
+                "ignore_eos": True,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+        ).encode()
         self.sent = 0.0
         self.chunks: list[tuple[float, int]] = []  # (arrival, tokens in chunk)
         self.completion_tokens = 0
@@ -97,8 +118,10 @@ class Stream:
         self.reader, self.writer = await asyncio.open_connection(HOST, self.port)
 
     def send(self) -> None:
-        self.writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                          b"Content-Length: %d\r\n\r\n%s" % (HOST.encode(), len(self.body), self.body))
+        self.writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (HOST.encode(), len(self.body), self.body)
+        )
         self.sent = time.perf_counter()
 
     async def receive(self) -> None:
@@ -157,34 +180,48 @@ def summarise(streams: list[Stream]) -> dict:
     # token count is interpolated between its chunks so the window edges do not quantize it
     in_window = sum(cumulative(s, hi) - cumulative(s, lo) for s in streams)
     decode_chunks = [n for s in streams for _, n in s.chunks[1:]]
-    return {"rate_mean": statistics.fmean(rates), "rate_min": min(rates), "rate_max": max(rates),
-            "ttft_ms": 1000 * statistics.fmean(ttfts), "aggregate": in_window / (hi - lo),
-            "tokens_per_chunk": sum(decode_chunks) / len(decode_chunks)}
+    return {
+        "rate_mean": statistics.fmean(rates),
+        "rate_min": min(rates),
+        "rate_max": max(rates),
+        "ttft_ms": 1000 * statistics.fmean(ttfts),
+        "aggregate": in_window / (hi - lo),
+        "tokens_per_chunk": sum(decode_chunks) / len(decode_chunks),
+    }
 
 
 def pct(delivered: float, configured: float) -> float:
     return 100.0 * (delivered - configured) / configured
 
 
-async def bench_variant(name: str, flags: list[str], extra_env: dict, levels: list[int], seconds: float,
-                        tolerance: float) -> bool:
+async def bench_variant(
+    name: str, flags: list[str], extra_env: dict, levels: list[int], seconds: float, tolerance: float
+) -> bool:
     env = dict(os.environ, **BASE_ENV, **extra_env, PYTHONPATH=SRC)
     decode, ceiling = float(env["SGLANG_EMU_DECODE_TOK_S"]), float(env["SGLANG_EMU_AGGREGATE_TOK_S"])
     ttft_ms = float(env["SGLANG_EMU_TTFT_MS"])
     accept = float(env.get("SGLANG_EMU_ACCEPT_LENGTH", "1"))
     port = free_port()
     pin = (lambda: os.sched_setaffinity(0, {0})) if PIN else None
-    proc = subprocess.Popen([sys.executable, "-m", "sglang_deploy.emulator", "--model-path", "emu/model",
-                             "--port", str(port), *flags], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, preexec_fn=pin)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sglang_deploy.emulator", "--model-path", "emu/model", "--port", str(port), *flags],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=pin,
+    )
     ok = True
     try:
         await wait_ready(port, proc)
-        print(f"\n== {name}: decode {decode:g} tok/s per stream, aggregate ceiling {ceiling:g} tok/s, "
-              f"TTFT {ttft_ms:g} ms, accept length {accept:g}")
-        print(f"{'conc':>5} {'tokens':>6} | {'per-stream tok/s cfg':>20} {'delivered mean':>14} {'dev%':>7} "
-              f"{'min..max':>17} | {'TTFT ms cfg':>11} {'got':>7} {'extra':>6} | {'aggregate cfg':>13} {'got':>9} {'dev%':>7} "
-              f"| {'tok/chunk':>9} | {'emu CPU':>7}")
+        print(
+            f"\n== {name}: decode {decode:g} tok/s per stream, aggregate ceiling {ceiling:g} tok/s, "
+            f"TTFT {ttft_ms:g} ms, accept length {accept:g}"
+        )
+        print(
+            f"{'conc':>5} {'tokens':>6} | {'per-stream tok/s cfg':>20} {'delivered mean':>14} {'dev%':>7} "
+            f"{'min..max':>17} | {'TTFT ms cfg':>11} {'got':>7} {'extra':>6} | {'aggregate cfg':>13} {'got':>9} {'dev%':>7} "
+            f"| {'tok/chunk':>9} | {'emu CPU':>7}"
+        )
         for c in levels:
             expected = min(decode, ceiling / c) if ceiling else decode
             max_tokens = int(expected * seconds) + 1
@@ -196,11 +233,13 @@ async def bench_variant(name: str, flags: list[str], extra_env: dict, levels: li
             dev_agg = pct(r["aggregate"], expected * c)
             level_ok = abs(dev_rate) <= tolerance and abs(dev_agg) <= tolerance
             ok &= level_ok
-            print(f"{c:>5} {max_tokens:>6} | {expected:>20.3f} {r['rate_mean']:>14.3f} {dev_rate:>+7.3f} "
-                  f"{r['rate_min']:>8.3f}..{r['rate_max']:<8.3f} | {ttft_ms:>11.1f} {r['ttft_ms']:>7.2f} "
-                  f"{r['ttft_ms'] - ttft_ms:>+6.2f} | "
-                  f"{expected * c:>13.1f} {r['aggregate']:>9.1f} {dev_agg:>+7.3f} | {r['tokens_per_chunk']:>9.3f} "
-                  f"| {100 * cpu:>6.1f}% {'' if level_ok else ' <-- OUT OF TOLERANCE'}")
+            print(
+                f"{c:>5} {max_tokens:>6} | {expected:>20.3f} {r['rate_mean']:>14.3f} {dev_rate:>+7.3f} "
+                f"{r['rate_min']:>8.3f}..{r['rate_max']:<8.3f} | {ttft_ms:>11.1f} {r['ttft_ms']:>7.2f} "
+                f"{r['ttft_ms'] - ttft_ms:>+6.2f} | "
+                f"{expected * c:>13.1f} {r['aggregate']:>9.1f} {dev_agg:>+7.3f} | {r['tokens_per_chunk']:>9.3f} "
+                f"| {100 * cpu:>6.1f}% {'' if level_ok else ' <-- OUT OF TOLERANCE'}"
+            )
         status, body = await http_get(port, "/server_info")
         state = json.loads(body)["internal_states"][0]
         if "avg_spec_accept_length" in state:
@@ -225,8 +264,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 32, 256])
     parser.add_argument("--seconds", type=float, default=8.0, help="target decode time per stream")
-    parser.add_argument("--pin", action="store_true",
-                        help="pin the emulator to CPU 0 and this client to CPU 1 (one core each)")
+    parser.add_argument(
+        "--pin", action="store_true", help="pin the emulator to CPU 0 and this client to CPU 1 (one core each)"
+    )
     parser.add_argument("--tolerance", type=float, default=0.5, help="allowed deviation, percent")
     args = parser.parse_args()
     global PIN

@@ -23,11 +23,27 @@ BANNER = "EMULATED SGLang server: numbers are synthetic"
 READY_LINE = "The server is fired up and ready to roll!"
 MODEL = "Qwen/Qwen3.5-397B-A17B-NVFP4"
 SERVED = "qwen"
-FAST = {"SGLANG_EMU_LOAD_S": "0.2", "SGLANG_EMU_WARMUP_S": "0.2", "SGLANG_EMU_TTFT_MS": "5",
-        "SGLANG_EMU_DECODE_TOK_S": "2000"}
-IGNORED_FLAGS = ["--tp-size", "8", "--trust-remote-code", "--cuda-graph-bs", "1", "2", "4",
-                 "--mamba-scheduler-strategy=extra_buffer", "--disable-custom-all-reduce",
-                 "--chunked-prefill-size", "-1", "--quantization", "modelopt_fp4"]
+FAST = {
+    "SGLANG_EMU_LOAD_S": "0.2",
+    "SGLANG_EMU_WARMUP_S": "0.2",
+    "SGLANG_EMU_TTFT_MS": "5",
+    "SGLANG_EMU_DECODE_TOK_S": "2000",
+}
+IGNORED_FLAGS = [
+    "--tp-size",
+    "8",
+    "--trust-remote-code",
+    "--cuda-graph-bs",
+    "1",
+    "2",
+    "4",
+    "--mamba-scheduler-strategy=extra_buffer",
+    "--disable-custom-all-reduce",
+    "--chunked-prefill-size",
+    "-1",
+    "--quantization",
+    "modelopt_fp4",
+]
 
 
 def free_port() -> int:
@@ -39,12 +55,19 @@ def free_port() -> int:
 class Emu:
     """One emulator process; stdout and stderr are kept in files under tmp."""
 
-    def __init__(self, tmp: Path, *flags: str, env: dict | None = None, entry: tuple = MODULE,
-                 served: bool = True):
+    def __init__(self, tmp: Path, *flags: str, env: dict | None = None, entry: tuple = MODULE, served: bool = True):
         self.port = free_port()
         self.out, self.err = tmp / f"emu-{self.port}.out", tmp / f"emu-{self.port}.err"
-        argv = [sys.executable, *entry, "--model-path", MODEL, "--port", str(self.port),
-                *(["--served-model-name", SERVED] if served else []), *flags]
+        argv = [
+            sys.executable,
+            *entry,
+            "--model-path",
+            MODEL,
+            "--port",
+            str(self.port),
+            *(["--served-model-name", SERVED] if served else []),
+            *flags,
+        ]
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=err, env={**os.environ, **FAST, **(env or {})})
 
@@ -111,7 +134,7 @@ def sse(payload: bytes) -> list:
     for block in payload.decode().split("\n\n"):
         if block.strip():
             assert block.startswith("data: "), block
-            data = block[len("data: "):]
+            data = block[len("data: ") :]
             events.append(data if data == "[DONE]" else json.loads(data))
     return events
 
@@ -121,8 +144,7 @@ def chat_body(content: str = "tell me about the emulator", **extra) -> dict:
 
 
 def deltas(events: list, field: str) -> list:
-    return [c["delta"][field] for e in events if isinstance(e, dict) for c in e["choices"]
-            if c["delta"].get(field)]
+    return [c["delta"][field] for e in events if isinstance(e, dict) for c in e["choices"] if c["delta"].get(field)]
 
 
 @pytest.fixture
@@ -147,9 +169,21 @@ def plain(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def spec(tmp_path_factory):
-    e = Emu(tmp_path_factory.mktemp("spec"), "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
-            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--api-key", "s3cret",
-            "--enable-metrics", env={"SGLANG_EMU_ACCEPT_LENGTH": "2.5"})
+    e = Emu(
+        tmp_path_factory.mktemp("spec"),
+        "--speculative-algorithm",
+        "NEXTN",
+        "--speculative-num-steps",
+        "3",
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        "4",
+        "--api-key",
+        "s3cret",
+        "--enable-metrics",
+        env={"SGLANG_EMU_ACCEPT_LENGTH": "2.5"},
+    )
     yield e.wait_ready()
     e.stop()
 
@@ -164,8 +198,9 @@ def metrics(e: Emu) -> dict:
     for line in payload.decode().splitlines():
         if line and not line.startswith("#"):
             name_labels, value = line.rsplit(" ", 1)
-            values[name_labels.split("{")[0] + ("{" + name_labels.split("{")[1] if "le=" in name_labels else "")] \
-                = float(value)
+            values[name_labels.split("{")[0] + ("{" + name_labels.split("{")[1] if "le=" in name_labels else "")] = (
+                float(value)
+            )
     return values
 
 
@@ -195,9 +230,13 @@ def test_port_closed_while_loading_then_503_during_warmup_then_ready(emu):
 
 
 def test_every_response_says_it_is_emulated(plain):
-    for method, path, body in [("GET", "/health", None), ("GET", "/v1/models", None), ("GET", "/nope", None),
-                               ("POST", "/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 2}}),
-                               ("POST", "/v1/chat/completions", chat_body(max_tokens=2, stream=True))]:
+    for method, path, body in [
+        ("GET", "/health", None),
+        ("GET", "/v1/models", None),
+        ("GET", "/nope", None),
+        ("POST", "/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 2}}),
+        ("POST", "/v1/chat/completions", chat_body(max_tokens=2, stream=True)),
+    ]:
         _, resp, _ = plain.request(method, path, body)
         assert resp.getheader("x-sglang-emulated") == "true", path
     assert plain.json("GET", "/model_info")[1]["emulated"] is True
@@ -228,18 +267,22 @@ def test_info_endpoints_reflect_the_launch_flags(plain):
 
 
 def test_chat_stream_has_role_chunk_reasoning_then_content_usage_and_done(plain):
-    events = plain.stream("/v1/chat/completions", chat_body("one two three four", max_tokens=40, ignore_eos=True,
-                                                              stream_options={"include_usage": True}))
+    events = plain.stream(
+        "/v1/chat/completions",
+        chat_body("one two three four", max_tokens=40, ignore_eos=True, stream_options={"include_usage": True}),
+    )
     assert events[-1] == "[DONE]"
     first = events[0]
     assert first["object"] == "chat.completion.chunk" and first["model"] == SERVED
     assert first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     reasoning, content = deltas(events, "reasoning_content"), deltas(events, "content")
     assert len(reasoning) == 12 and len(content) == 28  # 30% of 40 tokens are thinking
-    idx_last_reasoning = max(i for i, e in enumerate(events[:-1]) if e["choices"]
-                             and e["choices"][0]["delta"].get("reasoning_content"))
-    idx_first_content = min(i for i, e in enumerate(events[:-1]) if e["choices"]
-                            and e["choices"][0]["delta"].get("content"))
+    idx_last_reasoning = max(
+        i for i, e in enumerate(events[:-1]) if e["choices"] and e["choices"][0]["delta"].get("reasoning_content")
+    )
+    idx_first_content = min(
+        i for i, e in enumerate(events[:-1]) if e["choices"] and e["choices"][0]["delta"].get("content")
+    )
     assert idx_last_reasoning < idx_first_content
     assert all(t.endswith(" ") and len(t.split()) == 1 for t in reasoning + content)  # one word per token
     finish = events[-3]["choices"][0]
@@ -251,8 +294,10 @@ def test_chat_stream_has_role_chunk_reasoning_then_content_usage_and_done(plain)
 
 
 def test_chat_stream_without_include_usage_or_thinking(plain):
-    events = plain.stream("/v1/chat/completions", chat_body(max_tokens=10, ignore_eos=True,
-                                                              chat_template_kwargs={"enable_thinking": False}))
+    events = plain.stream(
+        "/v1/chat/completions",
+        chat_body(max_tokens=10, ignore_eos=True, chat_template_kwargs={"enable_thinking": False}),
+    )
     assert all(e["usage"] is None for e in events[:-1])
     assert deltas(events, "reasoning_content") == [] and len(deltas(events, "content")) == 10
 
@@ -286,16 +331,20 @@ def test_non_streaming_chat_matches_the_stream(plain):
 
 
 def test_completions_stream_and_non_stream(plain):
-    events = plain.stream("/v1/completions", {"prompt": "a b c", "max_tokens": 12, "ignore_eos": True,
-                                              "stream_options": {"include_usage": True}})
+    events = plain.stream(
+        "/v1/completions",
+        {"prompt": "a b c", "max_tokens": 12, "ignore_eos": True, "stream_options": {"include_usage": True}},
+    )
     assert events[-1] == "[DONE]" and events[0]["object"] == "text_completion"
     texts = [e["choices"][0]["text"] for e in events[:-1] if e["choices"] and e["choices"][0]["text"]]
     assert len(texts) == 12
     assert events[-2]["usage"] == {**events[-2]["usage"], "prompt_tokens": 3, "completion_tokens": 12}
     status, resp = plain.json("POST", "/v1/completions", {"prompt": "a b c", "max_tokens": 12, "ignore_eos": True})
     assert status == 200 and resp["choices"][0]["text"] == "".join(texts)
-    assert plain.json("POST", "/v1/completions", {"prompt": [1, 2, 3, 4, 5], "max_tokens": 1})[1][
-        "usage"]["prompt_tokens"] == 5
+    assert (
+        plain.json("POST", "/v1/completions", {"prompt": [1, 2, 3, 4, 5], "max_tokens": 1})[1]["usage"]["prompt_tokens"]
+        == 5
+    )
 
 
 def test_generate_streams_cumulative_text(plain):
@@ -315,8 +364,9 @@ def test_generate_streams_cumulative_text(plain):
 def test_decode_is_paced_not_instant(plain):
     # 2000 tok/s: 201 tokens are 0.1 s apart first to last (bound loosened for this client's own read lag)
     conn = http.client.HTTPConnection("127.0.0.1", plain.port, timeout=10)
-    conn.request("POST", "/v1/completions", json.dumps({"prompt": "x", "max_tokens": 201, "ignore_eos": True,
-                                                        "stream": True}))
+    conn.request(
+        "POST", "/v1/completions", json.dumps({"prompt": "x", "max_tokens": 201, "ignore_eos": True, "stream": True})
+    )
     resp = conn.getresponse()
     stamps = []
     while True:
@@ -332,8 +382,12 @@ def test_decode_is_paced_not_instant(plain):
 def test_aggregate_ceiling_and_max_running_requests(emu):
     # ceiling 400 tok/s: two concurrent streams get ~200 tok/s each, so 41 tokens take >= 0.2 s;
     # --max-running-requests 2 queues a third request until a slot frees.
-    e = emu("--max-running-requests", "2", "--enable-metrics", env={"SGLANG_EMU_DECODE_TOK_S": "5000",
-                                                  "SGLANG_EMU_AGGREGATE_TOK_S": "400"}).wait_ready()
+    e = emu(
+        "--max-running-requests",
+        "2",
+        "--enable-metrics",
+        env={"SGLANG_EMU_DECODE_TOK_S": "5000", "SGLANG_EMU_AGGREGATE_TOK_S": "400"},
+    ).wait_ready()
     results = {}
 
     def one(i, tokens):
@@ -352,8 +406,11 @@ def test_aggregate_ceiling_and_max_running_requests(emu):
     assert min(results.values()) >= 0.2
     results.clear()
     threads = run(3, 201)  # 1 s each at 200 tok/s
-    e.wait(lambda: (lambda m: (m["sglang:num_running_reqs"], m["sglang:num_queue_reqs"]) == (2, 1))(metrics(e)),
-           timeout=0.9, what="2 running, 1 queued")
+    e.wait(
+        lambda: (lambda m: (m["sglang:num_running_reqs"], m["sglang:num_queue_reqs"]) == (2, 1))(metrics(e)),
+        timeout=0.9,
+        what="2 running, 1 queued",
+    )
     for t in threads:
         t.join()
     assert max(results.values()) >= 1.5  # the queued one waited for a slot, then decoded
@@ -391,15 +448,20 @@ def test_bad_requests(plain):
 
 def test_metrics_count_tokens_and_requests(plain):
     before = metrics(plain)
-    plain.post("/generate", {"text": "three word prompt", "sampling_params": {"max_new_tokens": 7,
-                                                                             "ignore_eos": True}})
+    plain.post("/generate", {"text": "three word prompt", "sampling_params": {"max_new_tokens": 7, "ignore_eos": True}})
     after = metrics(plain)
     assert after["sglang:prompt_tokens_total"] - before["sglang:prompt_tokens_total"] == 3
     assert after["sglang:generation_tokens_total"] - before["sglang:generation_tokens_total"] == 7
     assert after["sglang:num_requests_total"] - before["sglang:num_requests_total"] == 1
     assert after["sglang:time_to_first_token_seconds_count"] - before["sglang:time_to_first_token_seconds_count"] == 1
-    for name in ("num_running_reqs", "num_queue_reqs", "gen_throughput", "cached_tokens_total",
-                 "num_aborted_requests_total", "e2e_request_latency_seconds_sum"):
+    for name in (
+        "num_running_reqs",
+        "num_queue_reqs",
+        "gen_throughput",
+        "cached_tokens_total",
+        "num_aborted_requests_total",
+        "e2e_request_latency_seconds_sum",
+    ):
         assert f"sglang:{name}" in after
     assert "sglang:spec_accept_length" not in after
 
@@ -416,8 +478,9 @@ def test_speculative_decoding_sends_several_tokens_per_step(spec):
     assert 2.0 <= state["avg_spec_accept_length"] <= 3.0
     m = metrics(spec)
     assert 2.0 <= m["sglang:spec_accept_length"] <= 3.0 and m["sglang:spec_verify_calls_total"] >= 40
-    status, resp = spec.json("POST", "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 11}},
-                             headers=AUTH)
+    status, resp = spec.json(
+        "POST", "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 11}}, headers=AUTH
+    )
     assert resp["meta_info"]["spec_verify_ct"] == 4 and resp["meta_info"]["spec_accept_length"] == 11 / 4
 
 
@@ -456,11 +519,16 @@ def test_crash_on_load(emu):
     assert not e.port_open() and READY_LINE not in e.stdout()
 
 
-@pytest.mark.parametrize("message, last_line", [
-    ("ValueError: Speculative decoding is not compatible with radix cache", "ValueError: Speculative decoding "
-                                                                            "is not compatible with radix cache"),
-    ("flashinfer: unsupported architecture sm_120", "RuntimeError: flashinfer: unsupported architecture sm_120"),
-])
+@pytest.mark.parametrize(
+    "message, last_line",
+    [
+        (
+            "ValueError: Speculative decoding is not compatible with radix cache",
+            "ValueError: Speculative decoding is not compatible with radix cache",
+        ),
+        ("flashinfer: unsupported architecture sm_120", "RuntimeError: flashinfer: unsupported architecture sm_120"),
+    ],
+)
 def test_crash_on_load_message(emu, message, last_line):
     e = emu("--emu-fault", "crash_on_load", "--emu-fault-message", message)
     assert e.proc.wait(10) == 1
@@ -470,8 +538,7 @@ def test_crash_on_load_message(emu, message, last_line):
 def test_crash_mid_stream(emu):
     e = emu(env={"SGLANG_EMU_FAULT": "crash_mid_stream", "SGLANG_EMU_DECODE_TOK_S": "200"}).wait_ready()
     conn = http.client.HTTPConnection("127.0.0.1", e.port, timeout=10)
-    conn.request("POST", "/v1/chat/completions", json.dumps(chat_body(max_tokens=40, ignore_eos=True,
-                                                                       stream=True)))
+    conn.request("POST", "/v1/chat/completions", json.dumps(chat_body(max_tokens=40, ignore_eos=True, stream=True)))
     resp = conn.getresponse()
     assert resp.status == 200
     lines = []
@@ -481,8 +548,9 @@ def test_crash_mid_stream(emu):
             if not line:
                 raise ConnectionError("closed")
             lines.append(line)
-    tokens = sum(1 for ln in lines if ln.startswith(b"data: {") and json.loads(ln[6:])["choices"][0]["delta"].get(
-        "content"))
+    tokens = sum(
+        1 for ln in lines if ln.startswith(b"data: {") and json.loads(ln[6:])["choices"][0]["delta"].get("content")
+    )
     assert 1 <= tokens < 40 and b"data: [DONE]\n" not in lines
     assert e.proc.wait(10) == 1
     assert "illegal memory access" in e.stderr()
@@ -508,8 +576,10 @@ def test_never_ready(emu):
 
 def test_http_500(emu):
     e = emu(env={"SGLANG_EMU_FAULT": "http_500"}).wait_ready()
-    for path, body in [("/v1/chat/completions", chat_body(max_tokens=3)),
-                       ("/v1/completions", {"prompt": "x", "max_tokens": 3, "stream": True})]:
+    for path, body in [
+        ("/v1/chat/completions", chat_body(max_tokens=3)),
+        ("/v1/completions", {"prompt": "x", "max_tokens": 3, "stream": True}),
+    ]:
         status, resp = e.json("POST", path, body)
         assert status == 500 and resp["object"] == "error" and resp["code"] == 500
         assert resp["type"] == "InternalServerError" and resp["message"]
@@ -525,19 +595,30 @@ def test_runs_from_a_copied_package_with_the_stdlib_only_and_flags_override_env(
     # As on a lab host: the package copied next to the launcher, run as `launch.py -m emulator`; -I -S: no
     # site-packages and no sglang_deploy, so an import outside the stdlib fails here.
     opt = tmp_path / "opt"
-    shutil.copytree(REPO / "src" / "sglang_deploy" / "emulator", opt / "emulator",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        REPO / "src" / "sglang_deploy" / "emulator", opt / "emulator", ignore=shutil.ignore_patterns("__pycache__")
+    )
     shutil.copy(REPO / "src" / "sglang_deploy" / "launch.py", opt / "launch.py")
-    run_launcher = "import runpy, sys; sys.path.insert(0, sys.argv[1]); sys.argv[1:2] = []; " \
-                   "runpy.run_path(sys.path[0] + '/launch.py', run_name='__main__')"
-    e = emu("--emu-decode-tok-s", "3000", "--emu-ttft-ms", "1", entry=("-I", "-S", "-c", run_launcher, str(opt),
-            "-m", "emulator"), served=False, env={"SGLANG_EMU_DECODE_TOK_S": "1"}).wait_ready()
+    run_launcher = (
+        "import runpy, sys; sys.path.insert(0, sys.argv[1]); sys.argv[1:2] = []; "
+        "runpy.run_path(sys.path[0] + '/launch.py', run_name='__main__')"
+    )
+    e = emu(
+        "--emu-decode-tok-s",
+        "3000",
+        "--emu-ttft-ms",
+        "1",
+        entry=("-I", "-S", "-c", run_launcher, str(opt), "-m", "emulator"),
+        served=False,
+        env={"SGLANG_EMU_DECODE_TOK_S": "1"},
+    ).wait_ready()
     settings = e.json("GET", "/server_info")[1]["emulator"]
     assert settings["decode_tok_s"] == 3000 and settings["ttft_ms"] == 1
     assert e.json("GET", "/v1/models")[1]["data"][0]["id"] == MODEL  # served name defaults to the path
 
 
 def test_module_entry_point_help():
-    out = subprocess.run([sys.executable, "-m", "sglang_deploy.emulator", "--help"], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "sglang_deploy.emulator", "--help"], capture_output=True, text=True, check=True
+    ).stdout
     assert "--emu-decode-tok-s" in out and "--speculative-algorithm" in out

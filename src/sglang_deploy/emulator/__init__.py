@@ -62,4 +62,3 @@ sampling_params.max_new_tokens (/generate); without ignore_eos a stream stops at
 "EOS" point (32..256 tokens, from the prompt) but never before min_tokens / min_new_tokens.
 usage.prompt_tokens is the prompt's whitespace word count (at least 1).
 """
-

@@ -140,8 +140,10 @@ class Config:
         if self.spec:
             eagle = ns.speculative_algorithm.upper() in ("EAGLE", "EAGLE3", "NEXTN")
             unset_steps = ns.speculative_num_steps is None
-            if eagle and unset_steps and (
-                ns.speculative_eagle_topk is not None or ns.speculative_num_draft_tokens is not None
+            if (
+                eagle
+                and unset_steps
+                and (ns.speculative_eagle_topk is not None or ns.speculative_num_draft_tokens is not None)
             ):
                 self.spec_assert_fails = True
             self.spec_steps = ns.speculative_num_steps or 3
@@ -150,9 +152,7 @@ class Config:
             if self.accept_length is None:
                 self.accept_length = 2.5
             if self.accept_length > self.spec_steps + 1:
-                self.notes.append(
-                    f"accept length {self.accept_length} > num_steps + 1; using {self.spec_steps + 1}"
-                )
+                self.notes.append(f"accept length {self.accept_length} > num_steps + 1; using {self.spec_steps + 1}")
                 self.accept_length = float(self.spec_steps + 1)
         else:
             if self.accept_length not in (None, 1.0):
@@ -164,9 +164,13 @@ class Config:
 
     def settings(self) -> dict:
         return {
-            "load_s": self.load_s, "warmup_s": self.warmup_s, "ttft_ms": self.ttft_ms,
-            "decode_tok_s": self.decode_tok_s, "aggregate_tok_s": self.aggregate_tok_s,
-            "accept_length": self.accept_length, "fault": self.fault,
+            "load_s": self.load_s,
+            "warmup_s": self.warmup_s,
+            "ttft_ms": self.ttft_ms,
+            "decode_tok_s": self.decode_tok_s,
+            "aggregate_tok_s": self.aggregate_tok_s,
+            "accept_length": self.accept_length,
+            "fault": self.fault,
         }
 
     def redacted_argv(self) -> list[str]:
@@ -183,5 +187,3 @@ class Config:
             else:
                 out.append(tok)
         return out
-
-

@@ -19,9 +19,15 @@ async def health(server: Server, req: Request, out: Responder) -> None:
 
 
 def _model_card(server: Server) -> dict:
-    return {"id": server.cfg.served_model_name, "object": "model", "created": int(server.started),
-            "owned_by": "sglang", "root": server.cfg.args.model_path, "parent": None,
-            "max_model_len": server.cfg.context_length}
+    return {
+        "id": server.cfg.served_model_name,
+        "object": "model",
+        "created": int(server.started),
+        "owned_by": "sglang",
+        "root": server.cfg.args.model_path,
+        "parent": None,
+        "max_model_len": server.cfg.context_length,
+    }
 
 
 async def models(server: Server, req: Request, out: Responder) -> None:
@@ -29,30 +35,40 @@ async def models(server: Server, req: Request, out: Responder) -> None:
 
 
 async def model_by_id(server: Server, req: Request, out: Responder) -> None:
-    if req.path[len("/v1/models/"):] != server.cfg.served_model_name:
+    if req.path[len("/v1/models/") :] != server.cfg.served_model_name:
         raise openai_error(404, f"The model '{req.path[11:]}' does not exist", "NotFoundError")
     await out.send_json(200, _model_card(server))
 
 
 async def model_info(server: Server, req: Request, out: Responder) -> None:
     a = server.cfg.args
-    await out.send_json(200, {
-        "emulated": True, "model_path": a.model_path, "tokenizer_path": a.model_path,
-        "served_model_name": server.cfg.served_model_name, "is_generation": True,
-        "preferred_sampling_params": None, "weight_version": "default", "load_format": "auto",
-        "reasoning_parser": a.reasoning_parser,
-        "tool_call_parser": server.cfg.ignored_flags.get("tool_call_parser"),
-        "disaggregation_mode": "null", "has_image_understanding": False,
-        "has_audio_understanding": False, "model_type": None, "architectures": None,
-    })
+    await out.send_json(
+        200,
+        {
+            "emulated": True,
+            "model_path": a.model_path,
+            "tokenizer_path": a.model_path,
+            "served_model_name": server.cfg.served_model_name,
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+            "load_format": "auto",
+            "reasoning_parser": a.reasoning_parser,
+            "tool_call_parser": server.cfg.ignored_flags.get("tool_call_parser"),
+            "disaggregation_mode": "null",
+            "has_image_understanding": False,
+            "has_audio_understanding": False,
+            "model_type": None,
+            "architectures": None,
+        },
+    )
 
 
 def _internal_state(server: Server) -> dict:
     cfg, st = server.cfg, server.engine.stats
     state = {
         "last_gen_throughput": st.gen_throughput,
-        "memory_usage": {"weight": 0.0, "kvcache": 0.0, "token_capacity": cfg.context_length,
-                         "graph": 0.0},
+        "memory_usage": {"weight": 0.0, "kvcache": 0.0, "token_capacity": cfg.context_length, "graph": 0.0},
         "effective_max_running_requests_per_dp": cfg.max_running,
     }
     if cfg.spec and st.avg_accept_length() is not None:
@@ -64,16 +80,23 @@ async def server_info(server: Server, req: Request, out: Responder) -> None:
     cfg = server.cfg
     info = {k: v for k, v in vars(cfg.args).items() if not k.startswith("emu_")}
     info.update(cfg.ignored_flags)
-    info.update({
-        "api_key": "***" if cfg.args.api_key else None,
-        "served_model_name": cfg.served_model_name, "context_length": cfg.context_length,
-        "max_running_requests": cfg.max_running,
-        "speculative_num_steps": cfg.spec_steps, "speculative_eagle_topk": cfg.spec_topk,
-        "speculative_num_draft_tokens": cfg.spec_draft,
-        "emulated": True, "emulator": cfg.settings(), "version": "emulated",
-        "launch_command": " ".join(["python3", "-m", "sglang.launch_server"] + cfg.redacted_argv()),
-        "startup_time": server.started, "internal_states": [_internal_state(server)],
-    })
+    info.update(
+        {
+            "api_key": "***" if cfg.args.api_key else None,
+            "served_model_name": cfg.served_model_name,
+            "context_length": cfg.context_length,
+            "max_running_requests": cfg.max_running,
+            "speculative_num_steps": cfg.spec_steps,
+            "speculative_eagle_topk": cfg.spec_topk,
+            "speculative_num_draft_tokens": cfg.spec_draft,
+            "emulated": True,
+            "emulator": cfg.settings(),
+            "version": "emulated",
+            "launch_command": " ".join(["python3", "-m", "sglang.launch_server"] + cfg.redacted_argv()),
+            "startup_time": server.started,
+            "internal_states": [_internal_state(server)],
+        }
+    )
     await out.send_json(200, info)
 
 
@@ -84,6 +107,9 @@ async def metrics(server: Server, req: Request, out: Responder) -> None:
 
 
 async def flush_cache(server: Server, req: Request, out: Responder) -> None:
-    await out.send(200, b"Cache flushed.\nPlease check backend logs for more details. "
-                        b"(When there are running or waiting requests, the operation will not be performed.)\n",
-                   "text/plain")
+    await out.send(
+        200,
+        b"Cache flushed.\nPlease check backend logs for more details. "
+        b"(When there are running or waiting requests, the operation will not be performed.)\n",
+        "text/plain",
+    )

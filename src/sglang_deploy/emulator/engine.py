@@ -12,14 +12,14 @@ from .config import Config
 from .faults import crash_mid_stream
 from .metrics import Stats
 
-VOCAB = (
-    "the", "model", "server", "token", "batch", "stream", "queue", "cache", "graph", "kernel",
-    "tensor", "layer", "expert", "router", "draft", "verify", "accept", "prefill", "decode", "memory",
-    "page", "radix", "prefix", "sample", "logit", "weight", "scale", "block", "warp", "thread",
-    "launch", "profile", "latency", "rate", "window", "context", "prompt", "answer", "reason", "think",
-    "check", "value", "index", "vector", "matrix", "buffer", "signal", "socket", "packet", "frame",
-    "clock", "cycle", "field", "range", "order", "shard", "rank", "node", "link", "path",
-    "input", "output", "state", "phase",
+VOCAB = tuple(
+    (
+        "the model server token batch stream queue cache graph kernel tensor layer expert router draft "
+        "verify accept prefill decode memory page radix prefix sample logit weight scale block warp thread "
+        "launch profile latency rate window context prompt answer reason think check value index vector "
+        "matrix buffer signal socket packet frame clock cycle field range order shard rank node link path "
+        "input output state phase"
+    ).split()
 )  # 64 words; token j of a request is VOCAB[(seed + 7 * j) % 64]
 VOCAB_ID_BASE = 1000
 GARBAGE_TOKEN, GARBAGE_TOKEN_ID = "!", 0
@@ -99,8 +99,16 @@ class Pacer:
 class Plan:
     """What one request will produce: length, finish reason, reasoning split, token text."""
 
-    def __init__(self, prompt: str, prompt_tokens: int, max_new: int, min_new: int, ignore_eos: bool,
-                 reasoning: bool, garbage: bool):
+    def __init__(
+        self,
+        prompt: str,
+        prompt_tokens: int,
+        max_new: int,
+        min_new: int,
+        ignore_eos: bool,
+        reasoning: bool,
+        garbage: bool,
+    ):
         self.seed = zlib.crc32(prompt.encode("utf-8", "replace"))
         self.prompt_tokens = prompt_tokens
         stop_at = None if ignore_eos else max(EOS_MIN + self.seed % EOS_SPAN, min_new)

@@ -8,6 +8,7 @@ import time
 
 from .protocol import HttpError, openai_error
 
+
 def _sglang_site() -> str:
     return f"/usr/local/lib/python{sys.version_info[0]}.{sys.version_info[1]}/dist-packages/sglang"
 
@@ -57,9 +58,7 @@ def load_crash_traceback(message: str | None) -> str:
         f'  File "{site}/srt/model_executor/model_runner.py", line 842, in load_model\n'
         "    self.model = get_model(model_config=self.model_config, load_config=self.load_config)\n"
         f'  File "{site}/srt/model_loader/loader.py", line 611, in load_model\n'
-        "    assert quant_method is not None\n"
-        + _final_line(message, "AssertionError")
-        + "\n"
+        "    assert quant_method is not None\n" + _final_line(message, "AssertionError") + "\n"
     )
 
 
@@ -76,7 +75,6 @@ def runtime_crash_traceback() -> str:
         "RuntimeError: CUDA error: an illegal memory access was encountered\n"
         "Received sigquit from a child process. It usually means the child failed.\n"
     )
-
 
 
 def load_time_stamp() -> str:

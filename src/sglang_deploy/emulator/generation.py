@@ -40,19 +40,22 @@ def _int_field(body: dict, names: tuple, default, minimum: int = 0):
     return default
 
 
-def _plan(cfg: Config, prompt: str, prompt_tokens: int, max_new, min_new: int, ignore_eos: bool,
-          reasoning: bool) -> Plan:
+def _plan(
+    cfg: Config, prompt: str, prompt_tokens: int, max_new, min_new: int, ignore_eos: bool, reasoning: bool
+) -> Plan:
     if max_new is None:
         max_new = max(0, cfg.context_length - prompt_tokens)
-    return Plan(prompt, prompt_tokens, max_new, min_new, ignore_eos, reasoning,
-                cfg.fault == "garbage")
+    return Plan(prompt, prompt_tokens, max_new, min_new, ignore_eos, reasoning, cfg.fault == "garbage")
 
 
 def _usage(cfg: Config, plan: Plan, completion: int) -> dict:
-    return {"prompt_tokens": plan.prompt_tokens, "completion_tokens": completion,
-            "total_tokens": plan.prompt_tokens + completion,
-            "prompt_tokens_details": {"cached_tokens": 0} if cfg.args.enable_cache_report else None,
-            "reasoning_tokens": min(plan.reasoning_tokens, completion)}
+    return {
+        "prompt_tokens": plan.prompt_tokens,
+        "completion_tokens": completion,
+        "total_tokens": plan.prompt_tokens + completion,
+        "prompt_tokens_details": {"cached_tokens": 0} if cfg.args.enable_cache_report else None,
+        "reasoning_tokens": min(plan.reasoning_tokens, completion),
+    }
 
 
 def _stream_opts(cfg: Config, body: dict) -> tuple:
@@ -69,40 +72,72 @@ async def chat(server: Server, req: Request, out: Responder) -> None:
     check_generation_fault(server.cfg.fault, server.cfg.fault_message, openai=True)
     prompt = " ".join(_content_text(m.get("content")) for m in messages if isinstance(m, dict))
     kwargs = body.get("chat_template_kwargs") or {}
-    reasoning = bool(server.cfg.args.reasoning_parser) and kwargs.get("enable_thinking") is not False \
+    reasoning = (
+        bool(server.cfg.args.reasoning_parser)
+        and kwargs.get("enable_thinking") is not False
         and body.get("separate_reasoning", True) is not False
-    plan = _plan(server.cfg, prompt, prompt_token_count(prompt),
-                 _int_field(body, ("max_completion_tokens", "max_tokens"), None),
-                 _int_field(body, ("min_tokens",), 0), bool(body.get("ignore_eos")), reasoning)
+    )
+    plan = _plan(
+        server.cfg,
+        prompt,
+        prompt_token_count(prompt),
+        _int_field(body, ("max_completion_tokens", "max_tokens"), None),
+        _int_field(body, ("min_tokens",), 0),
+        bool(body.get("ignore_eos")),
+        reasoning,
+    )
     rid, created, model = f"{uuid.uuid4().hex}", int(time.time()), server.cfg.served_model_name
     r = plan.reasoning_tokens
     if not body.get("stream"):
         await server.engine.drain(plan)
         finish, matched = plan.finish_json()
-        message = {"role": "assistant", "content": plan.text(r, plan.n),
-                   "reasoning_content": plan.text(0, r) if reasoning else None, "tool_calls": None}
-        await out.send_json(200, {
-            "id": rid, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish,
-                         "matched_stop": matched}],
-            "usage": _usage(server.cfg, plan, plan.n)})
+        message = {
+            "role": "assistant",
+            "content": plan.text(r, plan.n),
+            "reasoning_content": plan.text(0, r) if reasoning else None,
+            "tool_calls": None,
+        }
+        await out.send_json(
+            200,
+            {
+                "id": rid,
+                "object": "chat.completion",
+                "created": created,
+                "model": model,
+                "choices": [
+                    {"index": 0, "message": message, "logprobs": None, "finish_reason": finish, "matched_stop": matched}
+                ],
+                "usage": _usage(server.cfg, plan, plan.n),
+            },
+        )
         return
     include_usage, continuous = _stream_opts(server.cfg, body)
 
     def chunk(delta: dict, finish=None, matched=None, done: int = 0) -> dict:
-        return {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
-                             "matched_stop": matched}],
-                "usage": _usage(server.cfg, plan, done) if continuous else None}
+        return {
+            "id": rid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [
+                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "matched_stop": matched}
+            ],
+            "usage": _usage(server.cfg, plan, done) if continuous else None,
+        }
 
     # token chunks are most of the traffic: render them from a prepared frame (same JSON as chunk())
-    frame = json.dumps(chunk({"role": None, "content": "\0C", "reasoning_content": "\0R"}),
-                       separators=(",", ":"))
+    frame = json.dumps(chunk({"role": None, "content": "\0C", "reasoning_content": "\0R"}), separators=(",", ":"))
 
     def token_chunk(text: str, reasoning_part: bool, done: int):
         if continuous:
-            return chunk({"role": None, "content": None if reasoning_part else text,
-                          "reasoning_content": text if reasoning_part else None}, done=done)
+            return chunk(
+                {
+                    "role": None,
+                    "content": None if reasoning_part else text,
+                    "reasoning_content": text if reasoning_part else None,
+                },
+                done=done,
+            )
         content, thought = ("null", json.dumps(text)) if reasoning_part else (json.dumps(text), "null")
         return frame.replace('"\\u0000C"', content, 1).replace('"\\u0000R"', thought, 1)
 
@@ -123,8 +158,16 @@ async def chat(server: Server, req: Request, out: Responder) -> None:
     finish, matched = plan.finish_json()
     out.add(chunk({"role": None, "content": None, "reasoning_content": None}, finish, matched, done=plan.n))
     if include_usage:
-        out.add({"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                 "choices": [], "usage": _usage(server.cfg, plan, plan.n)})
+        out.add(
+            {
+                "id": rid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": _usage(server.cfg, plan, plan.n),
+            }
+        )
     await out.end_sse()
 
 
@@ -139,28 +182,52 @@ async def completions(server: Server, req: Request, out: Responder) -> None:
     elif isinstance(prompt, str):
         prompt_text, prompt_tokens = prompt, prompt_token_count(prompt)
     else:
-        raise openai_error(400, "prompt must be a string, a list of strings or token ids",
-                           "BadRequestError")
+        raise openai_error(400, "prompt must be a string, a list of strings or token ids", "BadRequestError")
     check_generation_fault(server.cfg.fault, server.cfg.fault_message, openai=True)
-    plan = _plan(server.cfg, prompt_text, prompt_tokens, _int_field(body, ("max_tokens",), 16),
-                 _int_field(body, ("min_tokens",), 0), bool(body.get("ignore_eos")), False)
+    plan = _plan(
+        server.cfg,
+        prompt_text,
+        prompt_tokens,
+        _int_field(body, ("max_tokens",), 16),
+        _int_field(body, ("min_tokens",), 0),
+        bool(body.get("ignore_eos")),
+        False,
+    )
     rid, created, model = f"cmpl-{uuid.uuid4().hex}", int(time.time()), server.cfg.served_model_name
     finish, matched = plan.finish_json()
     if not body.get("stream"):
         await server.engine.drain(plan)
-        await out.send_json(200, {
-            "id": rid, "object": "text_completion", "created": created, "model": model,
-            "choices": [{"index": 0, "text": plan.text(0, plan.n), "logprobs": None,
-                         "finish_reason": finish, "matched_stop": matched}],
-            "usage": _usage(server.cfg, plan, plan.n)})
+        await out.send_json(
+            200,
+            {
+                "id": rid,
+                "object": "text_completion",
+                "created": created,
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "text": plan.text(0, plan.n),
+                        "logprobs": None,
+                        "finish_reason": finish,
+                        "matched_stop": matched,
+                    }
+                ],
+                "usage": _usage(server.cfg, plan, plan.n),
+            },
+        )
         return
     include_usage, continuous = _stream_opts(server.cfg, body)
 
     def chunk(text: str, fin=None, mat=None, done: int = 0) -> dict:
-        return {"id": rid, "object": "text_completion", "created": created, "model": model,
-                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": fin,
-                             "matched_stop": mat}],
-                "usage": _usage(server.cfg, plan, done) if continuous else None}
+        return {
+            "id": rid,
+            "object": "text_completion",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": fin, "matched_stop": mat}],
+            "usage": _usage(server.cfg, plan, done) if continuous else None,
+        }
 
     out.start_sse()
     async with contextlib.aclosing(server.engine.run(plan)) as steps:
@@ -168,8 +235,16 @@ async def completions(server: Server, req: Request, out: Responder) -> None:
             await out.event(chunk(plan.text(start, end), done=end))
     out.add(chunk("", finish, matched, done=plan.n))
     if include_usage:
-        out.add({"id": rid, "object": "text_completion", "created": created, "model": model,
-                 "choices": [], "usage": _usage(server.cfg, plan, plan.n)})
+        out.add(
+            {
+                "id": rid,
+                "object": "text_completion",
+                "created": created,
+                "model": model,
+                "choices": [],
+                "usage": _usage(server.cfg, plan, plan.n),
+            }
+        )
     await out.end_sse()
 
 
@@ -181,19 +256,36 @@ async def generate(server: Server, req: Request, out: Responder) -> None:
     elif isinstance(input_ids, list) and input_ids and all(isinstance(t, int) for t in input_ids):
         prompt_text, prompt_tokens = " ".join(map(str, input_ids)), len(input_ids)
     else:
-        raise HttpError(400, {"error": {"message": "The emulator takes one prompt: 'text' (a string) "
-                                                   "or 'input_ids' (a list of ints)"}})
+        raise HttpError(
+            400,
+            {"error": {"message": "The emulator takes one prompt: 'text' (a string) or 'input_ids' (a list of ints)"}},
+        )
     check_generation_fault(server.cfg.fault, server.cfg.fault_message, openai=False)
     sp = body.get("sampling_params") or {}
-    plan = _plan(server.cfg, prompt_text, prompt_tokens, _int_field(sp, ("max_new_tokens",), 128),
-                 _int_field(sp, ("min_new_tokens",), 0), bool(sp.get("ignore_eos")), False)
+    plan = _plan(
+        server.cfg,
+        prompt_text,
+        prompt_tokens,
+        _int_field(sp, ("max_new_tokens",), 128),
+        _int_field(sp, ("min_new_tokens",), 0),
+        bool(sp.get("ignore_eos")),
+        False,
+    )
     rid, cfg = uuid.uuid4().hex, server.cfg
     start_time = time.monotonic()
 
     def meta(done: int, final: bool) -> dict:
-        m = {"id": rid, "finish_reason": None, "prompt_tokens": plan.prompt_tokens,
-             "completion_tokens": done, "cached_tokens": 0, "reasoning_tokens": 0,
-             "weight_version": "default", "num_retractions": 0, "emulated": True}
+        m = {
+            "id": rid,
+            "finish_reason": None,
+            "prompt_tokens": plan.prompt_tokens,
+            "completion_tokens": done,
+            "cached_tokens": 0,
+            "reasoning_tokens": 0,
+            "weight_version": "default",
+            "num_retractions": 0,
+            "emulated": True,
+        }
         if final:
             if plan.finish == "stop":
                 m["finish_reason"] = {"type": "stop", "matched": EOS_TOKEN_ID}
@@ -209,8 +301,9 @@ async def generate(server: Server, req: Request, out: Responder) -> None:
 
     if not body.get("stream"):
         await server.engine.drain(plan)
-        await out.send_json(200, {"text": plan.text(0, plan.n), "output_ids": plan.ids(0, plan.n),
-                                  "meta_info": meta(plan.n, True)})
+        await out.send_json(
+            200, {"text": plan.text(0, plan.n), "output_ids": plan.ids(0, plan.n), "meta_info": meta(plan.n, True)}
+        )
         return
     incremental = cfg.args.incremental_streaming_output
     out.start_sse()
@@ -219,8 +312,9 @@ async def generate(server: Server, req: Request, out: Responder) -> None:
         async for start, end in steps:
             lo = start if incremental else 0
             final = end == plan.n
-            await out.event({"text": plan.text(lo, end), "output_ids": plan.ids(lo, end),
-                             "meta_info": meta(end, final)})
+            await out.event(
+                {"text": plan.text(lo, end), "output_ids": plan.ids(lo, end), "meta_info": meta(end, final)}
+            )
             last = end
     if last != plan.n or plan.n == 0:
         out.add({"text": "", "output_ids": [], "meta_info": meta(plan.n, True)})

@@ -9,6 +9,7 @@ from .config import BANNER
 if TYPE_CHECKING:
     from .engine import Engine
 
+
 class Histogram:
     def __init__(self, buckets: tuple):
         self.buckets = buckets
@@ -51,8 +52,13 @@ def render_metrics(engine: Engine) -> str:
 
     def metric(name: str, kind: str, help_text: str, value: float) -> None:
         sample = name + ("_total" if kind == "counter" else "")
-        lines.extend([f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} {kind}",
-                      f"sglang:{sample}{{{labels}}} {float(value)}"])
+        lines.extend(
+            [
+                f"# HELP sglang:{name} {help_text}",
+                f"# TYPE sglang:{name} {kind}",
+                f"sglang:{sample}{{{labels}}} {float(value)}",
+            ]
+        )
 
     def histogram(name: str, help_text: str, h: Histogram) -> None:
         lines.extend([f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} histogram"])
@@ -77,16 +83,16 @@ def render_metrics(engine: Engine) -> str:
     if cfg.spec:
         accept = st.avg_accept_length() or 0.0
         proposed = cfg.spec_steps
-        metric("spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
-               accept)
-        metric("spec_accept_rate", "gauge", "The average acceptance rate of speculative decoding.",
-               (accept - 1) / proposed if accept else 0.0)
-        metric("spec_verify_calls", "counter", "Number of speculative verify forwards.",
-               st.spec_verify_calls)
+        metric("spec_accept_length", "gauge", "The average acceptance length of speculative decoding.", accept)
+        metric(
+            "spec_accept_rate",
+            "gauge",
+            "The average acceptance rate of speculative decoding.",
+            (accept - 1) / proposed if accept else 0.0,
+        )
+        metric("spec_verify_calls", "counter", "Number of speculative verify forwards.", st.spec_verify_calls)
         metric("spec_num_steps", "gauge", "Speculative num steps.", cfg.spec_steps)
         metric("spec_num_draft_tokens", "gauge", "Speculative num draft tokens.", cfg.spec_draft)
     histogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.", st.ttft)
-    histogram("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
-              st.e2e)
+    histogram("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", st.e2e)
     return "\n".join(lines) + "\n"
-

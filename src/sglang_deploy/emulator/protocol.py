@@ -8,11 +8,17 @@ from collections.abc import Awaitable, Callable
 
 EMULATED_HEADER = "x-sglang-emulated"
 HTTP_REASONS = {
-    100: "Continue", 200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found",
-    405: "Method Not Allowed", 411: "Length Required", 431: "Request Header Fields Too Large",
-    500: "Internal Server Error", 503: "Service Unavailable",
+    100: "Continue",
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    411: "Length Required",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
 }
-
 
 
 class HttpError(Exception):
@@ -23,8 +29,7 @@ class HttpError(Exception):
 
 
 def openai_error(status: int, message: str, kind: str) -> HttpError:
-    return HttpError(status, {"object": "error", "message": message, "type": kind, "param": None,
-                              "code": status})
+    return HttpError(status, {"object": "error", "message": message, "type": kind, "param": None, "code": status})
 
 
 class Request:
@@ -54,8 +59,12 @@ class Responder:
 
     def _head(self, status: int, headers: list) -> bytes:
         self.status = status
-        lines = [f"HTTP/1.1 {status} {HTTP_REASONS.get(status, '')}", "server: uvicorn",
-                 f"{EMULATED_HEADER}: true", "connection: " + ("keep-alive" if self.keep_alive else "close")]
+        lines = [
+            f"HTTP/1.1 {status} {HTTP_REASONS.get(status, '')}",
+            "server: uvicorn",
+            f"{EMULATED_HEADER}: true",
+            "connection: " + ("keep-alive" if self.keep_alive else "close"),
+        ]
         lines += [f"{k}: {v}" for k, v in headers]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
@@ -139,8 +148,11 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                 break
             req = Request(method, target.split("?", 1)[0], version, headers, body)
             await dispatch(req, out)
-            print(f'INFO:     {peer[0]}:{peer[1]} - "{method} {req.path} {version}" '
-                  f"{out.status} {HTTP_REASONS.get(out.status, '')}", flush=True)
+            print(
+                f'INFO:     {peer[0]}:{peer[1]} - "{method} {req.path} {version}" '
+                f"{out.status} {HTTP_REASONS.get(out.status, '')}",
+                flush=True,
+            )
             if not out.keep_alive:
                 break
     except (ConnectionError, asyncio.IncompleteReadError):

@@ -20,13 +20,18 @@ WARMUP_PROMPT = "The capital city of France is"
 WARMUP_TOKENS = 8
 DECODE_LOG_INTERVAL_S = 5.0
 ROUTES = {  # path -> (method, handler(server, request, responder))
-    "/health": ("GET", endpoints.health), "/health_generate": ("GET", endpoints.health),
+    "/health": ("GET", endpoints.health),
+    "/health_generate": ("GET", endpoints.health),
     "/ready": ("GET", endpoints.health),
-    "/v1/models": ("GET", endpoints.models), "/model_info": ("GET", endpoints.model_info),
-    "/get_model_info": ("GET", endpoints.model_info), "/server_info": ("GET", endpoints.server_info),
-    "/get_server_info": ("GET", endpoints.server_info), "/metrics": ("GET", endpoints.metrics),
+    "/v1/models": ("GET", endpoints.models),
+    "/model_info": ("GET", endpoints.model_info),
+    "/get_model_info": ("GET", endpoints.model_info),
+    "/server_info": ("GET", endpoints.server_info),
+    "/get_server_info": ("GET", endpoints.server_info),
+    "/metrics": ("GET", endpoints.metrics),
     "/flush_cache": ("POST", endpoints.flush_cache),
-    "/v1/chat/completions": ("POST", generation.chat), "/v1/completions": ("POST", generation.completions),
+    "/v1/chat/completions": ("POST", generation.chat),
+    "/v1/completions": ("POST", generation.completions),
     "/generate": ("POST", generation.generate),
 }
 
@@ -76,8 +81,9 @@ class Server:
         cfg = self.cfg
         deadline = asyncio.get_running_loop().time() + cfg.warmup_s
         if not cfg.args.skip_server_warmup:
-            plan = Plan(WARMUP_PROMPT, generation.prompt_token_count(WARMUP_PROMPT), WARMUP_TOKENS, 0, True, False,
-                        False)
+            plan = Plan(
+                WARMUP_PROMPT, generation.prompt_token_count(WARMUP_PROMPT), WARMUP_TOKENS, 0, True, False, False
+            )
             await self.engine.drain(plan, internal=True)
         await asyncio.sleep(max(0.0, deadline - asyncio.get_running_loop().time()))
         if cfg.fault == "never_ready":
@@ -96,8 +102,10 @@ class Server:
             st.gen_throughput = (st.emitted_tokens - last_tokens) / (now - last_t)
             last_t, last_tokens = now, st.emitted_tokens
             if self.engine.pacer.running:
-                log(f"Decode batch. #running-req: {self.engine.pacer.running}, "
-                    f"gen throughput (token/s): {st.gen_throughput:.2f}, #queue-req: {st.queued}")
+                log(
+                    f"Decode batch. #running-req: {self.engine.pacer.running}, "
+                    f"gen throughput (token/s): {st.gen_throughput:.2f}, #queue-req: {st.queued}"
+                )
 
 
 async def serve(cfg: Config) -> int:
@@ -106,10 +114,12 @@ async def serve(cfg: Config) -> int:
     log(BANNER)
     # Real SGLang (0.5.23 included) logs server_args with the API key in clear; so does the emulator, so that the
     # deploy's launcher has to mask it (sglang_deploy/launch.py) and the lab proves it does.
-    log(f"server_args=ServerArgs(model_path={a.model_path!r}, served_model_name={cfg.served_model_name!r}, "
+    log(
+        f"server_args=ServerArgs(model_path={a.model_path!r}, served_model_name={cfg.served_model_name!r}, "
         f"api_key={a.api_key!r}, host={a.host!r}, port={a.port}, speculative_algorithm={a.speculative_algorithm!r}, "
         f"reasoning_parser={a.reasoning_parser!r}, enable_metrics={a.enable_metrics}, "
-        f"ignored={sorted(cfg.ignored_flags)})")
+        f"ignored={sorted(cfg.ignored_flags)})"
+    )
     log(f"Emulation settings: {json.dumps(cfg.settings())}")
     for note in cfg.notes:
         log(f"WARNING: {note}", err=True)
@@ -129,8 +139,11 @@ async def serve(cfg: Config) -> int:
     try:
         listener = await asyncio.start_server(server.handle, a.host, a.port, backlog=4096)
     except OSError as exc:
-        log(f"ERROR: [Errno {exc.errno}] error while attempting to bind on address "
-            f"({a.host!r}, {a.port}): {exc.strerror}", err=True)
+        log(
+            f"ERROR: [Errno {exc.errno}] error while attempting to bind on address "
+            f"({a.host!r}, {a.port}): {exc.strerror}",
+            err=True,
+        )
         return 1
     log(f"Started server process [{os.getpid()}]")
     log("Application startup complete.")
