@@ -1,0 +1,314 @@
+"""The benchmark's HTTP/1.1 client (asyncio, stdlib): one keep-alive connection per concurrent worker,
+chunked transfer-encoding, and SSE parsing with a perf_counter timestamp taken as each event is parsed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl
+import time
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from .metrics import Timeline
+
+BENCH_VERSION = "1.0.0"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_json_decode = json.JSONDecoder().decode  # skips json.loads' per-call encoding detection
+
+
+class HttpError(Exception):
+    """Transport or protocol failure."""
+
+
+@dataclass
+class Target:
+    scheme: str
+    host: str
+    port: int
+    base_path: str
+    api_key: str | None = None
+
+    @classmethod
+    def from_url(cls, url: str, api_key: str | None = None) -> "Target":
+        parts = urlsplit(url if "://" in url else "http://" + url)
+        if parts.scheme not in _DEFAULT_PORTS:
+            raise ValueError(f"unsupported URL scheme in {url!r}")
+        if not parts.hostname:
+            raise ValueError(f"no host in URL {url!r}")
+        return cls(parts.scheme, parts.hostname, parts.port or _DEFAULT_PORTS[parts.scheme],
+                   parts.path.rstrip("/"), api_key or None)
+
+    def head(self, method: str, path: str, body_len: int | None, accept: str = "application/json") -> bytes:
+        host = self.host if self.port == _DEFAULT_PORTS[self.scheme] else f"{self.host}:{self.port}"
+        lines = [f"{method} {self.base_path}{path} HTTP/1.1", f"Host: {host}", f"Accept: {accept}",
+                 "Connection: keep-alive", "User-Agent: sglang-deploy-bench/" + BENCH_VERSION]
+        if body_len is not None:
+            lines += ["Content-Type: application/json", f"Content-Length: {body_len}"]
+        if self.api_key:
+            lines.append(f"Authorization: Bearer {self.api_key}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+class ChunkedDecoder:
+    """Incremental chunked transfer-encoding decoder: feed() whatever the socket gave; sink(bytes) gets
+    each chunk's data; `done` after the last chunk. One socket read may hold many chunks (fewer awaits
+    than readline/readexactly per chunk)."""
+
+    __slots__ = ("sink", "buf", "done")
+
+    def __init__(self, sink):
+        self.sink = sink
+        self.buf = b""
+        self.done = False
+
+    def feed(self, data: bytes) -> None:
+        buf = self.buf + data if self.buf else data
+        pos, n, sink = 0, len(buf), self.sink
+        while pos < n:
+            crlf = buf.find(b"\r\n", pos)
+            if crlf < 0:
+                break
+            size = int(buf[pos:crlf].split(b";", 1)[0], 16)
+            if size == 0:
+                end = buf.find(b"\r\n\r\n", crlf) if buf[crlf + 2:crlf + 4] != b"\r\n" else crlf
+                if end < 0:
+                    break  # trailers not complete yet
+                self.done = True
+                pos = end + 4
+                break
+            start, end = crlf + 2, crlf + 2 + size
+            if n < end + 2:
+                break
+            sink(buf[start:end])
+            pos = end + 2
+        self.buf = buf[pos:]
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection, reopened when the server closes it."""
+
+    def __init__(self, target: Target):
+        self.target = target
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.opened = 0  # connections opened, for the reuse figure
+
+    async def open(self) -> None:
+        if self.writer is not None and not self.writer.is_closing() and not self.reader.at_eof():
+            return
+        await self.close()
+        ctx = ssl.create_default_context() if self.target.scheme == "https" else None
+        self.reader, self.writer = await asyncio.open_connection(
+            self.target.host, self.target.port, ssl=ctx, limit=1 << 20)
+        sock = self.writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.opened += 1
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            try:
+                await self.writer.wait_closed()
+            except (OSError, ssl.SSLError):
+                pass
+        self.reader = self.writer = None
+
+    async def send(self, method: str, path: str, body: bytes | None = None,
+                   accept: str = "application/json") -> float:
+        """Write a request; returns perf_counter at the moment it was written."""
+        await self.open()
+        head = self.target.head(method, path, None if body is None else len(body), accept)
+        self.writer.write(head + body if body else head)
+        t = time.perf_counter()
+        await self.writer.drain()
+        return t
+
+    async def read_head(self) -> tuple:
+        try:
+            raw = await self.reader.readuntil(b"\r\n\r\n")
+        except asyncio.IncompleteReadError as exc:
+            raise HttpError("connection closed before response") from exc
+        lines = raw.decode("latin-1").split("\r\n")
+        try:
+            status = int(lines[0].split()[1])
+        except (IndexError, ValueError) as exc:
+            raise HttpError(f"bad status line {lines[0]!r}") from exc
+        headers = {}
+        for line in lines[1:]:
+            if ":" in line:
+                k, v = line.split(":", 1)
+                headers[k.strip().lower()] = v.strip()
+        return status, headers
+
+    async def read_body(self, headers: dict, sink) -> None:
+        """Feed the body to sink(bytes) as it arrives; closes the connection if the server asked."""
+        reader = self.reader
+        try:
+            if "chunked" in headers.get("transfer-encoding", "").lower():
+                decoder = ChunkedDecoder(sink)
+                while not decoder.done:
+                    data = await reader.read(1 << 16)
+                    if not data:
+                        raise HttpError("connection closed inside chunked body")
+                    decoder.feed(data)
+            elif "content-length" in headers:
+                remaining = int(headers["content-length"])
+                while remaining > 0:
+                    data = await reader.read(min(remaining, 1 << 16))
+                    if not data:
+                        raise HttpError("connection closed inside body")
+                    remaining -= len(data)
+                    sink(data)
+            else:
+                while True:
+                    data = await reader.read(1 << 16)
+                    if not data:
+                        break
+                    sink(data)
+                await self.close()
+        except (asyncio.IncompleteReadError, ValueError) as exc:
+            await self.close()
+            raise HttpError(f"bad response body: {exc}") from exc
+        if headers.get("connection", "").lower() == "close":
+            await self.close()
+
+    async def get(self, path: str) -> tuple:
+        """(status, headers, body bytes) of a GET."""
+        await self.send("GET", path)
+        status, headers = await self.read_head()
+        parts: list = []
+        await self.read_body(headers, parts.append)
+        return status, headers, b"".join(parts)
+
+
+async def http_get(target: Target, path: str, timeout: float = 10.0) -> tuple:
+    """One GET on a fresh connection: (status, headers, body) or raises HttpError/OSError/TimeoutError."""
+    conn = Connection(target)
+    try:
+        return await asyncio.wait_for(conn.get(path), timeout)
+    finally:
+        await conn.close()
+
+
+async def http_get_json(target: Target, path: str, timeout: float = 10.0):
+    """Parsed JSON of a 200 GET, None on any failure."""
+    try:
+        status, _, body = await http_get(target, path, timeout)
+        return json.loads(body) if status == 200 else None
+    except (OSError, HttpError, asyncio.TimeoutError, ValueError):
+        return None
+
+
+async def http_get_text(target: Target, path: str, timeout: float = 10.0) -> str | None:
+    try:
+        status, _, body = await http_get(target, path, timeout)
+        return body.decode("utf-8", "replace") if status == 200 else None
+    except (OSError, HttpError, asyncio.TimeoutError):
+        return None
+
+
+class _SSERecorder:
+    """Parses SSE lines as body bytes arrive and records the request's timeline."""
+
+    __slots__ = ("tl", "buf", "done")
+
+    def __init__(self, tl: Timeline):
+        self.tl = tl
+        self.buf = b""
+        self.done = False
+
+    def feed(self, data: bytes) -> None:
+        buf = self.buf + data if self.buf else data
+        start = 0
+        while True:
+            nl = buf.find(b"\n", start)
+            if nl < 0:
+                break
+            line = buf[start:nl]
+            start = nl + 1
+            if line.startswith(b"data:"):
+                self.event(line[5:].strip(), time.perf_counter())
+        self.buf = buf[start:]
+
+    def event(self, payload: bytes, t: float) -> None:
+        tl = self.tl
+        if payload == b"[DONE]":
+            self.done = True
+            tl.t_end = t
+            return
+        try:
+            obj = _json_decode(payload.decode("utf-8"))
+        except ValueError:
+            tl.error = "unparseable SSE data"
+            return
+        if not isinstance(obj, dict):
+            return
+        if obj.get("error"):
+            err = obj["error"]
+            tl.error = "server error in stream: " + str(err.get("message", err) if isinstance(err, dict) else err)[:200]
+            return
+        usage = obj.get("usage")
+        if usage:
+            tl.completion_tokens = usage.get("completion_tokens")
+            tl.prompt_tokens = usage.get("prompt_tokens")
+            rt = usage.get("reasoning_tokens")
+            if rt is None and isinstance(usage.get("completion_tokens_details"), dict):
+                rt = usage["completion_tokens_details"].get("reasoning_tokens")
+            tl.reasoning_tokens = rt
+        for choice in obj.get("choices") or ():
+            delta = choice.get("delta") or {}
+            content = delta.get("content")
+            reasoning = delta.get("reasoning_content")
+            if reasoning:
+                tl.reasoning_chunks += 1
+                tl.reasoning_chars += len(reasoning)
+            if content:
+                tl.content_chunks += 1
+                tl.content_chars += len(content)
+                if tl.t_first_content is None:
+                    tl.t_first_content = t
+            if content or reasoning:
+                tl.token_times.append(t)
+
+async def stream_chat(conn: Connection, body: bytes, timeout: float) -> tuple:
+    """Send one streamed chat completion on conn; returns (Timeline, emulated header seen)."""
+    tl = Timeline()
+    rec = _SSERecorder(tl)
+    emulated = False
+
+    async def _go():
+        nonlocal emulated
+        tl.t_send = await conn.send("POST", "/v1/chat/completions", body, accept="text/event-stream")
+        status, headers = await conn.read_head()
+        emulated = headers.get("x-sglang-emulated", "").lower() == "true"
+        if status != 200:
+            parts: list = []
+            await conn.read_body(headers, parts.append)
+            text = b"".join(parts).decode("utf-8", "replace").strip().replace("\n", " ")
+            tl.error = f"HTTP {status}: {text[:160]}"
+            return
+        await conn.read_body(headers, rec.feed)
+
+    try:
+        await asyncio.wait_for(_go(), timeout)
+    except asyncio.TimeoutError:
+        tl.error = f"timeout after {timeout:g} s"
+        await conn.close()
+    except (OSError, HttpError) as exc:
+        tl.error = f"{type(exc).__name__}: {exc}"[:200]
+        await conn.close()
+    now = time.perf_counter()
+    if not tl.t_end:
+        tl.t_end = now
+        if tl.error is None and not rec.done:
+            tl.error = "stream ended without [DONE]"
+    if tl.error is None and tl.completion_tokens is None:
+        tl.error = "no usage chunk (stream_options.include_usage ignored)"
+    if tl.error is None and not tl.token_times:
+        tl.error = "no token chunks"
+    return tl, emulated
+
+

@@ -1,0 +1,224 @@
+"""Benchmark maths (pure: no I/O, no clock): per-request timelines to level figures, Prometheus text,
+speculative accept length. Every figure's formula is in DEFINITIONS, which is also written into each result."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+DEFINITIONS = {
+    "t_send": "perf_counter when the request bytes are written to the connection (waiting for a "
+    "concurrency slot or a connection is not counted)",
+    "token_chunk": "an SSE chunk whose choices[].delta has non-empty `content` or `reasoning_content` "
+    "(the role-only first chunk and the usage chunk are not token chunks)",
+    "completion_tokens": "server-reported usage.completion_tokens (stream_options.include_usage=true; a "
+    "request without usage counts as failed); includes reasoning tokens",
+    "ttft_ms": "t_first_token_chunk - t_send",
+    "ttfo_ms": "t_first_chunk_with_content - t_send (first non-reasoning output)",
+    "e2e_ms": "t_stream_end - t_send, stream end = `data: [DONE]` (or end of body)",
+    "tpot_ms": "(e2e - ttft) / (completion_tokens - 1), per request (requests with completion_tokens > 1)",
+    "decode_tok_s_per_request": "(completion_tokens - 1) / (t_last_token_chunk - t_first_token_chunk), "
+    "per request; the single-stream decode speed",
+    "itl_ms": "gaps between consecutive token chunks of one request, pooled over the level's requests "
+    "(a chunk-level step latency: with speculative decoding one chunk carries several tokens)",
+    "tokens_per_chunk": "mean over requests of completion_tokens / token_chunks; `aggregate` = "
+    "sum(completion_tokens) / sum(token_chunks)",
+    "output_throughput_tok_s": "sum(completion_tokens of completed requests) / wall_s",
+    "request_throughput_req_s": "completed / wall_s",
+    "wall_s": "last request's stream end - first request's t_send, for the level",
+    "achieved_concurrency": "sum(e2e) / wall_s (average requests in flight)",
+    "stats": "{mean, p50, p90, p99}; percentiles by linear interpolation between closest ranks "
+    "(numpy's default), over completed requests",
+    "output_len_mismatch": "completed requests whose completion_tokens != the requested output_len: a "
+    "count and the first examples, never averaged away",
+    "reasoning": "reasoning_content chunks/chars vs content chunks/chars; `reasoning_tokens` = "
+    "sum(usage.reasoning_tokens) when the server reports it",
+    "spec_accept_length": "source `metrics_delta`: (delta sglang:generation_tokens_total) / (delta "
+    "sglang:spec_verify_calls_total) between /metrics scrapes right before and after the level (this "
+    "level alone; the prefill token counts, as in SGLang's per-request completion_tokens / spec_verify_ct); "
+    "source `server_info_cumulative` (no usable /metrics): /server_info internal_states[0].avg_spec_accept_length "
+    "read after the level (`value`) and before it (`before`): averages since server start, including earlier "
+    "levels and warm-up",
+    "prompt_tokens_mean": "mean usage.prompt_tokens (chat template included)",
+}
+
+
+_PCTS = (50, 90, 99)
+
+class Timeline:
+    """What one request recorded. Times are perf_counter seconds."""
+
+    t_send: float = 0.0
+    t_end: float = 0.0
+    token_times: list = field(default_factory=list)  # time of each token chunk
+    t_first_content: float | None = None
+    content_chunks: int = 0
+    content_chars: int = 0
+    reasoning_chunks: int = 0
+    reasoning_chars: int = 0
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def percentile(sorted_values: list, pct: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default) on an already sorted list."""
+    if not sorted_values:
+        return math.nan
+    k = (len(sorted_values) - 1) * pct / 100.0
+    lo = math.floor(k)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
+
+
+def summarize(values: list) -> dict | None:
+    """{mean, p50, p90, p99} of the values, None when there are none."""
+    if not values:
+        return None
+    s = sorted(values)
+    out = {"mean": sum(s) / len(s)}
+    for p in _PCTS:
+        out[f"p{p}"] = percentile(s, p)
+    return out
+
+
+def level_metrics(timelines: list, concurrency: int, output_len: int | None = None,
+                  mismatch_examples: int = 3) -> dict:
+    """Per-level figures from recorded timelines (see DEFINITIONS). Pure: no I/O, no clock."""
+    done = [t for t in timelines if t.ok]
+    failed = [t for t in timelines if not t.ok]
+    errors: dict = {}
+    for t in failed:
+        errors[t.error] = errors.get(t.error, 0) + 1
+    out: dict = {
+        "concurrency": concurrency,
+        "requests": len(timelines),
+        "completed": len(done),
+        "failed": len(failed),
+        "errors": errors,
+    }
+    if timelines:
+        wall = max(t.t_end for t in timelines) - min(t.t_send for t in timelines)
+    else:
+        wall = 0.0
+    tokens = sum(t.completion_tokens for t in done)
+    out["wall_s"] = wall
+    out["output_tokens"] = tokens
+    out["output_throughput_tok_s"] = tokens / wall if wall > 0 else None
+    out["request_throughput_req_s"] = len(done) / wall if wall > 0 else None
+    out["achieved_concurrency"] = sum(t.t_end - t.t_send for t in done) / wall if wall > 0 else None
+
+    ttft, ttfo, e2e, tpot, decode, itl, tpc = [], [], [], [], [], [], []
+    chunks_total = 0
+    for t in done:
+        e2e.append((t.t_end - t.t_send) * 1000.0)
+        n = t.completion_tokens
+        if t.token_times:
+            first, last = t.token_times[0], t.token_times[-1]
+            ttft.append((first - t.t_send) * 1000.0)
+            chunks_total += len(t.token_times)
+            tpc.append(n / len(t.token_times))
+            prev = first
+            for x in t.token_times[1:]:
+                itl.append((x - prev) * 1000.0)
+                prev = x
+            if n > 1:
+                tpot.append((t.t_end - first) * 1000.0 / (n - 1))
+                if last > first:
+                    decode.append((n - 1) / (last - first))
+        if t.t_first_content is not None:
+            ttfo.append((t.t_first_content - t.t_send) * 1000.0)
+    out["decode_tok_s_per_request"] = summarize(decode)
+    out["ttft_ms"] = summarize(ttft)
+    out["ttfo_ms"] = summarize(ttfo)
+    out["tpot_ms"] = summarize(tpot)
+    out["itl_ms"] = summarize(itl)
+    out["e2e_ms"] = summarize(e2e)
+    out["tokens_per_chunk"] = {
+        "mean": sum(tpc) / len(tpc) if tpc else None,
+        "aggregate": tokens / chunks_total if chunks_total else None,
+    }
+    prompts = [t.prompt_tokens for t in done if t.prompt_tokens is not None]
+    out["prompt_tokens_mean"] = sum(prompts) / len(prompts) if prompts else None
+
+    bad = [(i, t) for i, t in enumerate(timelines)
+           if t.ok and output_len is not None and t.completion_tokens != output_len]
+    out["output_len_mismatch"] = {
+        "count": len(bad),
+        "expected": output_len,
+        "examples": [{"request": i, "completion_tokens": t.completion_tokens} for i, t in bad[:mismatch_examples]],
+    }
+    reasoning_tokens = [t.reasoning_tokens for t in done if t.reasoning_tokens is not None]
+    out["reasoning"] = {
+        "reasoning_chunks": sum(t.reasoning_chunks for t in done),
+        "reasoning_chars": sum(t.reasoning_chars for t in done),
+        "content_chunks": sum(t.content_chunks for t in done),
+        "content_chars": sum(t.content_chars for t in done),
+        "reasoning_tokens": sum(reasoning_tokens) if reasoning_tokens else None,
+    }
+    return out
+
+
+def parse_prometheus(text: str) -> dict:
+    """Sum of every sample per metric name (labels folded) from Prometheus text exposition."""
+    out: dict = {}
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        name_end = len(line)
+        for i, ch in enumerate(line):
+            if ch in "{ ":
+                name_end = i
+                break
+        name = line[:name_end]
+        rest = line[name_end:]
+        if rest.startswith("{"):
+            close = rest.rfind("}")
+            rest = rest[close + 1:]
+        parts = rest.split()
+        if not parts:
+            continue
+        try:
+            value = float(parts[0])
+        except ValueError:
+            continue
+        out[name] = out.get(name, 0.0) + value
+    return out
+
+
+SPEC_TOKENS_COUNTER = "sglang:generation_tokens_total"
+SPEC_VERIFY_COUNTER = "sglang:spec_verify_calls_total"
+
+
+def spec_accept_from_counters(before: dict | None, after: dict | None) -> float | None:
+    """Accept length of the interval between two /metrics scrapes, None when not measurable."""
+    if not before or not after:
+        return None
+    try:
+        d_tok = after[SPEC_TOKENS_COUNTER] - before[SPEC_TOKENS_COUNTER]
+        d_ver = after[SPEC_VERIFY_COUNTER] - before[SPEC_VERIFY_COUNTER]
+    except KeyError:
+        return None
+    if d_ver <= 0 or d_tok < 0:
+        return None
+    return d_tok / d_ver
+
+
+def server_info_accept_length(info: dict | None) -> float | None:
+    """internal_states[0].avg_spec_accept_length (PD-disaggregated layout: decode[0]...)."""
+    if not isinstance(info, dict):
+        return None
+    if isinstance(info.get("decode"), list) and info["decode"]:
+        info = info["decode"][0]
+    states = info.get("internal_states")
+    if isinstance(states, list) and states and isinstance(states[0], dict):
+        value = states[0].get("avg_spec_accept_length")
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
