@@ -89,7 +89,7 @@ notes:
   - Check mode skips the benchmark.
   - Fails when a level completes no request; otherwise failed requests and length mismatches are reported
     in the result and as warnings.
-  - Stdlib only (Python 3.10+); the engine is module_utils/sglang_bench.py, the same code as the
+  - Stdlib only (Python 3.10+); the engine is module_utils/sglang_deploy/bench, the same code as the
     C(sglang-deploy bench) command.
 """
 
@@ -151,7 +151,7 @@ dest:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_bench import HttpError, format_table, run_benchmark, write_result
+from ansible.module_utils.sglang_deploy.bench import HttpError, format_table, run_benchmark, write_result
 
 
 def main() -> None:
@@ -176,9 +176,17 @@ def main() -> None:
         module.exit_json(changed=False, skipped=True, msg="check mode: benchmark not run")
     try:
         result = run_benchmark(
-            p["url"], api_key=p["api_key"], model=p["model"], concurrency=p["concurrency"],
-            requests=p["requests"], input_len=p["input_len"], output_len=p["output_len"], warmup=p["warmup"],
-            timeout=p["timeout"], context=p["context"])
+            p["url"],
+            api_key=p["api_key"],
+            model=p["model"],
+            concurrency=p["concurrency"],
+            requests=p["requests"],
+            input_len=p["input_len"],
+            output_len=p["output_len"],
+            warmup=p["warmup"],
+            timeout=p["timeout"],
+            context=p["context"],
+        )
     except (ValueError, OSError, HttpError) as exc:
         module.fail_json(msg=f"benchmark could not run: {exc}")
     table = format_table(result)

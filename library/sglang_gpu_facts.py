@@ -26,7 +26,7 @@ options:
     description: CUDA toolkit version (C(13.0)) to check the driver against.
     type: str
 notes:
-  - Read-only; check mode is fully supported. Stdlib only, Python 3.10+. Parsing lives in module_utils/sglang_gpu.py.
+  - Read-only; check mode is fully supported. Stdlib only, Python 3.10+. Parsing lives in module_utils/sglang_deploy/gpu.py.
 """
 
 EXAMPLES = r"""
@@ -78,7 +78,7 @@ driver_check:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_gpu import (
+from ansible.module_utils.sglang_deploy.gpu import (
     APPS_ARGS, QUERY_ARGS, TOPO_ARGS, driver_check, empty_facts, gpu_facts, parse_compute_apps,
 )
 

@@ -120,7 +120,7 @@ stage:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_readiness import (
+from ansible.module_utils.sglang_deploy.readiness import (
     NotReady, SanityError, ServerDied, sanity_check, served_model, wait_ready)
 
 

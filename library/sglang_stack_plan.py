@@ -33,7 +33,7 @@ options:
     description: Wheelhouse root on the host; the bundle's wheels live in C(<wheelhouse>/<name>-<hash12>/).
     type: path
 notes:
-  - Read-only; check mode is fully supported. Stdlib only. Bundle rules live in module_utils/sglang_stack.py.
+  - Read-only; check mode is fully supported. Stdlib only. Bundle rules live in module_utils/sglang_deploy/stack.py.
 """
 
 EXAMPLES = r"""
@@ -108,7 +108,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_stack import (
+from ansible.module_utils.sglang_deploy.stack import (
     bundle_id,
     drift,
     offline_step,

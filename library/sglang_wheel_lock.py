@@ -31,7 +31,7 @@ options:
     type: raw
     default: "0644"
 notes:
-  - Check mode and diff mode are supported. Stdlib only. Lock rules live in module_utils/sglang_stack.py.
+  - Check mode and diff mode are supported. Stdlib only. Lock rules live in module_utils/sglang_deploy/stack.py.
 """
 
 EXAMPLES = r"""
@@ -52,7 +52,7 @@ wheels:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_stack import lock_text
+from ansible.module_utils.sglang_deploy.stack import lock_text
 
 
 def main() -> None:

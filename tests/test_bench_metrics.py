@@ -7,18 +7,26 @@ import math
 
 import pytest
 
-from sglang_deploy import bench
-from sglang_deploy.bench import Timeline, level_metrics
+from sglang_deploy.bench import client, metrics, table, workload
+from sglang_deploy.bench.metrics import Timeline, level_metrics
 
 
-def synthetic(t_send: float, ttft: float, n_tokens: int, rate: float, per_chunk: int = 1,
-              tail: float = 0.0) -> Timeline:
+def synthetic(
+    t_send: float, ttft: float, n_tokens: int, rate: float, per_chunk: int = 1, tail: float = 0.0
+) -> Timeline:
     """A request whose token chunks carry `per_chunk` tokens each, one chunk every per_chunk/rate s."""
     n_chunks = math.ceil(n_tokens / per_chunk)
     times = [t_send + ttft + j * per_chunk / rate for j in range(n_chunks)]
-    return Timeline(t_send=t_send, t_end=times[-1] + tail, token_times=times, t_first_content=times[0],
-                    content_chunks=n_chunks, content_chars=4 * n_tokens, completion_tokens=n_tokens,
-                    prompt_tokens=100)
+    return Timeline(
+        t_send=t_send,
+        t_end=times[-1] + tail,
+        token_times=times,
+        t_first_content=times[0],
+        content_chunks=n_chunks,
+        content_chars=4 * n_tokens,
+        completion_tokens=n_tokens,
+        prompt_tokens=100,
+    )
 
 
 def test_single_stream_figures_follow_the_definitions():
@@ -48,10 +56,10 @@ def test_multi_token_chunks_inflate_itl_but_not_decode_rate():
 
 def test_percentiles_interpolate_linearly():
     values = list(range(1, 101))
-    s = bench.summarize(values)
+    s = metrics.summarize(values)
     assert s == {"mean": 50.5, "p50": 50.5, "p90": pytest.approx(90.1), "p99": pytest.approx(99.01)}
-    assert bench.summarize([]) is None
-    assert bench.percentile([7.0], 99) == 7.0
+    assert metrics.summarize([]) is None
+    assert metrics.percentile([7.0], 99) == 7.0
 
 
 def test_aggregate_throughput_uses_the_level_wall_time():
@@ -77,8 +85,12 @@ def test_failed_requests_are_counted_not_averaged():
 
 
 def test_output_length_mismatch_is_reported_per_request():
-    tls = [synthetic(0.0, 0.05, 128, 100.0), synthetic(0.0, 0.05, 17, 100.0), synthetic(0.0, 0.05, 128, 100.0),
-           synthetic(0.0, 0.05, 3, 100.0)]
+    tls = [
+        synthetic(0.0, 0.05, 128, 100.0),
+        synthetic(0.0, 0.05, 17, 100.0),
+        synthetic(0.0, 0.05, 128, 100.0),
+        synthetic(0.0, 0.05, 3, 100.0),
+    ]
     m = level_metrics(tls, 4, 128)
     mm = m["output_len_mismatch"]
     assert mm["count"] == 2 and mm["expected"] == 128
@@ -92,24 +104,31 @@ def test_reasoning_chunks_count_as_output_and_are_reported_apart():
     tl.t_first_content = tl.token_times[30]
     tl.reasoning_tokens = 30
     m = level_metrics([tl], 1, 50)
-    assert m["reasoning"] == {"reasoning_chunks": 30, "reasoning_chars": 120, "content_chunks": 20,
-                              "content_chars": 80, "reasoning_tokens": 30}
+    assert m["reasoning"] == {
+        "reasoning_chunks": 30,
+        "reasoning_chars": 120,
+        "content_chunks": 20,
+        "content_chars": 80,
+        "reasoning_tokens": 30,
+    }
     assert m["ttft_ms"]["mean"] == pytest.approx(100.0)
     assert m["ttfo_ms"]["mean"] == pytest.approx(100.0 + 300.0)
 
 
 def test_sse_recorder_is_independent_of_chunk_boundaries():
-    events = [{"choices": [{"delta": {"role": "assistant", "content": ""}}]},
-              {"choices": [{"delta": {"reasoning_content": "hmm"}}]},
-              {"choices": [{"delta": {"content": "Hi"}}]},
-              {"choices": [{"delta": {"content": " there"}, "finish_reason": "length"}]},
-              {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 3, "reasoning_tokens": 1}}]
+    events = [
+        {"choices": [{"delta": {"role": "assistant", "content": ""}}]},
+        {"choices": [{"delta": {"reasoning_content": "hmm"}}]},
+        {"choices": [{"delta": {"content": "Hi"}}]},
+        {"choices": [{"delta": {"content": " there"}, "finish_reason": "length"}]},
+        {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 3, "reasoning_tokens": 1}},
+    ]
     raw = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
     for step in (1, 7, len(raw)):
         tl = Timeline()
-        rec = bench._SSERecorder(tl)
+        rec = client._SSERecorder(tl)
         for i in range(0, len(raw), step):
-            rec.feed(raw[i:i + step])
+            rec.feed(raw[i : i + step])
         assert rec.done and tl.error is None
         assert len(tl.token_times) == 3
         assert (tl.reasoning_chunks, tl.content_chunks, tl.content_chars) == (1, 2, 8)
@@ -117,49 +136,57 @@ def test_sse_recorder_is_independent_of_chunk_boundaries():
 
 
 def test_spec_accept_length_from_metrics_counter_deltas():
-    before = bench.parse_prometheus(
-        '# TYPE sglang:generation_tokens_total counter\n'
+    before = metrics.parse_prometheus(
+        "# TYPE sglang:generation_tokens_total counter\n"
         'sglang:generation_tokens_total{model_name="m",tp_rank="0"} 1000\n'
-        'sglang:spec_verify_calls_total{model_name="m"} 400\n')
-    after = bench.parse_prometheus(
+        'sglang:spec_verify_calls_total{model_name="m"} 400\n'
+    )
+    after = metrics.parse_prometheus(
         'sglang:generation_tokens_total{model_name="m",tp_rank="0"} 1900\n'
         'sglang:generation_tokens_total{model_name="m",tp_rank="1"} 0\n'
-        'sglang:spec_verify_calls_total{model_name="m"} 700\n')
-    assert bench.spec_accept_from_counters(before, after) == pytest.approx(3.0)
-    assert bench.spec_accept_from_counters(before, before) is None
-    assert bench.spec_accept_from_counters(None, after) is None
-    assert bench.spec_accept_from_counters({"sglang:generation_tokens_total": 1}, after) is None
+        'sglang:spec_verify_calls_total{model_name="m"} 700\n'
+    )
+    assert metrics.spec_accept_from_counters(before, after) == pytest.approx(3.0)
+    assert metrics.spec_accept_from_counters(before, before) is None
+    assert metrics.spec_accept_from_counters(None, after) is None
+    assert metrics.spec_accept_from_counters({"sglang:generation_tokens_total": 1}, after) is None
 
 
 def test_server_info_accept_length_reads_both_layouts():
-    assert bench.server_info_accept_length({"internal_states": [{"avg_spec_accept_length": 2.5}]}) == 2.5
-    assert bench.server_info_accept_length(
-        {"decode": [{"internal_states": [{"avg_spec_accept_length": 1.75}]}]}) == 1.75
-    assert bench.server_info_accept_length({"internal_states": [{}]}) is None
+    assert metrics.server_info_accept_length({"internal_states": [{"avg_spec_accept_length": 2.5}]}) == 2.5
+    assert (
+        metrics.server_info_accept_length({"decode": [{"internal_states": [{"avg_spec_accept_length": 1.75}]}]}) == 1.75
+    )
+    assert metrics.server_info_accept_length({"internal_states": [{}]}) is None
 
 
 def test_prompts_are_deterministic_unique_and_sized():
-    a, b = bench.build_prompt(3, 512), bench.build_prompt(4, 512)
-    assert a == bench.build_prompt(3, 512) and a != b
+    a, b = workload.build_prompt(3, 512), workload.build_prompt(4, 512)
+    assert a == workload.build_prompt(3, 512) and a != b
     assert 480 <= len(a.split()) <= 520
 
 
 def test_table_marks_emulated_servers_and_mismatches():
     m = level_metrics([synthetic(0.0, 0.05, 128, 100.0), synthetic(0.0, 0.05, 100, 100.0)], 2, 128)
     m["spec_accept_length"] = {"value": 2.9, "source": "metrics_delta"}
-    result = {"server_emulated": True, "model": "m", "url": "http://x", "levels": [m],
-              "workload": {"input_len": 10, "output_len": 128}}
-    table = bench.format_table(result)
-    assert table.splitlines()[0] == "EMULATED server: figures are synthetic"
-    assert "1 responses not 128 tokens" in table and "2.90" in table
-    assert "EMULATED" not in bench.format_table(dict(result, server_emulated=False))
+    result = {
+        "server_emulated": True,
+        "model": "m",
+        "url": "http://x",
+        "levels": [m],
+        "workload": {"input_len": 10, "output_len": 128},
+    }
+    text = table.format_table(result)
+    assert text.splitlines()[0] == "EMULATED server: figures are synthetic"
+    assert "1 responses not 128 tokens" in text and "2.90" in text
+    assert "EMULATED" not in table.format_table(dict(result, server_emulated=False))
 
 
 def test_concurrency_list_parsing():
-    assert bench.parse_concurrency("1, 8,32") == [1, 8, 32]
+    assert workload.parse_concurrency("1, 8,32") == [1, 8, 32]
     for bad in ("", "0", "a"):
         with pytest.raises(ValueError):
-            bench.parse_concurrency(bad)
+            workload.parse_concurrency(bad)
 
 
 @pytest.mark.parametrize("trailer", [b"", b"X-Trailer: 1\r\n"])
@@ -168,8 +195,8 @@ def test_chunked_decoder_handles_any_split(trailer):
     raw = b"".join(b"%x;ext=1\r\n" % len(p) + p + b"\r\n" for p in pieces) + b"0\r\n" + trailer + b"\r\n"
     for step in (1, 2, 5, len(raw)):
         got = []
-        dec = bench.ChunkedDecoder(got.append)
+        dec = client.ChunkedDecoder(got.append)
         for i in range(0, len(raw), step):
             assert not dec.done
-            dec.feed(raw[i:i + step])
+            dec.feed(raw[i : i + step])
         assert dec.done and got == pieces

@@ -9,7 +9,8 @@ import pytest
 from emulator_proc import Emulator, run_module  # first: puts the repo's module_utils on the import path
 
 import sglang_bench
-from ansible.module_utils import sglang_bench as engine
+from ansible.module_utils.sglang_deploy import bench as engine
+from ansible.module_utils.sglang_deploy.bench import sweep
 from sglang_deploy import cli
 
 RATE, TTFT_MS = 172.0, 80.0
@@ -30,21 +31,41 @@ def emulator(tmp_path):
 
 
 def test_sweep_reports_the_configured_rates(emulator, tmp_path, capsys):
-    emu = emulator("--enable-metrics", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
-                   accept_length=3)
+    emu = emulator(
+        "--enable-metrics", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", accept_length=3
+    )
     out_len = 128
     dest = tmp_path / "results" / "sub" / "bench.json"
-    failed, res = run_module(sglang_bench, {
-        "url": emu.url, "model": "qwen", "concurrency": [1, 4], "requests": 4, "input_len": 32,
-        "output_len": out_len, "warmup": 1, "dest": str(dest), "context": {"profile": "nextn"}}, capsys)
+    failed, res = run_module(
+        sglang_bench,
+        {
+            "url": emu.url,
+            "model": "qwen",
+            "concurrency": [1, 4],
+            "requests": 4,
+            "input_len": 32,
+            "output_len": out_len,
+            "warmup": 1,
+            "dest": str(dest),
+            "context": {"profile": "nextn"},
+        },
+        capsys,
+    )
     assert not failed, res
     assert res["changed"] and res["dest"] == str(dest)
     written = json.loads(dest.read_text())
     assert written == json.loads(json.dumps(res["result"]))
     r = res["result"]
     assert r["server_emulated"] is True and r["context"] == {"profile": "nextn"}
-    assert set(r["definitions"]) >= {"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "decode_tok_s_per_request",
-                                     "output_throughput_tok_s", "spec_accept_length"}
+    assert set(r["definitions"]) >= {
+        "ttft_ms",
+        "tpot_ms",
+        "itl_ms",
+        "e2e_ms",
+        "decode_tok_s_per_request",
+        "output_throughput_tok_s",
+        "spec_accept_length",
+    }
     assert r["started_at"].endswith("+00:00") and r["version"] == engine.BENCH_VERSION and r["host"]
     steps = 1 + math.ceil((out_len - 1) / 3)  # prefill token, then 3 tokens per verify step
     for level in r["levels"]:
@@ -55,8 +76,7 @@ def test_sweep_reports_the_configured_rates(emulator, tmp_path, capsys):
         assert level["tpot_ms"]["p50"] == pytest.approx(1000 / RATE, rel=0.01)
         assert level["ttft_ms"]["p50"] == pytest.approx(TTFT_MS, abs=15)
         assert level["tokens_per_chunk"]["aggregate"] == pytest.approx(out_len / steps)
-        assert level["spec_accept_length"] == {"value": pytest.approx(out_len / (steps - 1)),
-                                               "source": "metrics_delta"}
+        assert level["spec_accept_length"] == {"value": pytest.approx(out_len / (steps - 1)), "source": "metrics_delta"}
         assert level["output_tokens"] == 4 * out_len
     assert r["client"]["connections_opened"] == 1 + 1 + 4  # warm-up, c=1, c=4: one per worker, kept alive
     assert r["levels"][1]["output_throughput_tok_s"] > 2.5 * r["levels"][0]["output_throughput_tok_s"]
@@ -65,16 +85,19 @@ def test_sweep_reports_the_configured_rates(emulator, tmp_path, capsys):
 
 def test_output_length_mismatch_is_reported_not_averaged(emulator, monkeypatch, capsys):
     emu = emulator()
-    original = engine.chat_body
+    original = sweep.chat_body
 
     def no_forcing(model, prompt, output_len, stream=True):  # a server that ignores ignore_eos/min_tokens
         body = original(model, prompt, output_len, stream)
         del body["ignore_eos"], body["min_tokens"]
         return body
 
-    monkeypatch.setattr(engine, "chat_body", no_forcing)
-    failed, res = run_module(sglang_bench, {"url": emu.url, "concurrency": [2], "requests": 4, "input_len": 16,
-                                            "output_len": 400, "warmup": 0}, capsys)
+    monkeypatch.setattr(sweep, "chat_body", no_forcing)
+    failed, res = run_module(
+        sglang_bench,
+        {"url": emu.url, "concurrency": [2], "requests": 4, "input_len": 16, "output_len": 400, "warmup": 0},
+        capsys,
+    )
     assert not failed
     level = res["result"]["levels"][0]
     mm = level["output_len_mismatch"]
@@ -87,24 +110,26 @@ def test_output_length_mismatch_is_reported_not_averaged(emulator, monkeypatch, 
 
 def test_missing_usage_counts_as_failure(emulator, monkeypatch, capsys):
     emu = emulator()
-    original = engine.chat_body
+    original = sweep.chat_body
 
     def no_usage(model, prompt, output_len, stream=True):
         body = original(model, prompt, output_len, stream)
         del body["stream_options"]
         return body
 
-    monkeypatch.setattr(engine, "chat_body", no_usage)
-    failed, res = run_module(sglang_bench, {"url": emu.url, "concurrency": [1], "requests": 2, "output_len": 8,
-                                            "warmup": 0}, capsys)
+    monkeypatch.setattr(sweep, "chat_body", no_usage)
+    failed, res = run_module(
+        sglang_bench, {"url": emu.url, "concurrency": [1], "requests": 2, "output_len": 8, "warmup": 0}, capsys
+    )
     assert failed and "no request completed" in res["msg"]
     assert list(res["result"]["levels"][0]["errors"]) == ["no usage chunk (stream_options.include_usage ignored)"]
 
 
 def test_server_errors_are_counted(emulator, capsys):
     emu = emulator(fault="http_500")
-    failed, res = run_module(sglang_bench, {"url": emu.url, "concurrency": [2], "requests": 3, "output_len": 8,
-                                            "warmup": 0}, capsys)
+    failed, res = run_module(
+        sglang_bench, {"url": emu.url, "concurrency": [2], "requests": 3, "output_len": 8, "warmup": 0}, capsys
+    )
     assert failed
     level = res["result"]["levels"][0]
     assert level["failed"] == 3 and next(iter(level["errors"])).startswith("HTTP 500")
@@ -112,8 +137,9 @@ def test_server_errors_are_counted(emulator, capsys):
 
 def test_reasoning_is_counted_and_reported_apart(emulator, capsys):
     emu = emulator("--reasoning-parser", "qwen3")
-    failed, res = run_module(sglang_bench, {"url": emu.url, "concurrency": [1], "requests": 2, "output_len": 40,
-                                            "warmup": 0}, capsys)
+    failed, res = run_module(
+        sglang_bench, {"url": emu.url, "concurrency": [1], "requests": 2, "output_len": 40, "warmup": 0}, capsys
+    )
     assert not failed
     level = res["result"]["levels"][0]
     rs = level["reasoning"]
@@ -124,8 +150,9 @@ def test_reasoning_is_counted_and_reported_apart(emulator, capsys):
 
 def test_accept_length_falls_back_to_server_info(emulator, capsys):
     emu = emulator("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", accept_length=2)
-    failed, res = run_module(sglang_bench, {"url": emu.url, "concurrency": [1], "requests": 2, "output_len": 33,
-                                            "warmup": 0}, capsys)
+    failed, res = run_module(
+        sglang_bench, {"url": emu.url, "concurrency": [1], "requests": 2, "output_len": 33, "warmup": 0}, capsys
+    )
     assert not failed
     spec = res["result"]["levels"][0]["spec_accept_length"]
     # since server start: the emulator's own 8-token warm-up request is mixed in
@@ -137,8 +164,25 @@ def test_cli_prints_the_table_and_writes_the_json(emulator, tmp_path, monkeypatc
     emu = emulator("--api-key", "k-123")
     monkeypatch.setenv("EMU_KEY", "k-123")
     dest = tmp_path / "cli.json"
-    rc = cli.main(["bench", "--url", emu.url, "--concurrency", "1,2", "--requests", "2", "--input-len", "16",
-                   "--output-len", "16", "--api-key-env", "EMU_KEY", "--json", str(dest)])
+    rc = cli.main(
+        [
+            "bench",
+            "--url",
+            emu.url,
+            "--concurrency",
+            "1,2",
+            "--requests",
+            "2",
+            "--input-len",
+            "16",
+            "--output-len",
+            "16",
+            "--api-key-env",
+            "EMU_KEY",
+            "--json",
+            str(dest),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert out.splitlines()[0] == "EMULATED server: figures are synthetic"

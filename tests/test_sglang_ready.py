@@ -9,7 +9,7 @@ import pytest
 from emulator_proc import Emulator, run_module  # first: puts the repo's module_utils on the import path
 
 import sglang_ready
-from ansible.module_utils import sglang_readiness as readiness
+from ansible.module_utils.sglang_deploy import readiness
 
 
 @pytest.fixture

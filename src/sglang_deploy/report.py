@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from sglang_deploy import bench
+from sglang_deploy.bench import table
 
 SYNTHETIC_NOTE = "LAB: emulated SGLang server, these numbers are synthetic"
 
@@ -60,8 +60,12 @@ class Comparison:
 
     def to_dict(self) -> dict:
         return {
-            "ok": self.ok, "profiles": self.profiles, "emulated": self.emulated, "settings": self.settings,
-            "workload": self.workload, "rows": self.rows,
+            "ok": self.ok,
+            "profiles": self.profiles,
+            "emulated": self.emulated,
+            "settings": self.settings,
+            "workload": self.workload,
+            "rows": self.rows,
             "runs": {name: r.to_dict() for name, r in self.runs.items()},
             "restores": [r.to_dict() for r in self.restores],
         }
@@ -76,18 +80,23 @@ def comparison_rows(profiles: list, results: dict) -> list:
     rows = []
     hosts = sorted({h for per_host in results.values() for h in per_host})
     for host in hosts:
-        levels = sorted({m["concurrency"] for p in profiles for m in results.get(p, {}).get(host, {}).get("levels", [])})
+        levels = sorted(
+            {m["concurrency"] for p in profiles for m in results.get(p, {}).get(host, {}).get("levels", [])}
+        )
         for c in levels:
             base = None
             for i, name in enumerate(profiles):
-                level = next((m for m in results.get(name, {}).get(host, {}).get("levels", [])
-                              if m["concurrency"] == c), None)
+                level = next(
+                    (m for m in results.get(name, {}).get(host, {}).get("levels", []) if m["concurrency"] == c), None
+                )
                 spec = (level or {}).get("spec_accept_length")
                 row = {
-                    "host": host, "concurrency": c, "profile": name,
+                    "host": host,
+                    "concurrency": c,
+                    "profile": name,
                     "output_tok_s": level.get("output_throughput_tok_s") if level else None,
-                    "decode_tok_s": bench._stat(level, "decode_tok_s_per_request", "mean") if level else None,
-                    "ttft_p50_ms": bench._stat(level, "ttft_ms", "p50") if level else None,
+                    "decode_tok_s": table.stat(level, "decode_tok_s_per_request", "mean") if level else None,
+                    "ttft_p50_ms": table.stat(level, "ttft_ms", "p50") if level else None,
                     "accept_length": spec["value"] if spec else None,
                     "completed": level["completed"] if level else 0,
                     "requests": level["requests"] if level else 0,
@@ -107,18 +116,24 @@ def build_comparison(profiles: list, runs: dict, restores: list = (), settings: 
     workloads = [r.get("workload", {}) for per_host in results.values() for r in per_host.values()]
     first = workloads[0] if workloads else {}
     workload = {k: first.get(k) for k in ("input_len", "output_len", "requests_per_level")}
-    workload["same_for_all"] = all({k: w.get(k) for k in workload if k != "same_for_all"} == workload
-                                   for w in workloads)
+    workload["same_for_all"] = all(
+        {k: w.get(k) for k in workload if k != "same_for_all"} == workload for w in workloads
+    )
     return Comparison(
-        profiles=list(profiles), rows=comparison_rows(profiles, results), runs=dict(runs),
-        restores=list(restores), settings=dict(settings or {}), workload=workload,
-        emulated=any(r.get("server_emulated") for per_host in results.values() for r in per_host.values()))
+        profiles=list(profiles),
+        rows=comparison_rows(profiles, results),
+        runs=dict(runs),
+        restores=list(restores),
+        settings=dict(settings or {}),
+        workload=workload,
+        emulated=any(r.get("server_emulated") for per_host in results.values() for r in per_host.values()),
+    )
 
 
 def _cells(row: dict) -> list:
     if row["missing"]:
         return ["no result"] + ["-"] * (len(COLUMNS) - 1)
-    return [bench._f(row[key], digits) for key, _, digits in COLUMNS]
+    return [table.fmt(row[key], digits) for key, _, digits in COLUMNS]
 
 
 def format_table(comp: Comparison) -> str:
@@ -127,8 +142,10 @@ def format_table(comp: Comparison) -> str:
     if comp.emulated:
         lines.append(SYNTHETIC_NOTE)
     w = comp.workload
-    lines.append(f"in={w.get('input_len')} out={w.get('output_len')} tokens; out tok/s = aggregate output, "
-                 f"dec tok/s = per-request decode (mean); x first = ratio to {comp.profiles[0]}")
+    lines.append(
+        f"in={w.get('input_len')} out={w.get('output_len')} tokens; out tok/s = aggregate output, "
+        f"dec tok/s = per-request decode (mean); x first = ratio to {comp.profiles[0]}"
+    )
     header = ["conc", "profile"] + [title for _, title, _ in COLUMNS]
     for host in comp.hosts:
         lines.append(f"host {host}")
@@ -137,8 +154,9 @@ def format_table(comp: Comparison) -> str:
             table.append([str(row["concurrency"]), row["profile"]] + _cells(row))
         widths = [max(len(r[i]) for r in table) for i in range(len(header))]
         for r in table:
-            lines.append("  ".join(cell.ljust(widths[i]) if i == 1 else cell.rjust(widths[i])
-                                   for i, cell in enumerate(r)))
+            lines.append(
+                "  ".join(cell.ljust(widths[i]) if i == 1 else cell.rjust(widths[i]) for i, cell in enumerate(r))
+            )
     for name, failures in comp.failures().items():
         for f in failures or []:
             lines.append(f"{name}: FAILED on {f.host}, task '{f.task}': {f.message.splitlines()[0]}")
@@ -167,8 +185,12 @@ def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
         out += [f"![output and decode tok/s against concurrency]({plot_name})", ""]
     header = ["concurrency", "profile"] + [title for _, title, _ in COLUMNS]
     for host in comp.hosts:
-        out += [f"## {host}", "", "| " + " | ".join(header) + " |",
-                "|" + "|".join("---:" if i != 1 else "---" for i in range(len(header))) + "|"]
+        out += [
+            f"## {host}",
+            "",
+            "| " + " | ".join(header) + " |",
+            "|" + "|".join("---:" if i != 1 else "---" for i in range(len(header))) + "|",
+        ]
         for row in (r for r in comp.rows if r["host"] == host):
             cells = _cells(row)
             if row["profile"] == comp.profiles[0]:
@@ -204,8 +226,10 @@ def plot(comp: Comparison, path) -> Path:
     path = Path(path)
     hosts = comp.hosts
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
-    panels = (("output_tok_s", "Aggregate output throughput", "output tok/s (all requests)"),
-              ("decode_tok_s", "Per-request decode speed", "decode tok/s per request (mean)"))
+    panels = (
+        ("output_tok_s", "Aggregate output throughput", "output tok/s (all requests)"),
+        ("decode_tok_s", "Per-request decode speed", "decode tok/s per request (mean)"),
+    )
     levels = sorted({r["concurrency"] for r in comp.rows})
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     markers = "os^Dvp*h"
@@ -214,16 +238,27 @@ def plot(comp: Comparison, path) -> Path:
         top = 0.0
         for i, name in enumerate(comp.profiles):
             for j, host in enumerate(hosts):
-                pts = [(r["concurrency"], r[key]) for r in comp.rows
-                       if r["profile"] == name and r["host"] == host and r[key] is not None]
+                pts = [
+                    (r["concurrency"], r[key])
+                    for r in comp.rows
+                    if r["profile"] == name and r["host"] == host and r[key] is not None
+                ]
                 if not pts:
                     continue
                 top = max(top, *(p[1] for p in pts))
                 label = name if len(hosts) == 1 else f"{name} @ {host}"
                 # Distinct markers keep profiles with near-equal figures apart where the lines overlap.
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=markers[i % len(markers)],
-                        markersize=7, linewidth=2, alpha=0.85, color=colors[i % len(colors)],
-                        linestyle=styles[j % len(styles)], label=label)
+                ax.plot(
+                    [p[0] for p in pts],
+                    [p[1] for p in pts],
+                    marker=markers[i % len(markers)],
+                    markersize=7,
+                    linewidth=2,
+                    alpha=0.85,
+                    color=colors[i % len(colors)],
+                    linestyle=styles[j % len(styles)],
+                    label=label,
+                )
         ax.set_title(title)
         ax.set_xlabel("concurrency (requests in flight)")
         ax.set_ylabel(ylabel)
@@ -239,11 +274,15 @@ def plot(comp: Comparison, path) -> Path:
     if handles:
         fig.legend(handles, labels, loc="outside right upper", title="profile", frameon=False)
     w = comp.workload
-    fig.suptitle(f"{' vs '.join(comp.profiles)}  (in {w.get('input_len')} / out {w.get('output_len')} tokens)",
-                 fontsize=12)
+    fig.suptitle(
+        f"{' vs '.join(comp.profiles)}  (in {w.get('input_len')} / out {w.get('output_len')} tokens)", fontsize=12
+    )
     notes = []
-    missing = [p for p in comp.profiles if not any(r["profile"] == p and r[k] is not None
-                                                   for r in comp.rows for k, _, _ in panels)]
+    missing = [
+        p
+        for p in comp.profiles
+        if not any(r["profile"] == p and r[k] is not None for r in comp.rows for k, _, _ in panels)
+    ]
     if missing:
         notes.append(f"not plotted (deploy failed): {', '.join(missing)}")
     if comp.emulated:

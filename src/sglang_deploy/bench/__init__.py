@@ -11,5 +11,15 @@ from .sweep import run_benchmark, run_benchmark_async, write_result
 from .table import format_table
 from .workload import parse_concurrency
 
-__all__ = ["BENCH_VERSION", "DEFINITIONS", "HttpError", "Timeline", "format_table", "level_metrics",
-           "parse_concurrency", "run_benchmark", "run_benchmark_async", "write_result"]
+__all__ = [
+    "BENCH_VERSION",
+    "DEFINITIONS",
+    "HttpError",
+    "Timeline",
+    "format_table",
+    "level_metrics",
+    "parse_concurrency",
+    "run_benchmark",
+    "run_benchmark_async",
+    "write_result",
+]

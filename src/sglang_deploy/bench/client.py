@@ -37,13 +37,23 @@ class Target:
             raise ValueError(f"unsupported URL scheme in {url!r}")
         if not parts.hostname:
             raise ValueError(f"no host in URL {url!r}")
-        return cls(parts.scheme, parts.hostname, parts.port or _DEFAULT_PORTS[parts.scheme],
-                   parts.path.rstrip("/"), api_key or None)
+        return cls(
+            parts.scheme,
+            parts.hostname,
+            parts.port or _DEFAULT_PORTS[parts.scheme],
+            parts.path.rstrip("/"),
+            api_key or None,
+        )
 
     def head(self, method: str, path: str, body_len: int | None, accept: str = "application/json") -> bytes:
         host = self.host if self.port == _DEFAULT_PORTS[self.scheme] else f"{self.host}:{self.port}"
-        lines = [f"{method} {self.base_path}{path} HTTP/1.1", f"Host: {host}", f"Accept: {accept}",
-                 "Connection: keep-alive", "User-Agent: sglang-deploy-bench/" + BENCH_VERSION]
+        lines = [
+            f"{method} {self.base_path}{path} HTTP/1.1",
+            f"Host: {host}",
+            f"Accept: {accept}",
+            "Connection: keep-alive",
+            "User-Agent: sglang-deploy-bench/" + BENCH_VERSION,
+        ]
         if body_len is not None:
             lines += ["Content-Type: application/json", f"Content-Length: {body_len}"]
         if self.api_key:
@@ -72,7 +82,7 @@ class ChunkedDecoder:
                 break
             size = int(buf[pos:crlf].split(b";", 1)[0], 16)
             if size == 0:
-                end = buf.find(b"\r\n\r\n", crlf) if buf[crlf + 2:crlf + 4] != b"\r\n" else crlf
+                end = buf.find(b"\r\n\r\n", crlf) if buf[crlf + 2 : crlf + 4] != b"\r\n" else crlf
                 if end < 0:
                     break  # trailers not complete yet
                 self.done = True
@@ -101,7 +111,8 @@ class Connection:
         await self.close()
         ctx = ssl.create_default_context() if self.target.scheme == "https" else None
         self.reader, self.writer = await asyncio.open_connection(
-            self.target.host, self.target.port, ssl=ctx, limit=1 << 20)
+            self.target.host, self.target.port, ssl=ctx, limit=1 << 20
+        )
         sock = self.writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -116,8 +127,7 @@ class Connection:
                 pass
         self.reader = self.writer = None
 
-    async def send(self, method: str, path: str, body: bytes | None = None,
-                   accept: str = "application/json") -> float:
+    async def send(self, method: str, path: str, body: bytes | None = None, accept: str = "application/json") -> float:
         """Write a request; returns perf_counter at the moment it was written."""
         await self.open()
         head = self.target.head(method, path, None if body is None else len(body), accept)
@@ -273,6 +283,7 @@ class _SSERecorder:
             if content or reasoning:
                 tl.token_times.append(t)
 
+
 async def stream_chat(conn: Connection, body: bytes, timeout: float) -> tuple:
     """Send one streamed chat completion on conn; returns (Timeline, emulated header seen)."""
     tl = Timeline()
@@ -310,5 +321,3 @@ async def stream_chat(conn: Connection, body: bytes, timeout: float) -> tuple:
     if tl.error is None and not tl.token_times:
         tl.error = "no token chunks"
     return tl, emulated
-
-

@@ -45,6 +45,8 @@ DEFINITIONS = {
 
 _PCTS = (50, 90, 99)
 
+
+@dataclass
 class Timeline:
     """What one request recorded. Times are perf_counter seconds."""
 
@@ -87,8 +89,7 @@ def summarize(values: list) -> dict | None:
     return out
 
 
-def level_metrics(timelines: list, concurrency: int, output_len: int | None = None,
-                  mismatch_examples: int = 3) -> dict:
+def level_metrics(timelines: list, concurrency: int, output_len: int | None = None, mismatch_examples: int = 3) -> dict:
     """Per-level figures from recorded timelines (see DEFINITIONS). Pure: no I/O, no clock."""
     done = [t for t in timelines if t.ok]
     failed = [t for t in timelines if not t.ok]
@@ -146,8 +147,9 @@ def level_metrics(timelines: list, concurrency: int, output_len: int | None = No
     prompts = [t.prompt_tokens for t in done if t.prompt_tokens is not None]
     out["prompt_tokens_mean"] = sum(prompts) / len(prompts) if prompts else None
 
-    bad = [(i, t) for i, t in enumerate(timelines)
-           if t.ok and output_len is not None and t.completion_tokens != output_len]
+    bad = [
+        (i, t) for i, t in enumerate(timelines) if t.ok and output_len is not None and t.completion_tokens != output_len
+    ]
     out["output_len_mismatch"] = {
         "count": len(bad),
         "expected": output_len,
@@ -179,7 +181,7 @@ def parse_prometheus(text: str) -> dict:
         rest = line[name_end:]
         if rest.startswith("{"):
             close = rest.rfind("}")
-            rest = rest[close + 1:]
+            rest = rest[close + 1 :]
         parts = rest.split()
         if not parts:
             continue
@@ -221,4 +223,3 @@ def server_info_accept_length(info: dict | None) -> float | None:
         if isinstance(value, (int, float)):
             return float(value)
     return None
-

@@ -12,8 +12,7 @@ import sys
 from datetime import datetime, timezone
 
 from .client import BENCH_VERSION, Connection, HttpError, Target, http_get_json, http_get_text, stream_chat
-from .metrics import (DEFINITIONS, level_metrics, parse_prometheus, server_info_accept_length,
-                      spec_accept_from_counters)
+from .metrics import DEFINITIONS, level_metrics, parse_prometheus, server_info_accept_length, spec_accept_from_counters
 from .table import format_level_line
 from .workload import build_prompt, chat_body, default_requests
 
@@ -76,15 +75,37 @@ async def detect_model(target: Target) -> str | None:
         return None
 
 
-_SERVER_INFO_KEYS = ("version", "model_path", "served_model_name", "tp_size", "dp_size", "speculative_algorithm",
-                     "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
-                     "attention_backend", "moe_runner_backend", "max_running_requests", "emulated")
+_SERVER_INFO_KEYS = (
+    "version",
+    "model_path",
+    "served_model_name",
+    "tp_size",
+    "dp_size",
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+    "attention_backend",
+    "moe_runner_backend",
+    "max_running_requests",
+    "emulated",
+)
 
 
-async def run_benchmark_async(url: str, *, api_key: str | None = None, model: str | None = None,
-                              concurrency=(1, 8, 32), requests: int | None = None, input_len: int = 256,
-                              output_len: int = 256, warmup: int = 2, timeout: float = 600.0,
-                              context: dict | None = None, progress=None) -> dict:
+async def run_benchmark_async(
+    url: str,
+    *,
+    api_key: str | None = None,
+    model: str | None = None,
+    concurrency=(1, 8, 32),
+    requests: int | None = None,
+    input_len: int = 256,
+    output_len: int = 256,
+    warmup: int = 2,
+    timeout: float = 600.0,
+    context: dict | None = None,
+    progress=None,
+) -> dict:
     """The sweep. `requests` None -> default_requests(c) per level. progress(str) gets a line per level."""
     target = Target.from_url(url, api_key)
     if output_len < 2:
@@ -119,8 +140,9 @@ async def run_benchmark_async(url: str, *, api_key: str | None = None, model: st
             m["spec_accept_length"] = {"value": spec, "source": "metrics_delta"}
         else:
             cum = server_info_accept_length(await http_get_json(target, "/server_info"))
-            m["spec_accept_length"] = ({"value": cum, "before": cum_before, "source": "server_info_cumulative"}
-                                       if cum is not None else None)
+            m["spec_accept_length"] = (
+                {"value": cum, "before": cum_before, "source": "server_info_cumulative"} if cum is not None else None
+            )
         levels.append(m)
         if progress:
             progress(format_level_line(m))
@@ -174,5 +196,3 @@ def write_result(result: dict, dest: str) -> str:
         fh.write("\n")
     os.replace(tmp, path)
     return path
-
-

@@ -17,13 +17,28 @@ def stat(level: dict, key: str, which: str = "p50"):
 
 
 def format_level_line(m: dict) -> str:
-    return (f"c={m['concurrency']}: {m['completed']}/{m['requests']} ok, "
-            f"{fmt(m['output_throughput_tok_s'])} tok/s aggregate, "
-            f"{fmt(stat(m, 'decode_tok_s_per_request', 'mean'))} tok/s per request")
+    return (
+        f"c={m['concurrency']}: {m['completed']}/{m['requests']} ok, "
+        f"{fmt(m['output_throughput_tok_s'])} tok/s aggregate, "
+        f"{fmt(stat(m, 'decode_tok_s_per_request', 'mean'))} tok/s per request"
+    )
 
 
-TABLE_COLUMNS = ("conc", "ok/req", "out tok/s", "dec tok/s", "dec p50", "ttft p50", "ttft p99", "tpot p50",
-                 "itl p50", "e2e p50", "tok/chk", "accept", "len!=")
+TABLE_COLUMNS = (
+    "conc",
+    "ok/req",
+    "out tok/s",
+    "dec tok/s",
+    "dec p50",
+    "ttft p50",
+    "ttft p99",
+    "tpot p50",
+    "itl p50",
+    "e2e p50",
+    "tok/chk",
+    "accept",
+    "len!=",
+)
 
 
 def format_table(result: dict) -> str:
@@ -32,29 +47,33 @@ def format_table(result: dict) -> str:
     if result.get("server_emulated"):
         lines.append("EMULATED server: figures are synthetic")
     w = result.get("workload", {})
-    lines.append(f"{result.get('model') or '?'} @ {result.get('url')}  in={w.get('input_len')} "
-                 f"out={w.get('output_len')} tokens  (dec tok/s = per request decode, mean; times in ms)")
+    lines.append(
+        f"{result.get('model') or '?'} @ {result.get('url')}  in={w.get('input_len')} "
+        f"out={w.get('output_len')} tokens  (dec tok/s = per request decode, mean; times in ms)"
+    )
     rows = [TABLE_COLUMNS]
     sources = set()
     for m in result.get("levels", []):
         spec = m.get("spec_accept_length")
         if spec:
             sources.add(spec["source"])
-        rows.append((
-            str(m["concurrency"]),
-            f"{m['completed']}/{m['requests']}",
-            fmt(m.get("output_throughput_tok_s")),
-            fmt(stat(m, "decode_tok_s_per_request", "mean")),
-            fmt(stat(m, "decode_tok_s_per_request", "p50")),
-            fmt(stat(m, "ttft_ms")),
-            fmt(stat(m, "ttft_ms", "p99")),
-            fmt(stat(m, "tpot_ms"), 2),
-            fmt(stat(m, "itl_ms"), 2),
-            fmt(stat(m, "e2e_ms"), 0),
-            fmt((m.get("tokens_per_chunk") or {}).get("aggregate"), 2),
-            fmt(spec["value"], 2) if spec else "-",
-            str(m["output_len_mismatch"]["count"]),
-        ))
+        rows.append(
+            (
+                str(m["concurrency"]),
+                f"{m['completed']}/{m['requests']}",
+                fmt(m.get("output_throughput_tok_s")),
+                fmt(stat(m, "decode_tok_s_per_request", "mean")),
+                fmt(stat(m, "decode_tok_s_per_request", "p50")),
+                fmt(stat(m, "ttft_ms")),
+                fmt(stat(m, "ttft_ms", "p99")),
+                fmt(stat(m, "tpot_ms"), 2),
+                fmt(stat(m, "itl_ms"), 2),
+                fmt(stat(m, "e2e_ms"), 0),
+                fmt((m.get("tokens_per_chunk") or {}).get("aggregate"), 2),
+                fmt(spec["value"], 2) if spec else "-",
+                str(m["output_len_mismatch"]["count"]),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(TABLE_COLUMNS))]
     for r in rows:
         lines.append("  ".join(cell.rjust(widths[i]) for i, cell in enumerate(r)))
@@ -65,10 +84,10 @@ def format_table(result: dict) -> str:
         mm = m["output_len_mismatch"]
         if mm["count"]:
             ex = mm["examples"][0]
-            lines.append(f"c={m['concurrency']}: {mm['count']} responses not {mm['expected']} tokens, "
-                         f"e.g. request {ex['request']} had {ex['completion_tokens']}")
+            lines.append(
+                f"c={m['concurrency']}: {mm['count']} responses not {mm['expected']} tokens, "
+                f"e.g. request {ex['request']} had {ex['completion_tokens']}"
+            )
     if sources:
         lines.append("accept length source: " + ", ".join(sorted(sources)))
     return "\n".join(lines)
-
-

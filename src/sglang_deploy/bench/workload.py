@@ -20,13 +20,15 @@ def chat_body(model: str | None, prompt: str, output_len: int, stream: bool = Tr
     return body
 
 
-_WORDS = ("time year people way day man thing woman life child world school state family student group "
-          "country problem hand part place case week company system program question work government "
-          "number night point home water room mother area money story fact month lot right study book "
-          "eye job word business issue side kind head house service friend father power hour game line "
-          "end member law car city name team minute idea kid body back parent face others level office "
-          "door health person art war history party result change morning reason research girl guy moment "
-          "air teacher force education").split()
+_WORDS = (
+    "time year people way day man thing woman life child world school state family student group "
+    "country problem hand part place case week company system program question work government "
+    "number night point home water room mother area money story fact month lot right study book "
+    "eye job word business issue side kind head house service friend father power hour game line "
+    "end member law car city name team minute idea kid body back parent face others level office "
+    "door health person art war history party result change morning reason research girl guy moment "
+    "air teacher force education"
+).split()
 
 
 def build_prompt(index: int, input_len: int) -> str:
@@ -45,11 +47,9 @@ def default_requests(concurrency: int) -> int:
     return max(8, 2 * concurrency)
 
 
-
 def parse_concurrency(text: str) -> list:
     """'1,8,32' -> [1, 8, 32]; ValueError on anything else."""
     levels = [int(x) for x in text.replace(" ", "").split(",") if x]
     if not levels or min(levels) < 1:
         raise ValueError(f"bad concurrency list {text!r}")
     return levels
-

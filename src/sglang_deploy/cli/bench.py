@@ -7,6 +7,7 @@ import os
 import sys
 
 from sglang_deploy import bench
+from sglang_deploy.bench.client import Target
 from sglang_deploy.cli.errors import UsageError
 
 
@@ -18,9 +19,12 @@ def _levels(text: str) -> list:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="benchmark a running SGLang server over a concurrency sweep",
-                       description="Concurrency sweep against an SGLang OpenAI-compatible server; prints the "
-                       "table, writes the JSON result (formulas in its `definitions`).")
+    p = sub.add_parser(
+        "bench",
+        help="benchmark a running SGLang server over a concurrency sweep",
+        description="Concurrency sweep against an SGLang OpenAI-compatible server; prints the "
+        "table, writes the JSON result (formulas in its `definitions`).",
+    )
     p.add_argument("--url", required=True, help="server base URL, e.g. http://10.0.0.5:30000")
     p.add_argument("--concurrency", type=_levels, default=[1, 8, 32], help="comma-separated levels (1,8,32)")
     p.add_argument("--requests", type=int, help="requests per level (default max(8, 2 x concurrency))")
@@ -37,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the table, write the JSON when asked. 1 when any request failed."""
     try:
-        bench.Target.from_url(args.url)
+        Target.from_url(args.url)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     if args.api_key_env and args.api_key_env not in os.environ:
@@ -45,11 +49,18 @@ def run(args: argparse.Namespace) -> int:
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
     try:
         result = bench.run_benchmark(
-            args.url, api_key=api_key, model=args.model, concurrency=args.concurrency,
-            requests=args.requests, input_len=args.input_len, output_len=args.output_len,
-            warmup=args.warmup, timeout=args.timeout,
+            args.url,
+            api_key=api_key,
+            model=args.model,
+            concurrency=args.concurrency,
+            requests=args.requests,
+            input_len=args.input_len,
+            output_len=args.output_len,
+            warmup=args.warmup,
+            timeout=args.timeout,
             context={"invoked_by": "sglang-deploy bench"},
-            progress=lambda line: print(line, file=sys.stderr, flush=True))
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
+        )
     except (OSError, bench.HttpError) as exc:
         print(f"sglang-deploy bench: {exc}", file=sys.stderr)
         return 1

@@ -1,0 +1,59 @@
+"""What the modules ship to hosts: module_utils/sglang_deploy mirrors the package's host-side files by symlink,
+so a relative import names the same file in both places and anything else imported is the standard library."""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = REPO / "module_utils" / "sglang_deploy"
+PACKAGE = REPO / "src" / "sglang_deploy"
+
+
+def shipped_files() -> list:
+    return sorted(
+        Path(d, f)
+        for d, _, files in os.walk(SHIPPED, followlinks=True)
+        if "__pycache__" not in d
+        for f in files
+        if f.endswith(".py")
+    )
+
+
+def test_every_shipped_entry_is_a_symlink_to_its_package_twin():
+    for entry in SHIPPED.iterdir():
+        assert entry.is_symlink(), f"{entry} is a copy, not a symlink"
+        assert entry.resolve() == (PACKAGE / entry.name).resolve()
+
+
+def test_shipped_files_import_only_the_stdlib_and_shipped_siblings():
+    problems = []
+    for path in shipped_files():
+        rel = path.relative_to(SHIPPED)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.ImportFrom):
+                base = (SHIPPED / rel).parent
+                for _ in range(node.level - 1):
+                    base = base.parent
+                target = base.joinpath(*(node.module or "").split(".")) if node.module else base
+                found = target.with_suffix(".py").exists() or (target / "__init__.py").exists()
+                if not found:  # `from . import x`: x is a module
+                    found = all((target / f"{a.name}.py").exists() for a in node.names)
+                if not found:
+                    problems.append(f"{rel}: relative import {node.module!r} is not shipped")
+                continue
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top != "__future__" and top not in sys.stdlib_module_names:
+                    problems.append(f"{rel}: imports {name}, which the host does not have")
+    assert problems == []
+    assert {p.relative_to(SHIPPED).as_posix() for p in shipped_files()} >= {"bench/sweep.py", "readiness.py"}
