@@ -62,3 +62,34 @@ def test_the_key_is_masked_in_everything_the_server_and_its_workers_print(tmp_pa
     assert "sk-secret-123" not in out.stdout + out.stderr
     assert "server_args=ServerArgs(api_key='***')" in out.stdout
     assert "stderr ***" in out.stdout and "worker ***" in out.stdout
+
+
+# Like SGLang's launch_server: a startup error, then kill_process_tree(os.getpid(), include_parent=False)
+# (every descendant killed) before the traceback is printed.
+FAILING_SERVER = """
+import os, signal, time
+worker = os.fork()
+if worker == 0:
+    time.sleep(60)
+    os._exit(0)
+try:
+    raise ValueError('served_model_name cannot contain a colon, key ' + os.environ.get('LEAK', ''))
+finally:
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            if open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1] == str(os.getpid()):
+                os.kill(int(pid), signal.SIGKILL)
+        except OSError:
+            pass
+"""
+
+
+def test_a_startup_traceback_survives_the_server_killing_its_process_tree(tmp_path):
+    script = tmp_path / "server.py"
+    script.write_text(FAILING_SERVER)
+    env = {"SGLANG_API_KEY": "sk-secret-123", "LEAK": "sk-secret-123", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, str(LAUNCH), str(script)], env=env, capture_output=True, text=True,
+                         check=False, timeout=30)
+    assert out.returncode == 1
+    assert "ValueError: served_model_name cannot contain a colon, key ***" in out.stdout
+    assert "sk-secret-123" not in out.stdout + out.stderr

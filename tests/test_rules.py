@@ -61,8 +61,12 @@ CASES = {
         case({**SPEC_AUTO, "mamba-scheduler-strategy": "extra_buffer"}, version="0.5.10.post1", facts=HYBRID),
     ),
     "extra-buffer-radix": (
-        case({"mamba-radix-cache-strategy": "extra_buffer", "disable-radix-cache": True}),
-        case({"mamba-radix-cache-strategy": "extra_buffer"}),
+        case({"mamba-radix-cache-strategy": "extra_buffer", "disable-radix-cache": True}, version="0.5.13"),
+        case({"mamba-radix-cache-strategy": "extra_buffer", "disable-radix-cache": True}, version="0.5.16"),
+    ),
+    "extra-buffer-lazy-spec": (
+        case({"speculative-algorithm": "NEXTN", "mamba-radix-cache-strategy": "extra_buffer_lazy"}, version="0.5.16"),
+        case({"speculative-algorithm": "NEXTN", "mamba-radix-cache-strategy": "extra_buffer_lazy"}, version="0.5.19"),
     ),
     "extra-buffer-non-hybrid": (
         case({"mamba-radix-cache-strategy": "extra_buffer"}, facts={"model_architecture": "LlamaForCausalLM"}),
@@ -150,6 +154,16 @@ def test_zero_gpus_counts_as_unknown():
     assert rules.gpu_facts({"count": 0, "arch": None}) == {}
     assert rules.gpu_facts({"count": 8, "arch": "sm_120", "nvlink": False}) == {
         "gpu_arch": "sm_120", "gpu_count": 8, "nvlink": False}
+
+
+@pytest.mark.parametrize(("arch", "version", "refused"), [
+    ("sm_90", "0.5.16", True), ("sm_120", "0.5.16", True), ("sm_100", "0.5.16", False),
+    ("sm_90", "0.5.19", False), ("sm_89", "0.5.23", True),
+])
+def test_trtllm_mha_prefill_outside_sm100(arch, version, refused):
+    found = [f for f in run(case({"attention-backend": "trtllm_mha"}, version=version, facts={"gpu_arch": arch}))
+             if f.rule == "arch-attention-backend"]
+    assert bool(found) == refused, found
 
 
 def test_sm100_trtllm_moe_allowed_sm120_refused():

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import signal
 import sys
 
 # Environment variable -> SGLang flag. The variable is removed from the environment once read.
@@ -35,9 +36,21 @@ def secret_args(environ: dict) -> list[str]:
 
 
 def redact_output(secrets: list[bytes]) -> None:
-    """Send fds 1 and 2 (inherited by worker processes) through a forked child that masks the secrets."""
+    """Send fds 1 and 2 (inherited by worker processes) through a forked filter that masks the secrets.
+
+    The filter is a grandchild, not a child: SGLang ends its launch with kill_process_tree(os.getpid(),
+    include_parent=False) (sglang/launch_server.py, __main__), which would kill a child filter before the
+    traceback of a startup failure is written. It ignores SIGTERM (a unit's stop) and exits at end of input,
+    once the server and every worker are gone."""
     read_end, write_end = os.pipe()
-    if os.fork() == 0:
+    child = os.fork()
+    if child:
+        os.waitpid(child, 0)
+    elif os.fork():
+        os._exit(0)
+    else:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         os.close(write_end)
         buffer = b""
         while True:

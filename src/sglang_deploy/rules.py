@@ -304,14 +304,27 @@ def _hybrid_spec_buffer(ctx: Ctx):
 
 
 def _extra_buffer_radix(ctx: Ctx):
-    if ctx.mamba_strategy.startswith("extra_buffer") and ctx.on("disable-radix-cache"):
+    # 0.5.9-0.5.13 server_args.py::_handle_mamba_radix_cache raises; 0.5.16 served it on an H200.
+    if ctx.mamba_strategy.startswith("extra_buffer") and ctx.on("disable-radix-cache") and _v(ctx, hi="0.5.14"):
         yield "mamba extra_buffer with --disable-radix-cache: SGLang raises; use no_buffer, or keep the radix cache"
+
+
+def _extra_buffer_lazy_spec(ctx: Ctx):
+    # 0.5.14-0.5.16 server_args.py::_validate_mamba_extra_buffer asserts; 0.5.17 allows it (DFLASH aside).
+    if ctx.mamba_strategy == "extra_buffer_lazy" and ctx.spec and _v(ctx, hi="0.5.17"):
+        yield (
+            f"mamba extra_buffer_lazy with speculative decoding on sglang {ctx.launch.sglang_version}: asserts"
+            " 'extra_buffer_lazy unsupported with spec.' at startup; use extra_buffer"
+        )
 
 
 def _extra_buffer_non_hybrid(ctx: Ctx):
     arch = ctx.facts["model_architecture"]
     if ctx.mamba_strategy.startswith("extra_buffer") and arch not in HYBRID_ARCHS:
-        yield f"mamba {ctx.mamba_strategy} on {arch}, which has no mamba state: SGLang refuses it; remove the strategy flag"
+        yield (
+            f"mamba {ctx.mamba_strategy} on {arch}, which has no mamba state: SGLang refuses it, or (0.5.16) crashes at"
+            " the first request (TypeError in the mamba track buffer); remove the strategy flag"
+        )
 
 
 def _no_buffer_overlap(ctx: Ctx):
@@ -348,21 +361,36 @@ def _arch_moe(ctx: Ctx):
             yield f"--{name} flashinfer_cutedsl on {ctx.facts['gpu_arch']}: produces garbage ('!!!!') output; use flashinfer_cutlass"
 
 
+def _sm_major(arch: str) -> int | None:
+    """9 for "sm_90", 12 for "sm_120"/"12.0"; None when unreadable."""
+    digits = "".join(ch for ch in str(arch).lower().replace("sm_", "").replace("sm", "") if ch.isdigit() or ch == ".")
+    head = digits.split(".")[0] if "." in digits else digits[:-1]
+    return int(head) if head.isdigit() else None
+
+
 def _arch_attention(ctx: Ctx):
-    if not ctx.sm12x:
-        return
     arch = ctx.facts["gpu_arch"]
+    major = _sm_major(arch)
     for name in ATTENTION_FLAGS:
         backend = ctx.arg(name)
+        if backend == "trtllm_mha" and name != "decode-attention-backend" and major != 10:
+            # server_args.py::_handle_attention_backend_compatibility: prefill SM100-only up to 0.5.18
+            # ("only supported on Blackwell GPUs (SM100)", seen on an H200 with 0.5.16); SM90/SM100/SM120 from 0.5.19.
+            if _v(ctx, hi="0.5.19"):
+                yield (
+                    f"--{name} trtllm_mha on {arch}: trtllm-gen prefill is SM100-only up to sglang 0.5.18 (ValueError"
+                    " at startup); use fa3 on SM90, triton or flashinfer"
+                )
+            elif major not in (9, 12):
+                yield f"--{name} trtllm_mha on {arch}: needs SM90, SM100 or SM120; use triton or flashinfer"
+            elif major == 12 and str(ctx.arg("kv-cache-dtype", "")) == "fp8_e4m3":
+                yield f"--{name} trtllm_mha with fp8_e4m3 KV cache on {arch}: not supported; use another KV dtype or triton"
+        if not ctx.sm12x:
+            continue
         if backend in SM100_ONLY_ATTENTION:
             yield f"--{name} {backend} on {arch}: trtllm-gen/CUTLASS MLA kernels are SM100-only ('Unsupported architecture'); use triton or flashinfer"
         elif backend in SM90_ONLY_ATTENTION:
             yield f"--{name} {backend} on {arch}: {backend} is Hopper (SM90) only; use triton or flashinfer"
-        elif backend == "trtllm_mha" and name != "decode-attention-backend":
-            if _v(ctx, hi="0.5.14"):
-                yield f"--{name} trtllm_mha on {arch}: trtllm-gen prefill is SM100-only up to 0.5.13; use triton"
-            elif str(ctx.arg("kv-cache-dtype", "")) == "fp8_e4m3":
-                yield f"--{name} trtllm_mha with fp8_e4m3 KV cache on {arch}: not supported; use another KV dtype or triton"
 
 
 def _fp4_gemm_nan(ctx: Ctx):
@@ -470,12 +498,15 @@ RULES: tuple[Rule, ...] = (
     Rule("hybrid-spec-extra-buffer", ERROR, "spec on hybrid model without extra_buffer (<= 0.5.13; seed crash 2)",
          ("model_architecture",), _hybrid_spec_buffer),
     Rule("extra-buffer-radix", ERROR, "extra_buffer with radix cache disabled", (), _extra_buffer_radix),
+    Rule("extra-buffer-lazy-spec", ERROR, "extra_buffer_lazy with speculative decoding (0.5.14-0.5.16)", (),
+         _extra_buffer_lazy_spec),
     Rule("extra-buffer-non-hybrid", ERROR, "extra_buffer on a model without mamba state",
          ("model_architecture",), _extra_buffer_non_hybrid),
     Rule("no-buffer-overlap", ERROR, "explicit no_buffer needs disable-overlap-schedule (>= 0.5.14)", (), _no_buffer_overlap),
     Rule("mamba-track-interval", ERROR, "track interval vs draft tokens / page size", (), _track_interval),
     Rule("arch-moe-backend", ERROR, "MoE backend unusable on SM12x", ("gpu_arch",), _arch_moe),
-    Rule("arch-attention-backend", ERROR, "attention backend unusable on SM12x", ("gpu_arch",), _arch_attention),
+    Rule("arch-attention-backend", ERROR, "attention backend unusable on the GPU architecture", ("gpu_arch",),
+         _arch_attention),
     Rule("fp4-gemm-nan", WARNING, "flashinfer_cutlass FP4 GEMM NaNs on SM12x (<= 0.5.12)", ("gpu_arch",), _fp4_gemm_nan),
     Rule("parallel-gpus", ERROR, "tp x pp (x dp) vs GPU count", ("gpu_count",), _parallel_gpus),
     Rule("parallel-shape", ERROR, "nnodes / dp / ep shape", (), _parallel_shape),

@@ -1,0 +1,165 @@
+"""Run `sglang-deploy bench` and `python -m sglang.bench_serving` on the same server and workload, and put
+their figures side by side (a table as JSON rows and a PNG)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from harness import Server
+
+# Per level: (our key, our statistic, bench_serving key); bench_serving reports mean and median.
+FIGURES = (
+    ("output_throughput_tok_s", None, "output_throughput"),
+    ("ttft_ms", "mean", "mean_ttft_ms"),
+    ("ttft_ms", "p50", "median_ttft_ms"),
+    ("tpot_ms", "mean", "mean_tpot_ms"),
+    ("itl_ms", "mean", "mean_itl_ms"),
+    ("itl_ms", "p50", "median_itl_ms"),
+    ("e2e_ms", "mean", "mean_e2e_latency_ms"),
+)
+
+
+def ours(server: Server, levels, out: Path, input_len: int, output_len: int) -> dict:
+    """`sglang-deploy bench` (the project's CLI) with the API key from an environment variable."""
+    env = {**os.environ, "GPU_SUITE_KEY": server.api_key or ""}
+    cmd = [
+        sys.executable,
+        "-m",
+        "sglang_deploy.cli",
+        "bench",
+        "--url",
+        server.url,
+        "--concurrency",
+        ",".join(map(str, levels)),
+        "--input-len",
+        str(input_len),
+        "--output-len",
+        str(output_len),
+        "--json",
+        str(out),
+    ]
+    if server.api_key:
+        cmd += ["--api-key-env", "GPU_SUITE_KEY"]
+    proc = subprocess.run(
+        cmd, capture_output=True, check=False, text=True, env=env, timeout=600
+    )
+    out.with_suffix(".txt").write_text(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(out.read_text())
+
+
+def bench_serving(
+    server: Server,
+    model: Path,
+    levels,
+    requests,
+    out: Path,
+    input_len: int,
+    output_len: int,
+) -> dict:
+    """`python -m sglang.bench_serving` (sglang-oai-chat backend, random-ids, fixed lengths) per level."""
+    env = {**os.environ, "OPENAI_API_KEY": server.api_key or ""}
+    rows = {}
+    log = []
+    for c in levels:
+        jsonl = out.parent / f"{out.stem}-c{c}.jsonl"
+        cmd = [
+            sys.executable,
+            "-m",
+            "sglang.bench_serving",
+            "--backend",
+            "sglang-oai-chat",
+            "--base-url",
+            server.url,
+            "--dataset-name",
+            "random-ids",
+            "--tokenizer",
+            str(model),
+            "--model",
+            server.launch.args["served-model-name"],
+            "--random-input-len",
+            str(input_len),
+            "--random-output-len",
+            str(output_len),
+            "--random-range-ratio",
+            "1.0",
+            "--num-prompts",
+            str(requests[c]),
+            "--max-concurrency",
+            str(c),
+            "--warmup-requests",
+            "2",
+            "--output-file",
+            str(jsonl),
+        ]
+        proc = subprocess.run(
+            cmd, capture_output=True, check=False, text=True, env=env, timeout=600
+        )
+        log.append(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        rows[str(c)] = json.loads(jsonl.read_text().strip().splitlines()[-1])
+    out.with_suffix(".txt").write_text("\n".join(log))
+    out.write_text(json.dumps(rows, indent=2) + "\n")
+    return rows
+
+
+def side_by_side(our_result: dict, theirs: dict) -> list[dict]:
+    rows = []
+    for level in our_result["levels"]:
+        c = level["concurrency"]
+        other = theirs[str(c)]
+        row = {
+            "concurrency": c,
+            "requests_ours": level["completed"],
+            "requests_bench_serving": other.get("completed"),
+            "decode_tok_s_per_request_p50": (
+                level["decode_tok_s_per_request"] or {}
+            ).get("p50"),
+        }
+        for key, stat, their_key in FIGURES:
+            mine = level[key] if stat is None else (level[key] or {}).get(stat)
+            label = key if stat is None else f"{key}_{stat}"
+            row[f"{label}_ours"] = mine
+            row[f"{label}_bench_serving"] = other.get(their_key)
+        rows.append(row)
+    return rows
+
+
+def plot(rows: list[dict], path: Path, title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = (
+        ("output_throughput_tok_s", "output tok/s"),
+        ("ttft_ms_mean", "TTFT mean (ms)"),
+        ("tpot_ms_mean", "TPOT mean (ms)"),
+        ("itl_ms_mean", "ITL mean (ms)"),
+    )
+    conc = [r["concurrency"] for r in rows]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4))
+    for ax, (key, label) in zip(axes, panels):
+        ax.plot(
+            conc, [r[f"{key}_ours"] for r in rows], "o-", label="sglang-deploy bench"
+        )
+        ax.plot(
+            conc,
+            [r[f"{key}_bench_serving"] for r in rows],
+            "s--",
+            label="sglang.bench_serving",
+        )
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(conc, [str(c) for c in conc])
+        ax.set_xlabel("concurrency")
+        ax.set_title(label)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

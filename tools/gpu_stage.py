@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Stage real SGLang 0.5.16 on an offline GPU host that already has Python 3.12 and torch 2.11.0.
+
+Steps (each a sub-command; stdlib only):
+
+    python tools/gpu_stage.py download WORK       # on a networked machine: wheels into WORK/whl (pip download)
+    python tools/gpu_stage.py pack WORK PARTS     # tar WORK/whl, sha256, split into 60,000,000-byte parts
+    python tools/gpu_stage.py plan PARTS          # the transfer plan: one command per part
+    python tools/gpu_stage.py install STAGE SITE  # on the GPU host: join STAGE/part*, check, pip install to SITE
+
+then `export PYTHONPATH=SITE` (sglang 0.5.16 pins torch==2.11.0, the host's own torch, so the torch stack is
+not carried). Measured 2026-11-30 (H200 machine, 64 MiB per transfer): the wheel set is 76 files, 514 MiB
+(sglang-kernel 0.4.5 alone 383 MB); `download` took 15 s on the networked machine; 9 parts; see `plan`.
+Transfers to the GPU host took about 5 s each back to back; `install` about 13 s.
+
+The set is sglang's runtime needs that the host's image lacks, all installed with --no-deps (the image's
+torch, triton, numpy, flashinfer's CUDA libraries stay). tokenizers 0.22.2 is pinned because transformers
+5.12.1 (sglang 0.5.16's pin) refuses the image's tokenizers 0.23.2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+PART_BYTES = (
+    60_000_000  # a transfer carries 64 MiB with the working tree: leave room for it
+)
+PLATFORMS = (
+    "manylinux_2_34_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+)
+
+WHEELS = (
+    # sglang and its pinned kernels
+    "sglang==0.5.16",
+    "sglang-kernel==0.4.5",
+    "flashinfer-python==0.6.14",
+    "apache-tvm-ffi==0.1.11",
+    "nvidia-cudnn-frontend==1.32.0",
+    "sgl-deep-gemm==0.1.4.post1",
+    "torchao==0.17.0",
+    "torch_memory_saver==0.0.10",
+    "quack-kernels==0.6.5",
+    "xgrammar==0.2.1",
+    "llguidance==1.6.1",
+    "outlines==0.1.11",
+    # tokenizer / model config
+    "transformers==5.12.1",
+    "tokenizers==0.22.2",
+    "compressed-tensors==0.20.1",
+    "gguf==0.19.0",
+    "mistral_common==1.13.1",
+    "datasets==5.2.0",
+    "dill==0.4.1",
+    "multiprocess==0.70.19",
+    # HTTP server and API
+    "fastapi==0.165.0",
+    "starlette==1.10.0",
+    "uvicorn==0.54.0",
+    "pydantic==2.14.4",
+    "pydantic-core==2.50.5",
+    "annotated-types==0.8.0",
+    "typing-inspection==0.4.5",
+    "sniffio==1.3.1",
+    "python-multipart==0.0.34",
+    "watchfiles==1.3.0",
+    "openai==2.6.1",
+    "jiter==0.19.0",
+    "openai-harmony==0.0.4",
+    "anthropic==2.14.0",
+    "docstring-parser==0.18.0",
+    "distro==1.9.0",
+    "smg-grpc-servicer==0.14.1",
+    # IPC, serialization, utilities
+    "pyzmq==27.3.0",
+    "orjson==3.13.0",
+    "msgspec==0.23.0",
+    "setproctitle==1.3.8",
+    "partial_json_parser==0.2.1.1.post7",
+    "pybase64==1.5.1",
+    "interegular==0.3.3",
+    "loguru==0.7.3",
+    "blobfile==3.0.0",
+    "pycryptodomex==3.24.2",
+    "zstandard==0.25.0",
+    "easydict==1.14",
+    "frozendict==2.5.1",
+    # imported at top level by sglang modules
+    "soundfile==0.13.1",
+    "cffi==2.1.1",
+    "pycparser==3.12",
+    "ipython==9.18.1",
+    "asttokens==3.0.2",
+    "decorator==5.3.1",
+    "executing==2.3.0",
+    "jedi==0.20.1",
+    "parso==0.8.7",
+    "matplotlib-inline==0.2.2",
+    "pexpect==4.9.0",
+    "ptyprocess==0.7.0",
+    "prompt_toolkit==3.0.53",
+    "pure_eval==0.2.4",
+    "stack_data==0.6.3",
+    "traitlets==5.16.1",
+    "wcwidth==0.9.4",
+    "ipython-pygments-lexers==1.1.1",
+    "opentelemetry-api==1.45.2",
+    "opentelemetry-sdk==1.45.2",
+    "opentelemetry-semantic-conventions==0.66b2",
+    "importlib-metadata==10.2.0",
+    "jsonschema==4.26.0",
+    "jsonschema-specifications==2025.9.1",
+    "referencing==0.37.0",
+    "rpds-py==2026.9.1",
+)
+
+
+def download(work: Path) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.12",
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp312",
+        "-d",
+        str(work / "whl"),
+    ]
+    for platform in PLATFORMS:
+        cmd += ["--platform", platform]
+    subprocess.run(cmd + list(WHEELS), check=True)
+
+
+def pack(work: Path, parts: Path) -> list[Path]:
+    parts.mkdir(parents=True, exist_ok=True)
+    tar_path = work / "wheels.tar"
+    with tarfile.open(tar_path, "w") as tar:
+        for wheel in sorted((work / "whl").glob("*.whl")):
+            tar.add(wheel, arcname=f"whl/{wheel.name}")
+    digest = hashlib.sha256()
+    written = []
+    with tar_path.open("rb") as src:
+        while chunk := src.read(PART_BYTES):
+            digest.update(chunk)
+            part = parts / f"part{len(written):02d}"
+            part.write_bytes(chunk)
+            written.append(part)
+    (parts / "wheels.sha256").write_text(f"{digest.hexdigest()}  wheels.tar\n")
+    tar_path.unlink()
+    return written
+
+
+def plan(parts: Path) -> list[str]:
+    """One command per transfer: the part travels in the working copy and moves out of it at once."""
+    names = sorted(p.name for p in parts.glob("part*"))
+    return [
+        f"mkdir -p /root/stage && mv {parts.name}/{name} /root/stage/"
+        + (
+            f" && mv {parts.name}/wheels.sha256 /root/stage/"
+            if i == len(names) - 1
+            else ""
+        )
+        for i, name in enumerate(names)
+    ]
+
+
+def install(stage: Path, site: Path) -> None:
+    tar_path = stage / "wheels.tar"
+    digest = hashlib.sha256()
+    with tar_path.open("wb") as out:
+        for part in sorted(stage.glob("part*")):
+            data = part.read_bytes()
+            digest.update(data)
+            out.write(data)
+    expected = (stage / "wheels.sha256").read_text().split()[0]
+    if digest.hexdigest() != expected:
+        sys.exit(
+            f"sha256 mismatch: {digest.hexdigest()} != {expected} (a part is missing or broken)"
+        )
+    with tarfile.open(tar_path) as tar:
+        tar.extractall(stage, filter="data")
+    wheels = sorted(str(w) for w in (stage / "whl").glob("*.whl"))
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "--no-cache-dir",
+            "--upgrade",
+            "--target",
+            str(site),
+            *wheels,
+        ],
+        check=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("download").add_argument("work", type=Path)
+    p = sub.add_parser("pack")
+    p.add_argument("work", type=Path)
+    p.add_argument("parts", type=Path)
+    sub.add_parser("plan").add_argument("parts", type=Path)
+    p = sub.add_parser("install")
+    p.add_argument("stage", type=Path)
+    p.add_argument("site", type=Path)
+    args = ap.parse_args(argv)
+    if args.cmd == "download":
+        download(args.work)
+    elif args.cmd == "pack":
+        for part in pack(args.work, args.parts):
+            print(f"{part} {part.stat().st_size}")
+    elif args.cmd == "plan":
+        print("\n".join(plan(args.parts)))
+    else:
+        install(args.stage, args.site)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

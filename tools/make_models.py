@@ -1,0 +1,369 @@
+#!/usr/bin/env python3
+"""Make small model folders that real SGLang serves with ``--load-format dummy`` (no weights are fetched).
+
+    python tools/make_models.py OUT_DIR        # writes OUT_DIR/dense and OUT_DIR/hybrid
+
+* ``dense``: a Qwen3-style dense model (Qwen3ForCausalLM): hidden 1024, 8 layers, 16 heads, 8 KV heads,
+  head_dim 128. For the readiness stages and the benchmark.
+* ``hybrid``: a Qwen3-Next-style hybrid model (Qwen3NextForCausalLM): Gated DeltaNet layers with a full
+  attention layer every 4th (``full_attention_interval``), a small MoE, and one MTP layer
+  (``mtp_num_hidden_layers``), so NEXTN speculative decoding and the mamba radix-cache strategies run.
+  SGLang turns the same checkpoint into its draft model (sglang/srt/configs/model_config.py,
+  ModelConfig.__init__: Qwen3NextForCausalLM -> Qwen3NextForCausalLMMTP for the draft).
+
+Each folder gets a config.json, a byte-level BPE tokenizer trained here with the ``tokenizers`` package on a
+built-in text (tokenizer.json, tokenizer_config.json with a ChatML chat template) and a generation_config.json.
+Dummy weights are random: the models answer nonsense (see tests/gpu/README section in the project README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+VOCAB_SIZE = 2048  # BPE target; config vocab_size is the trained size, so every id the model emits decodes
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+# Training text: plain English sentences, digits and punctuation (byte-level BPE encodes any text anyway).
+_CORPUS_WORDS = [
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "was",
+    "for",
+    "on",
+    "that",
+    "with",
+    "as",
+    "by",
+    "at",
+    "from",
+    "it",
+    "he",
+    "she",
+    "they",
+    "we",
+    "you",
+    "this",
+    "which",
+    "be",
+    "are",
+    "not",
+    "or",
+    "have",
+    "his",
+    "her",
+    "their",
+    "an",
+    "were",
+    "had",
+    "been",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "first",
+    "new",
+    "time",
+    "year",
+    "people",
+    "way",
+    "day",
+    "man",
+    "thing",
+    "woman",
+    "life",
+    "child",
+    "world",
+    "school",
+    "state",
+    "family",
+    "student",
+    "group",
+    "country",
+    "problem",
+    "hand",
+    "part",
+    "place",
+    "case",
+    "week",
+    "company",
+    "system",
+    "program",
+    "question",
+    "work",
+    "government",
+    "number",
+    "night",
+    "point",
+    "home",
+    "water",
+    "room",
+    "mother",
+    "area",
+    "money",
+    "story",
+    "fact",
+    "month",
+    "lot",
+    "right",
+    "study",
+    "book",
+    "eye",
+    "job",
+    "word",
+    "business",
+    "issue",
+    "side",
+    "kind",
+    "head",
+    "house",
+    "service",
+    "friend",
+    "father",
+    "power",
+    "hour",
+    "game",
+    "line",
+    "end",
+    "member",
+    "law",
+    "car",
+    "city",
+    "name",
+    "team",
+    "minute",
+    "idea",
+    "body",
+    "back",
+    "parent",
+    "face",
+    "level",
+    "office",
+    "door",
+    "health",
+    "person",
+    "art",
+    "war",
+    "history",
+    "party",
+    "result",
+    "change",
+    "morning",
+    "reason",
+    "research",
+    "moment",
+    "air",
+    "teacher",
+    "force",
+    "education",
+    "capital",
+    "France",
+    "Paris",
+    "sea",
+    "count",
+    "write",
+    "short",
+    "sentence",
+    "answer",
+    "model",
+    "server",
+    "token",
+    "request",
+    "output",
+]
+
+
+def corpus(lines: int = 4000) -> list[str]:
+    """Deterministic sentences over _CORPUS_WORDS with numbers and punctuation."""
+    out, state = [], 12345
+    for i in range(lines):
+        words = []
+        for _ in range(8 + i % 9):
+            state = (state * 1103515245 + 12345) & 0x7FFFFFFF
+            words.append(_CORPUS_WORDS[state % len(_CORPUS_WORDS)])
+        out.append(
+            f"{' '.join(words).capitalize()}, {i % 100} and {(i * 7) % 1000}. What? Yes: 1, 2, 3!"
+        )
+    return out
+
+
+def train_tokenizer():
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(corpus(), trainer=trainer)
+    return tok
+
+
+def tokenizer_config() -> dict:
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": 8192,
+        "bos_token": None,
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+        "unk_token": None,
+        "add_bos_token": False,
+        "add_prefix_space": False,
+        "clean_up_tokenization_spaces": False,
+        "chat_template": CHAT_TEMPLATE,
+        "added_tokens_decoder": {
+            str(i): {
+                "content": t,
+                "special": True,
+                "normalized": False,
+                "lstrip": False,
+                "rstrip": False,
+                "single_word": False,
+            }
+            for i, t in enumerate(SPECIAL_TOKENS)
+        },
+    }
+
+
+def _common(tok) -> dict:
+    return {
+        "vocab_size": tok.get_vocab_size(),
+        "bos_token_id": tok.token_to_id("<|endoftext|>"),
+        "eos_token_id": tok.token_to_id("<|im_end|>"),
+        "pad_token_id": tok.token_to_id("<|endoftext|>"),
+        "torch_dtype": "bfloat16",
+        "tie_word_embeddings": False,
+        "rms_norm_eps": 1e-6,
+        "hidden_act": "silu",
+        "max_position_embeddings": 8192,
+        "initializer_range": 0.02,
+        "use_cache": True,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+    }
+
+
+def dense_config(tok) -> dict:
+    """Qwen3ForCausalLM (sglang/srt/models/qwen3.py); head_dim 128 (the recipe's head_dim 64 crashed in graph capture)."""
+    return {
+        **_common(tok),
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "hidden_size": 1024,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 8,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "rope_theta": 1000000.0,
+        "rope_scaling": None,
+        "sliding_window": None,
+        "use_sliding_window": False,
+        "max_window_layers": 8,
+    }
+
+
+def hybrid_config(tok) -> dict:
+    """Qwen3NextForCausalLM (sglang/srt/models/qwen3_next.py, configs/qwen3_next.py): the Qwen3-Next-80B-A3B
+    config's keys, shrunk. Layers 0-2 are Gated DeltaNet (linear attention), layer 3 full attention."""
+    return {
+        **_common(tok),
+        "architectures": ["Qwen3NextForCausalLM"],
+        "model_type": "qwen3_next",
+        "hidden_size": 1024,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 4,
+        "full_attention_interval": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "partial_rotary_factor": 0.25,
+        "rope_theta": 10000000.0,
+        "rope_scaling": None,
+        "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_num_key_heads": 8,
+        "linear_num_value_heads": 16,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
+        "norm_topk_prob": True,
+        "output_router_logits": False,
+        "router_aux_loss_coef": 0.001,
+        "mtp_num_hidden_layers": 1,
+        "mtp_use_dedicated_embeddings": False,
+    }
+
+
+def write_model(folder: Path, config: dict, tok) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    tok.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(tokenizer_config(), indent=2) + "\n"
+    )
+    (folder / "special_tokens_map.json").write_text(
+        json.dumps({"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, indent=2)
+        + "\n"
+    )
+    generation = {
+        "bos_token_id": config["bos_token_id"],
+        "eos_token_id": config["eos_token_id"],
+        "do_sample": False,
+    }
+    (folder / "generation_config.json").write_text(
+        json.dumps(generation, indent=2) + "\n"
+    )
+    return folder
+
+
+def make_models(out: Path) -> dict[str, Path]:
+    tok = train_tokenizer()
+    return {
+        "dense": write_model(out / "dense", dense_config(tok), tok),
+        "hybrid": write_model(out / "hybrid", hybrid_config(tok), tok),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path, help="folder that receives dense/ and hybrid/")
+    args = ap.parse_args(argv)
+    for name, path in make_models(args.out).items():
+        print(f"{name}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
