@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -55,7 +56,9 @@ def free_port() -> int:
 class Emu:
     """One emulator process; stdout and stderr are kept in files under tmp."""
 
-    def __init__(self, tmp: Path, *flags: str, env: dict | None = None, entry: tuple = MODULE, served: bool = True):
+    def __init__(
+        self, tmp: Path, *flags: str, env: dict | None = None, entry: tuple = MODULE, served: bool = True, preexec=None
+    ):
         self.port = free_port()
         self.out, self.err = tmp / f"emu-{self.port}.out", tmp / f"emu-{self.port}.err"
         argv = [
@@ -69,7 +72,9 @@ class Emu:
             *flags,
         ]
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, env={**os.environ, **FAST, **(env or {})})
+            self.proc = subprocess.Popen(
+                argv, stdout=out, stderr=err, env={**os.environ, **FAST, **(env or {})}, preexec_fn=preexec
+            )
 
     def port_open(self) -> bool:
         try:
@@ -622,3 +627,174 @@ def test_module_entry_point_help():
         [sys.executable, "-m", "sglang_deploy.emulator", "--help"], capture_output=True, text=True, check=True
     ).stdout
     assert "--emu-decode-tok-s" in out and "--speculative-algorithm" in out
+
+
+# --- hostile and careless input ------------------------------------------------------------------------
+
+EVIL_NAME = 'evil"} 1\nsglang:forged_total{x="\\'
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    # the launcher appends --api-key and --admin-api-key from SGLANG_API_KEY / SGLANG_ADMIN_API_KEY
+    e = Emu(
+        tmp_path_factory.mktemp("hostile"),
+        "--served-model-name",
+        EVIL_NAME,
+        "--enable-metrics",
+        "--ssl-keyfile-password",
+        "pw-s3cret",
+        "--api-key",
+        "s3cret",
+        "--admin-api-key=adm-s3cret",
+    )
+    yield e.wait_ready()
+    e.stop()
+
+
+def raw(port: int, data: bytes, timeout: float = 3.0) -> bytes:
+    """Send bytes on a fresh connection; everything the server answers until it closes (or timeout)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+    return got
+
+
+def test_server_info_masks_every_key(hostile):
+    status, payload = hostile.get("/server_info", headers=AUTH)[::2]
+    assert status == 200
+    for secret in (b"s3cret", b"adm-s3cret", b"pw-s3cret"):
+        assert secret not in payload
+    info = json.loads(payload)
+    assert info["api_key"] == info["admin_api_key"] == info["ssl_keyfile_password"] == "***"
+    assert "--admin-api-key=*** " in info["launch_command"] + " "
+    assert "--ssl-keyfile-password ***" in info["launch_command"]
+
+
+def test_metrics_escape_the_served_model_name(hostile):
+    text = hostile.get("/metrics")[2].decode()
+    assert not [line for line in text.splitlines() if line.startswith("sglang:forged")]
+    assert 'model_name="evil\\"} 1\\nsglang:forged_total{x=\\"\\\\",tp_rank="0"' in text
+
+
+def test_auth_is_checked_before_the_body_is_read(hostile):
+    # a client that announces a large body and sends none gets its 401 at once (no 100 Continue first)
+    t0 = time.monotonic()
+    answer = raw(
+        hostile.port, b"POST /generate HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 100000000\r\n\r\n"
+    )
+    assert answer.startswith(b"HTTP/1.1 401 ") and time.monotonic() - t0 < 2
+    assert b"connection: close" in answer.lower()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"messages": [{"role": "user", "content": "x"}], "stream_options": "yes"},
+        {"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": ["enable_thinking"]},
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]},
+        {"messages": ["hello"]},
+        {"messages": [{"role": "user", "content": 7}]},
+        {"messages": [{"role": "user", "content": "x"}], "stream": [1]},
+        {"messages": [{"role": "user", "content": "x"}], "ignore_eos": {"a": 1}},
+    ],
+)
+def test_wrong_typed_chat_fields_are_400(plain, body):
+    status, resp = plain.json("POST", "/v1/chat/completions", body)
+    assert status == 400 and resp["object"] == "error", resp
+
+
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/generate", {"text": "x", "sampling_params": "fast"}),
+        ("/generate", {"text": "x", "sampling_params": {"ignore_eos": "perhaps"}}),
+        ("/v1/completions", {"prompt": "x", "stream_options": [True]}),
+        ("/v1/completions", "[" * 100000 + "]" * 100000),  # nesting deeper than the JSON decoder recurses
+    ],
+)
+def test_wrong_typed_fields_are_400(plain, path, body):
+    assert plain.json("POST", path, body)[0] == 400
+
+
+def test_slow_and_idle_connections_are_closed(plain):
+    # SGLang's uvicorn closes a connection idle for 5 s; the emulator also gives a request's head 5 s to arrive
+    def closed_after(dribble: bool) -> float:
+        t0 = time.monotonic()
+        with socket.create_connection(("127.0.0.1", plain.port), timeout=10) as s:
+            s.sendall(b"GET /health HTTP/1.1\r\n" if dribble else b"")
+            while True:
+                try:
+                    if dribble:
+                        s.sendall(b"x-slow: 1\r\n")
+                    s.settimeout(0.5)
+                    if s.recv(1024) == b"":
+                        return time.monotonic() - t0
+                except TimeoutError:
+                    assert time.monotonic() - t0 < 9, "connection still open"
+                except ConnectionError:
+                    return time.monotonic() - t0
+
+    results = {}
+    threads = [threading.Thread(target=lambda d=d: results.__setitem__(d, closed_after(d))) for d in (False, True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert 4 <= results[False] < 8 and 4 <= results[True] < 8, results
+
+
+def test_too_many_open_files_is_one_log_line_and_passes(emu):
+    e = emu(preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))).wait_ready()
+    socks = [socket.create_connection(("127.0.0.1", e.port)) for _ in range(60)]
+    time.sleep(2.5)
+    for s in socks:
+        s.close()
+    e.wait(lambda: e.get("/health", timeout=2)[0] == 200, timeout=10, what="serving again")
+    err = e.stderr()
+    assert err.count("Too many open files") == 1 and "Traceback" not in err, err
+
+
+def test_oversized_chunked_framing_is_refused(plain):
+    head = b"POST /generate HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    assert raw(plain.port, head + b"1" * 70000 + b"\r\n").startswith(b"HTTP/1.1 400 ")
+    assert raw(plain.port, head + b"fffffffffff\r\n").startswith(b"HTTP/1.1 413 ")
+    assert raw(plain.port, head.replace(b"Transfer-Encoding: chunked", b"Content-Length: -5")).startswith(
+        b"HTTP/1.1 400 "
+    )
+    assert plain.get("/health")[0] == 200
+
+
+def test_request_lines_cannot_forge_access_log_lines(plain):
+    answer = raw(plain.port, b'GET /x\nINFO:     1.2.3.4:5 - "GET /forged HTTP/1.1" 200 OK HTTP/1.1\r\n\r\n')
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    raw(plain.port, b'GET /\x1b[2J" HTTP/1.1\r\nConnection: close\r\n\r\n')
+    log = plain.stdout()
+    assert not [line for line in log.splitlines() if "/forged" in line and not line.startswith("INFO:     127.")]
+    assert '"GET /\\x1b[2J\\" HTTP/1.1"' in log
+
+
+@pytest.mark.parametrize(
+    "args, env, names",
+    [
+        ((), {"SGLANG_EMU_DECODE_TOK_S": "inf"}, "SGLANG_EMU_DECODE_TOK_S"),
+        ((), {"SGLANG_EMU_LOAD_S": "nan"}, "SGLANG_EMU_LOAD_S"),
+        (("--emu-ttft-ms", "inf"), {}, "--emu-ttft-ms"),
+        (("--emu-aggregate-tok-s", "nan"), {}, "--emu-aggregate-tok-s"),
+        ((), {"SGLANG_EMU_ACCEPT_LENGTH": "nan"}, "SGLANG_EMU_ACCEPT_LENGTH"),
+        (("--port", "70000"), {}, "--port"),
+        (("--context-length", "1e400k"), {}, "--context-length"),
+        (("--max-running-requests", "-1"), {}, "--max-running-requests"),
+    ],
+)
+def test_bad_settings_are_refused_at_start(args, env, names):
+    run = subprocess.run(
+        [sys.executable, *MODULE, "--model-path", MODEL, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **FAST, **env},
+        timeout=10,
+    )
+    assert run.returncode == 2 and names in run.stderr and "Traceback" not in run.stderr, run.stderr

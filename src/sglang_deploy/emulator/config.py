@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 
 BANNER = "EMULATED SGLang server: numbers are synthetic"
 FAULTS = ("crash_on_load", "crash_mid_stream", "garbage", "never_ready", "http_500")
 SPEC_DEFAULT_MAX_RUNNING = 48
+# ServerArgs fields that hold secrets (sglang/srt/server_args.py): masked in /server_info and its launch command.
+SECRET_ARGS = ("api_key", "admin_api_key", "ssl_keyfile_password")
 DEFAULT_CONTEXT_LENGTH = 32768
 EMU_SETTINGS = (  # (env var, flag dest, type, default)
     ("SGLANG_EMU_LOAD_S", "emu_load_s", float, 3.0),
@@ -36,16 +39,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model-path", "--model", dest="model_path", required=True)
     p.add_argument("--served-model-name")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--port", type=_port, default=30000)
     p.add_argument("--api-key")
     p.add_argument("--speculative-algorithm")
-    p.add_argument("--speculative-num-steps", type=int)
-    p.add_argument("--speculative-eagle-topk", type=int)
-    p.add_argument("--speculative-num-draft-tokens", type=int)
+    p.add_argument("--speculative-num-steps", type=_count)
+    p.add_argument("--speculative-eagle-topk", type=_count)
+    p.add_argument("--speculative-num-draft-tokens", type=_count)
     p.add_argument("--reasoning-parser")
     p.add_argument("--enable-metrics", action="store_true")
     p.add_argument("--context-length", type=_human_int)
-    p.add_argument("--max-running-requests", type=int)
+    p.add_argument("--max-running-requests", type=_count)
     p.add_argument("--stream-response-default-include-usage", action="store_true")
     p.add_argument("--enable-cache-report", action="store_true")
     p.add_argument("--incremental-streaming-output", action="store_true")
@@ -56,17 +59,55 @@ def build_parser() -> argparse.ArgumentParser:
         if dest == "emu_fault":
             emu.add_argument(flag, dest=dest, choices=FAULTS, help=f"overrides {env}")
         else:
-            emu.add_argument(flag, dest=dest, type=kind, help=f"overrides {env}")
+            emu.add_argument(flag, dest=dest, type=_finite if kind is float else kind, help=f"overrides {env}")
     return p
 
 
 def _human_int(text: str) -> int:
     units = {"k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1024, "mi": 1024**2, "gi": 1024**3}
     low = text.strip().lower()
-    for suffix in sorted(units, key=len, reverse=True):
-        if low.endswith(suffix):
-            return int(float(low[: -len(suffix)]) * units[suffix])
-    return int(low)
+    try:
+        for suffix in sorted(units, key=len, reverse=True):
+            if low.endswith(suffix):
+                value = int(float(low[: -len(suffix)]) * units[suffix])
+                break
+        else:
+            value = int(low)
+    except (ValueError, OverflowError):
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a token count is needed, like 32768 or 32k (got {text!r})")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a whole number >= 0 is needed (got {text!r})")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port from 1 to 65535 is needed (got {text!r})")
+    return value
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"a finite number is needed (got {text!r})")
+    return value
 
 
 def split_argv(argv: list[str], known: set[str]) -> tuple[list[str], dict]:
@@ -119,9 +160,9 @@ class Config:
             value = getattr(ns, dest)
             if value is None and environ.get(env, "") != "":
                 try:
-                    value = kind(environ[env])
-                except ValueError:
-                    parser.error(f"{env}={environ[env]!r} is not a valid {kind.__name__}")
+                    value = (_finite if kind is float else kind)(environ[env])
+                except argparse.ArgumentTypeError as exc:
+                    parser.error(f"{env}: {exc}")
             setattr(self, dest[4:], default if value is None else value)
         if self.fault is not None and self.fault not in FAULTS:
             parser.error(f"SGLANG_EMU_FAULT must be one of {', '.join(FAULTS)} (got {self.fault!r})")
@@ -174,16 +215,19 @@ class Config:
         }
 
     def redacted_argv(self) -> list[str]:
+        """The command line with the value of every SECRET_ARGS flag (--flag VALUE or --flag=VALUE) as ***."""
+        flags = {"--" + name.replace("_", "-") for name in SECRET_ARGS}
         out, hide = [], False
         for tok in self.argv:
+            name = tok.split("=", 1)[0]
             if hide:
                 out.append("***")
                 hide = False
-            elif tok == "--api-key":
+            elif tok in flags:
                 out.append(tok)
                 hide = True
-            elif tok.startswith("--api-key="):
-                out.append("--api-key=***")
+            elif "=" in tok and name in flags:
+                out.append(name + "=***")
             else:
                 out.append(tok)
         return out

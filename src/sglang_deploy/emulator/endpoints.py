@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .config import SECRET_ARGS
 from .metrics import render_metrics
 from .protocol import HttpError, Request, Responder, openai_error
 
@@ -82,7 +83,6 @@ async def server_info(server: Server, req: Request, out: Responder) -> None:
     info.update(cfg.ignored_flags)
     info.update(
         {
-            "api_key": "***" if cfg.args.api_key else None,
             "served_model_name": cfg.served_model_name,
             "context_length": cfg.context_length,
             "max_running_requests": cfg.max_running,
@@ -97,6 +97,7 @@ async def server_info(server: Server, req: Request, out: Responder) -> None:
             "internal_states": [_internal_state(server)],
         }
     )
+    info.update({name: "***" for name in SECRET_ARGS if info.get(name)})
     await out.send_json(200, info)
 
 

@@ -22,12 +22,51 @@ def prompt_token_count(text: str) -> int:
     return max(1, len(text.split()))
 
 
-def _content_text(content) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
+def _content_text(message) -> str:
+    """The text of one chat message: a string, or the text parts of a list of parts."""
+    if not isinstance(message, dict):
+        raise _bad("messages must be objects")
+    content = message.get("content")
+    if content is None or isinstance(content, str):
+        return content or ""
+    if not isinstance(content, list) or not all(isinstance(p, dict) for p in content):
+        raise _bad("message content must be a string or a list of content parts")
+    texts = [p.get("text", "") for p in content]
+    if not all(isinstance(t, str) for t in texts):
+        raise _bad("a content part's text must be a string")
+    return " ".join(texts)
+
+
+def _bad(message: str):
+    return openai_error(400, message, "BadRequestError")
+
+
+# What pydantic (SGLang's request models) reads as a bool besides true and false.
+BOOL_WORDS = dict.fromkeys(("1", "on", "t", "true", "y", "yes"), True) | dict.fromkeys(
+    ("0", "off", "f", "false", "n", "no"), False
+)
+
+
+def _bool_field(body: dict, name: str, default: bool = False) -> bool:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in BOOL_WORDS:
+        return BOOL_WORDS[value.lower()]
+    raise _bad(f"{name} must be a boolean")
+
+
+def _object_field(body: dict, name: str) -> dict:
+    value = body.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _bad(f"{name} must be an object")
+    return value
 
 
 def _int_field(body: dict, names: tuple, default, minimum: int = 0):
@@ -35,7 +74,7 @@ def _int_field(body: dict, names: tuple, default, minimum: int = 0):
         if body.get(name) is not None:
             value = body[name]
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-                raise openai_error(400, f"{name} must be an integer >= {minimum}", "BadRequestError")
+                raise _bad(f"{name} must be an integer >= {minimum}")
             return value
     return default
 
@@ -59,9 +98,9 @@ def _usage(cfg: Config, plan: Plan, completion: int) -> dict:
 
 
 def _stream_opts(cfg: Config, body: dict) -> tuple:
-    opts = body.get("stream_options") or {}
-    include = bool(opts.get("include_usage")) or cfg.args.stream_response_default_include_usage
-    return include, bool(opts.get("continuous_usage_stats"))
+    opts = _object_field(body, "stream_options")
+    include = _bool_field(opts, "include_usage") or cfg.args.stream_response_default_include_usage
+    return include, _bool_field(opts, "continuous_usage_stats")
 
 
 async def chat(server: Server, req: Request, out: Responder) -> None:
@@ -69,13 +108,14 @@ async def chat(server: Server, req: Request, out: Responder) -> None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise openai_error(400, "messages must be a non-empty list", "BadRequestError")
+    stream, (include_usage, continuous) = _bool_field(body, "stream"), _stream_opts(server.cfg, body)
     check_generation_fault(server.cfg.fault, server.cfg.fault_message, openai=True)
-    prompt = " ".join(_content_text(m.get("content")) for m in messages if isinstance(m, dict))
-    kwargs = body.get("chat_template_kwargs") or {}
+    prompt = " ".join(_content_text(m) for m in messages)
+    kwargs = _object_field(body, "chat_template_kwargs")
     reasoning = (
         bool(server.cfg.args.reasoning_parser)
         and kwargs.get("enable_thinking") is not False
-        and body.get("separate_reasoning", True) is not False
+        and _bool_field(body, "separate_reasoning", True)
     )
     plan = _plan(
         server.cfg,
@@ -83,12 +123,12 @@ async def chat(server: Server, req: Request, out: Responder) -> None:
         prompt_token_count(prompt),
         _int_field(body, ("max_completion_tokens", "max_tokens"), None),
         _int_field(body, ("min_tokens",), 0),
-        bool(body.get("ignore_eos")),
+        _bool_field(body, "ignore_eos"),
         reasoning,
     )
     rid, created, model = f"{uuid.uuid4().hex}", int(time.time()), server.cfg.served_model_name
     r = plan.reasoning_tokens
-    if not body.get("stream"):
+    if not stream:
         await server.engine.drain(plan)
         finish, matched = plan.finish_json()
         message = {
@@ -111,7 +151,6 @@ async def chat(server: Server, req: Request, out: Responder) -> None:
             },
         )
         return
-    include_usage, continuous = _stream_opts(server.cfg, body)
 
     def chunk(delta: dict, finish=None, matched=None, done: int = 0) -> dict:
         return {
@@ -183,6 +222,7 @@ async def completions(server: Server, req: Request, out: Responder) -> None:
         prompt_text, prompt_tokens = prompt, prompt_token_count(prompt)
     else:
         raise openai_error(400, "prompt must be a string, a list of strings or token ids", "BadRequestError")
+    stream, (include_usage, continuous) = _bool_field(body, "stream"), _stream_opts(server.cfg, body)
     check_generation_fault(server.cfg.fault, server.cfg.fault_message, openai=True)
     plan = _plan(
         server.cfg,
@@ -190,12 +230,12 @@ async def completions(server: Server, req: Request, out: Responder) -> None:
         prompt_tokens,
         _int_field(body, ("max_tokens",), 16),
         _int_field(body, ("min_tokens",), 0),
-        bool(body.get("ignore_eos")),
+        _bool_field(body, "ignore_eos"),
         False,
     )
     rid, created, model = f"cmpl-{uuid.uuid4().hex}", int(time.time()), server.cfg.served_model_name
     finish, matched = plan.finish_json()
-    if not body.get("stream"):
+    if not stream:
         await server.engine.drain(plan)
         await out.send_json(
             200,
@@ -217,7 +257,6 @@ async def completions(server: Server, req: Request, out: Responder) -> None:
             },
         )
         return
-    include_usage, continuous = _stream_opts(server.cfg, body)
 
     def chunk(text: str, fin=None, mat=None, done: int = 0) -> dict:
         return {
@@ -260,15 +299,15 @@ async def generate(server: Server, req: Request, out: Responder) -> None:
             400,
             {"error": {"message": "The emulator takes one prompt: 'text' (a string) or 'input_ids' (a list of ints)"}},
         )
+    stream, sp = _bool_field(body, "stream"), _object_field(body, "sampling_params")
     check_generation_fault(server.cfg.fault, server.cfg.fault_message, openai=False)
-    sp = body.get("sampling_params") or {}
     plan = _plan(
         server.cfg,
         prompt_text,
         prompt_tokens,
         _int_field(sp, ("max_new_tokens",), 128),
         _int_field(sp, ("min_new_tokens",), 0),
-        bool(sp.get("ignore_eos")),
+        _bool_field(sp, "ignore_eos"),
         False,
     )
     rid, cfg = uuid.uuid4().hex, server.cfg
@@ -299,7 +338,7 @@ async def generate(server: Server, req: Request, out: Responder) -> None:
                 m["spec_accept_rate"] = ((plan.n / verify - 1) / cfg.spec_steps) if verify else 0.0
         return m
 
-    if not body.get("stream"):
+    if not stream:
         await server.engine.drain(plan)
         await out.send_json(
             200, {"text": plan.text(0, plan.n), "output_ids": plan.ids(0, plan.n), "meta_info": meta(plan.n, True)}

@@ -45,9 +45,14 @@ class Stats:
         return self.spec_accepted_tokens / self.spec_verify_calls
 
 
+def label_value(text: str) -> str:
+    """A Prometheus label value: backslash, double quote and newline escaped (text exposition format)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 def render_metrics(engine: Engine) -> str:
     cfg, st = engine.cfg, engine.stats
-    labels = f'model_name="{cfg.served_model_name}",tp_rank="0",pp_rank="0"'
+    labels = f'model_name="{label_value(cfg.served_model_name)}",tp_rank="0",pp_rank="0"'
     lines = [f"# {BANNER}"]
 
     def metric(name: str, kind: str, help_text: str, value: float) -> None:

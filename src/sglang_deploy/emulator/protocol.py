@@ -6,7 +6,14 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 
+from .config import log
+
 EMULATED_HEADER = "x-sglang-emulated"
+# SGLang runs uvicorn with timeout_keep_alive=5 (sglang/srt/entrypoints/http_server.py, launch_server): an idle
+# connection closes after 5 s. The emulator gives a request's head the same 5 s, and its body BODY_TIMEOUT_S.
+HEAD_TIMEOUT_S = 5.0
+BODY_TIMEOUT_S = 60.0
+MAX_BODY_BYTES = 64 * 1024 * 1024
 HTTP_REASONS = {
     100: "Continue",
     200: "OK",
@@ -14,7 +21,9 @@ HTTP_REASONS = {
     401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
+    408: "Request Timeout",
     411: "Length Required",
+    413: "Content Too Large",
     431: "Request Header Fields Too Large",
     500: "Internal Server Error",
     503: "Service Unavailable",
@@ -33,13 +42,15 @@ def openai_error(status: int, message: str, kind: str) -> HttpError:
 
 
 class Request:
-    def __init__(self, method: str, path: str, version: str, headers: dict, body: bytes):
-        self.method, self.path, self.version, self.headers, self.body = method, path, version, headers, body
+    def __init__(self, method: str, path: str, version: str, headers: dict, keep_alive: bool):
+        self.method, self.path, self.version, self.headers = method, path, version, headers
+        self.keep_alive = keep_alive
+        self.body = b""  # read after routing, so a refused request's body is never read
 
     def json(self) -> dict:
         try:
             data = json.loads(self.body or b"null")
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise openai_error(400, f"Invalid JSON body: {exc}", "BadRequestError") from None
         if not isinstance(data, dict):
             raise openai_error(400, "Request body must be a JSON object", "BadRequestError")
@@ -109,48 +120,33 @@ class Responder:
         await self.flush()
 
 
-Dispatch = Callable[["Request", Responder], Awaitable[None]]
+Handler = Callable[["Request", Responder], Awaitable[None]]
+# Picks the handler from the request line and headers, before the body is read; raises HttpError (401, 404, 405).
+Router = Callable[["Request"], Handler]
 
 
-async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dispatch: Dispatch) -> None:
-    """Answer the requests of one connection in turn, each through dispatch; one access-log line each."""
+async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, route: Router) -> None:
+    """Answer the requests of one connection in turn; one access-log line each."""
     peer = writer.get_extra_info("peername") or ("?", 0)
     try:
         while True:
             try:
-                head = await reader.readuntil(b"\r\n\r\n")
-            except (asyncio.IncompleteReadError, ConnectionError):
+                async with asyncio.timeout(HEAD_TIMEOUT_S):
+                    head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
                 break
             except asyncio.LimitOverrunError:
                 await Responder(writer, "HTTP/1.1", False).send_json(431, {"detail": "headers too large"})
                 break
-            lines = head.decode("latin-1").split("\r\n")
-            try:
-                method, target, version = lines[0].split(" ", 2)
-            except ValueError:
-                break
-            headers = {}
-            for line in lines[1:]:
-                if ":" in line:
-                    k, v = line.split(":", 1)
-                    headers[k.strip().lower()] = v.strip()
-            conn = headers.get("connection", "").lower()
-            keep_alive = (version == "HTTP/1.1" and conn != "close") or conn == "keep-alive"
-            out = Responder(writer, version, keep_alive)
-            if headers.get("expect", "").lower() == "100-continue":
-                writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            try:
-                body = await read_body(reader, headers)
-            except (asyncio.IncompleteReadError, ConnectionError):
-                break
-            except ValueError:
-                await out.send_json(400, {"detail": "bad request body framing"})
-                break
-            req = Request(method, target.split("?", 1)[0], version, headers, body)
-            await dispatch(req, out)
+            req = parse_head(head)
+            out = Responder(writer, req.version if req else "HTTP/1.1", req.keep_alive if req else False)
+            if req is None:
+                await out.send_json(400, {"detail": "Invalid HTTP request received."})
+            else:
+                await _answer(req, out, reader, route)
+            line = head.split(b"\r\n", 1)[0].decode("latin-1")
             print(
-                f'INFO:     {peer[0]}:{peer[1]} - "{method} {req.path} {version}" '
-                f"{out.status} {HTTP_REASONS.get(out.status, '')}",
+                f'INFO:     {peer[0]}:{peer[1]} - "{_printable(line)}" {out.status} {HTTP_REASONS.get(out.status, "")}',
                 flush=True,
             )
             if not out.keep_alive:
@@ -161,15 +157,106 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
         writer.close()
 
 
+def parse_head(head: bytes) -> Request | None:
+    """The request line and headers; None when they break HTTP/1.1's syntax (control characters included)."""
+    lines = head[:-4].decode("latin-1").split("\r\n")
+    if any(c < " " and c != "\t" or c == "\x7f" for line in lines for c in line):
+        return None
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or "\t" in lines[0]:
+        return None
+    method, target, version = parts
+    if not method.isalpha() or not target or version not in ("HTTP/1.0", "HTTP/1.1"):
+        return None
+    headers = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not name or " " in name or "\t" in name:
+            return None
+        headers[name.lower()] = value.strip(" \t")
+    conn = headers.get("connection", "").lower()
+    keep_alive = (version == "HTTP/1.1" and conn != "close") or conn == "keep-alive"
+    return Request(method, target.split("?", 1)[0], version, headers, keep_alive)
+
+
+def _printable(text: str) -> str:
+    """Text for one log line: backslash and double quote escaped, control characters as \\xNN."""
+    out = []
+    for c in text:
+        if c in '\\"':
+            out.append("\\" + c)
+        elif " " <= c < "\x7f":
+            out.append(c)
+        else:
+            out.append(f"\\x{ord(c):02x}")
+    return "".join(out)
+
+
+async def _answer(req: Request, out: Responder, reader: asyncio.StreamReader, route: Router) -> None:
+    """Route, read the body, run the handler; every failure becomes an error response (or a closed stream)."""
+    try:
+        try:
+            handler = route(req)
+        except HttpError:
+            out.keep_alive = out.keep_alive and not _has_body(req.headers)  # the body stays unread
+            raise
+        if req.headers.get("expect", "").lower() == "100-continue":
+            out.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        try:
+            async with asyncio.timeout(BODY_TIMEOUT_S):
+                req.body = await read_body(reader, req.headers)
+        except (HttpError, TimeoutError):
+            out.keep_alive = False  # the framing is lost
+            raise
+        await handler(req, out)
+    except TimeoutError:
+        await out.send_json(408, {"detail": "Request body not received in time"})
+    except HttpError as exc:
+        if out.status:  # headers already sent (streaming): the connection cannot be reused
+            out.keep_alive = False
+        else:
+            await out.send_json(exc.status, exc.body)
+    except (ConnectionError, asyncio.IncompleteReadError):
+        raise
+    except Exception as exc:  # a bug in the emulator: answer like a server would, keep serving
+        log(f"ERROR: Exception in ASGI application: {exc!r}", err=True)
+        out.keep_alive = False
+        if not out.status:
+            await out.send_json(500, {"detail": "Internal Server Error"})
+
+
+def _has_body(headers: dict) -> bool:
+    return "transfer-encoding" in headers or headers.get("content-length", "0").strip() not in ("", "0")
+
+
 async def read_body(reader: asyncio.StreamReader, headers: dict) -> bytes:
+    """The body by Content-Length or chunked transfer coding; HttpError 400/413 for broken or oversized framing."""
     if "chunked" in headers.get("transfer-encoding", "").lower():
-        parts = []
+        parts, total = [], 0
         while True:
-            size = int((await reader.readuntil(b"\r\n")).split(b";")[0].strip() or b"0", 16)
+            try:
+                line = await reader.readuntil(b"\r\n")
+            except asyncio.LimitOverrunError:
+                raise HttpError(400, {"detail": "chunk size line too long"}) from None
+            size = _size(line.split(b";")[0].strip() or b"0", 16)
             if size == 0:
                 await reader.readuntil(b"\r\n")  # no trailers expected
                 return b"".join(parts)
+            total += size
+            if total > MAX_BODY_BYTES:
+                raise HttpError(413, {"detail": f"request body over {MAX_BODY_BYTES} bytes"})
             parts.append(await reader.readexactly(size))
             await reader.readexactly(2)
-    length = int(headers.get("content-length", "0") or 0)
-    return await reader.readexactly(length) if length > 0 else b""
+    length = _size(headers.get("content-length", "0").encode() or b"0", 10)
+    if length > MAX_BODY_BYTES:
+        raise HttpError(413, {"detail": f"request body over {MAX_BODY_BYTES} bytes"})
+    return await reader.readexactly(length) if length else b""
+
+
+def _size(text: bytes, base: int) -> int:
+    digits = b"0123456789abcdefABCDEF"[: 10 if base == 10 else 22]
+    if not text or text.strip(digits):
+        raise HttpError(400, {"detail": "invalid body length"})
+    if len(text) > 16:
+        raise HttpError(413, {"detail": f"request body over {MAX_BODY_BYTES} bytes"})
+    return int(text, base)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import functools
+import hmac
 import json
+import math
 import os
 import signal
 import sys
@@ -13,12 +17,14 @@ from . import endpoints, generation
 from .config import BANNER, Config, log
 from .engine import Engine, Plan
 from .faults import args_assert_traceback, load_crash_traceback, load_time_stamp
-from .protocol import HttpError, Request, Responder, serve_connection
+from .protocol import Handler, HttpError, Request, serve_connection
 
 READY_LINE = "The server is fired up and ready to roll!"
 WARMUP_PROMPT = "The capital city of France is"
 WARMUP_TOKENS = 8
 DECODE_LOG_INTERVAL_S = 5.0
+ACCEPT_RESOURCE_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+ACCEPT_WARN_INTERVAL_S = 60.0
 ROUTES = {  # path -> (method, handler(server, request, responder))
     "/health": ("GET", endpoints.health),
     "/health_generate": ("GET", endpoints.health),
@@ -44,37 +50,42 @@ class Server:
         self.engine = Engine(cfg)
         self.ready = False
         self.started = time.time()
+        self.accept_warned_at = -math.inf
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await serve_connection(reader, writer, self.dispatch)
+        await serve_connection(reader, writer, self.route)
 
-    async def dispatch(self, req: Request, out: Responder) -> None:
-        cfg = self.cfg
-        try:
-            protected = not req.path.startswith(("/health", "/ready", "/metrics"))
-            if cfg.args.api_key and protected and req.method != "OPTIONS":
-                if req.headers.get("authorization", "") != f"Bearer {cfg.args.api_key}":
-                    raise HttpError(401, {"error": "Unauthorized"})
-            route = ROUTES.get(req.path)
-            if route is None and req.path.startswith("/v1/models/"):
-                route = ("GET", endpoints.model_by_id)
-            if route is None:
-                raise HttpError(404, {"detail": "Not Found"})
-            if req.method != route[0]:
-                raise HttpError(405, {"detail": "Method Not Allowed"})
-            await route[1](self, req, out)
-        except HttpError as exc:
-            if out.status:  # headers already sent (streaming): the connection cannot be reused
-                out.keep_alive = False
-            else:
-                await out.send_json(exc.status, exc.body)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            raise
-        except Exception as exc:  # a bug in the emulator: answer like a server would, keep serving
-            log(f"ERROR: Exception in ASGI application: {exc!r}", err=True)
-            out.keep_alive = False
-            if not out.status:
-                await out.send_json(500, {"detail": "Internal Server Error"})
+    def route(self, req: Request) -> Handler:
+        """The handler for a request, from its line and headers alone: auth is checked before the body is read."""
+        key = self.cfg.args.api_key
+        protected = not req.path.startswith(("/health", "/ready", "/metrics"))
+        if key and protected and req.method != "OPTIONS":
+            sent = req.headers.get("authorization", "").encode("latin-1")
+            if not hmac.compare_digest(sent, b"Bearer " + key.encode()):
+                raise HttpError(401, {"error": "Unauthorized"})
+        route = ROUTES.get(req.path)
+        if route is None and req.path.startswith("/v1/models/"):
+            route = ("GET", endpoints.model_by_id)
+        if route is None:
+            raise HttpError(404, {"detail": "Not Found"})
+        if req.method != route[0]:
+            raise HttpError(405, {"detail": "Method Not Allowed"})
+        return functools.partial(route[1], self)
+
+    def loop_error(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        """At the fd limit asyncio retries accept() every second and logs a traceback each time: one line a minute
+        instead. Everything else goes to asyncio's default handler."""
+        exc = context.get("exception")
+        if "socket" in context and isinstance(exc, OSError) and exc.errno in ACCEPT_RESOURCE_ERRNOS:
+            if loop.time() >= self.accept_warned_at + ACCEPT_WARN_INTERVAL_S:
+                self.accept_warned_at = loop.time()
+                log(
+                    f"WARNING: cannot accept connections: {exc.strerror}; they wait in the backlog "
+                    f"(said at most once a minute)",
+                    err=True,
+                )
+            return
+        loop.default_exception_handler(context)
 
     async def warm_up(self) -> None:
         """SGLang sends one real 8-token request before it reports ready; so does the emulator."""
@@ -136,6 +147,7 @@ async def serve(cfg: Config) -> int:
     await asyncio.sleep(cfg.load_s)
     log("Load weight end. Capture cuda graph end. (emulated)")
     server = Server(cfg)
+    loop.set_exception_handler(server.loop_error)
     try:
         listener = await asyncio.start_server(server.handle, a.host, a.port, backlog=4096)
     except OSError as exc:
