@@ -61,4 +61,10 @@ Endpoints: GET /health /health_generate /ready /v1/models /v1/models/{id} /model
 sampling_params.max_new_tokens (/generate); without ignore_eos a stream stops at a deterministic
 "EOS" point (32..256 tokens, from the prompt) but never before min_tokens / min_new_tokens.
 usage.prompt_tokens is the prompt's whitespace word count (at least 1).
+
+Careless and hostile input: settings must be finite and --port 1..65535 (else exit 2 with the setting's
+name); the API key is checked before a body is read; a wrong-typed JSON field is a 400; a connection idle
+for 5 s is closed (SGLang's uvicorn timeout_keep_alive), a request's head must arrive within 5 s and its
+body within 60 s (64 MiB at most); /server_info and its launch_command show API keys as ***; the access
+log escapes the request line and /metrics escapes the model name; at the fd limit one warning a minute.
 """
