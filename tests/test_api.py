@@ -3,6 +3,7 @@ against the lab container (skipped, with the reason, where there is no lab)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import subprocess
@@ -188,6 +189,14 @@ def _lab_missing() -> str | None:
 
 
 lab = pytest.mark.skipif(_lab_missing() is not None, reason=str(_lab_missing()))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lab_exclusive():
+    """Hold the lab container for this module: two test runs deploying to sglang-lab-1 at once fail each other."""
+    with open("/tmp/sglang-lab-1.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture(scope="module")
