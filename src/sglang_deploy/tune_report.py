@@ -1,0 +1,192 @@
+"""The report of a flag-matrix search (tune.Outcome): text summary, Markdown, Pareto PNG, JSON.
+
+Pure functions over the outcome; the API writes them under results/tune-<search>/.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from sglang_deploy import tune
+from sglang_deploy.report import SYNTHETIC_NOTE
+
+PLOT_NAME = "pareto.png"
+
+
+def _f(value, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _spread(row: dict) -> str:
+    if row["n"] == 1:
+        return _f(row["median"])
+    return f"{_f(row['median'])} ({_f(row['min'])}-{_f(row['max'])}, n={row['n']})"
+
+
+def summary(out: tune.Outcome) -> str:
+    """Text for the terminal: counts, per objective the top five and the decision, failures."""
+    c = out.counts()
+    lines = [SYNTHETIC_NOTE] if out.emulated else []
+    lines.append(f"search {out.search.name}: {c['expanded']} expanded, {c['excluded']} excluded by constraints, "
+                 f"{c['pruned']} pruned by the rules, {c['run']} run ({c['new_runs']} runs new this time), "
+                 f"{c['failed']} failed, {c['not_run_budget']} not run (budget {out.budget})")
+    for obj in out.search.objectives:
+        rows = out.rankings.get(obj.name, [])
+        lines.append(f"{obj.name} ({obj.goal}):")
+        for r in rows[:5]:
+            flag = "" if r["within_limits"] else "  [over limit: " + "; ".join(r["limits_broken"]) + "]"
+            lines.append(f"  {r['rank']:>2}. {_spread(r):<34} #{r['candidate']} {r['label']}{flag}")
+        d = out.decisions.get(obj.name) or {}
+        lines.append(f"  => {_decision_text(out, d)}")
+    for p, r in out.failed():
+        first = (r.get("error") or "").strip().splitlines()[:1]
+        lines.append(f"FAILED #{p.candidate.index} ({r.get('kind')}): {p.candidate.label}: {first[0] if first else ''}")
+    return "\n".join(lines)
+
+
+def _label_of(out: tune.Outcome, key: str) -> str:
+    p = next((q for q in out.runnable if q.key == key), None)
+    return f"#{p.candidate.index} {p.candidate.label}" if p else key
+
+
+def _decision_text(out: tune.Outcome, d: dict) -> str:
+    if d.get("winner"):
+        return f"winner {_label_of(out, d['winner'])}: {d['reason']}"
+    if d.get("tied"):
+        return f"no winner: {d['reason']}: " + "; ".join(_label_of(out, k) for k in d["tied"])
+    return f"no winner: {d.get('reason', 'nothing measured')}"
+
+
+def pareto_front(points: list) -> list:
+    """Indexes of the points (x, y), both to maximise, that no other point beats in both."""
+    front = []
+    for i, (x, y) in enumerate(points):
+        if not any((x2 >= x and y2 >= y) and (x2 > x or y2 > y) for j, (x2, y2) in enumerate(points) if j != i):
+            front.append(i)
+    return front
+
+
+def _pairs(out: tune.Outcome) -> tuple:
+    """(x objective, y objective, [(planned, x row, y row)]) for the plot: the first two objectives."""
+    objs = out.search.objectives
+    if len(objs) < 2:
+        return None, None, []
+    xo, yo = objs[0], objs[1]
+    xs = {r["key"]: r for r in out.rankings.get(xo.name, [])}
+    ys = {r["key"]: r for r in out.rankings.get(yo.name, [])}
+    return xo, yo, [(p, xs[p.key], ys[p.key]) for p in out.runnable if p.key in xs and p.key in ys]
+
+
+def markdown(out: tune.Outcome, plot_name: str | None = PLOT_NAME) -> str:
+    s = out.search
+    c = out.counts()
+    w = s.workload
+    lines = [f"# Flag-matrix search `{s.name}`", ""]
+    if out.emulated:
+        lines += [f"> **{SYNTHETIC_NOTE}** (the emulator's synthetic performance model, not a GPU).", ""]
+    base = s.base if isinstance(s.base, str) else "inline " + json.dumps(s.base)
+    lines += [
+        f"- Date: {datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"- Base profile: `{base}`; axes: " + "; ".join(f"`{a.name}` = {', '.join(a.labels)}" for a in s.axes),
+        f"- Workload: concurrency {list(w.concurrency)}, input {w.input_len}, output {w.output_len} tokens, "
+        f"requests per level {w.requests or 'default'}"
+        + (f"; two-stage: short output {s.short.output_len} tokens for all, full for the top {s.full_top}"
+           if s.short else ""),
+        f"- Candidates: {c['expanded']} expanded, {c['excluded']} excluded by constraints, {c['pruned']} pruned "
+        f"by the rules, {c['run']} run, {c['failed']} failed, {c['not_run_budget']} not run (budget {out.budget})",
+        f"- Repeats: top {s.repeat_top} of each objective measured {s.repeat_times} times; "
+        f"a winner needs its spread clear of the runner-up's and a median gap above {s.noise:.0%}",
+    ]
+    if s.limits:
+        lines.append("- Limits: " + "; ".join(lim.text for lim in s.limits))
+    lines.append("")
+    if plot_name:
+        lines += [f"![Pareto plot]({plot_name})", ""]
+    for obj in s.objectives:
+        rows = out.rankings.get(obj.name, [])
+        lines += [f"## {obj.name} ({obj.goal})", "", _decision_text(out, out.decisions.get(obj.name) or {}), "",
+                  "| rank | candidate | median | min | max | runs | limits |", "|---:|---|---:|---:|---:|---:|---|"]
+        for r in rows:
+            lim = "ok" if r["within_limits"] else "over: " + "; ".join(r["limits_broken"])
+            lines.append(f"| {r['rank']} | #{r['candidate']} `{r['label']}` | {_f(r['median'])} | {_f(r['min'])} "
+                         f"| {_f(r['max'])} | {r['n']} | {lim} |")
+        lines.append("")
+    if out.winner is not None:
+        lines += ["## Winner as a profile", "", "```yaml",
+                  json.dumps({out.winner.profile: out.winner.body}, indent=2), "```",
+                  "", "`--promote NAME --promote-to FILE` writes it (extending the base) into a group_vars file.", ""]
+    failed = out.failed()
+    lines += ["## Failed", ""]
+    if not failed:
+        lines.append("None.")
+    for p, r in failed:
+        lines += [f"- #{p.candidate.index} `{p.candidate.label}` ({r.get('kind')}), profile `{p.profile}`:", "",
+                  "  ```", *("  " + ln for ln in (r.get("error") or "").splitlines()), "  ```", ""]
+    lines += ["", "## Pruned before launch", ""]
+    if not out.pruned:
+        lines.append("None.")
+    for p in out.pruned:
+        lines.append(f"- #{p.candidate.index} `{p.candidate.label}`: " + "; ".join(p.reasons))
+    if out.excluded:
+        lines += ["", "## Excluded by the search file's constraints", ""]
+        for choices, reason in out.excluded:
+            lines.append(f"- `{', '.join(f'{a}={v}' for a, v in choices.items())}`: {reason}")
+    if out.skipped_budget:
+        lines += ["", "## Not run (budget spent)", ""]
+        lines += [f"- #{p.candidate.index} `{p.candidate.label}`" for p in out.skipped_budget]
+    return "\n".join(lines) + "\n"
+
+
+def plot(out: tune.Outcome, path) -> Path | None:
+    """PNG: first objective against the second, one point per candidate (median, whiskers min-max), the Pareto
+    front joined and labelled. None when there are fewer than two objectives or no point."""
+    xo, yo, pts = _pairs(out)
+    if not pts:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sx = 1 if xo.goal == "max" else -1
+    sy = 1 if yo.goal == "max" else -1
+    front = set(pareto_front([(sx * x["median"], sy * y["median"]) for _, x, y in pts]))
+    fig, ax = plt.subplots(figsize=(9, 6), constrained_layout=True)
+    for i, (p, x, y) in enumerate(pts):
+        on = i in front
+        ax.errorbar(x["median"], y["median"], xerr=[[x["median"] - x["min"]], [x["max"] - x["median"]]],
+                    yerr=[[y["median"] - y["min"]], [y["max"] - y["median"]]], fmt="o" if on else ".",
+                    color="#c0392b" if on else "#7f8c8d", markersize=9 if on else 7, capsize=3)
+        ax.annotate(f"#{p.candidate.index}", (x["median"], y["median"]), textcoords="offset points",
+                    xytext=(6, 4), fontsize=8)
+    line = sorted((pts[i][1]["median"], pts[i][2]["median"]) for i in front)
+    ax.plot([a for a, _ in line], [b for _, b in line], "-", color="#c0392b", alpha=0.5, label="Pareto front")
+    for i in sorted(front):
+        p = pts[i][0]
+        ax.annotate(p.candidate.label, (pts[i][1]["median"], pts[i][2]["median"]), textcoords="offset points",
+                    xytext=(6, -12), fontsize=7, color="#c0392b")
+    ax.set_xlabel(f"{xo.name} ({xo.goal})")
+    ax.set_ylabel(f"{yo.name} ({yo.goal})")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower left")
+    c = out.counts()
+    ax.set_title(f"tune {out.search.name}: {c['measured_ok']} measured, {c['failed']} failed, {c['pruned']} pruned")
+    if out.emulated:
+        fig.supxlabel(SYNTHETIC_NOTE, color="#b00020", fontsize=10)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write(out: tune.Outcome, out_dir) -> Path:
+    """report.md, pareto.png (two objectives or more) and outcome.json in out_dir; returns the folder."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    drawn = plot(out, out_dir / PLOT_NAME)
+    (out_dir / "report.md").write_text(markdown(out, PLOT_NAME if drawn else None), encoding="utf-8")
+    (out_dir / "outcome.json").write_text(json.dumps(out.to_dict(), indent=2, default=str) + "\n", encoding="utf-8")
+    return out_dir

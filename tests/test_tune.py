@@ -1,0 +1,314 @@
+"""sglang_deploy.tune and tune_report: search file, expansion, pruning with the real rules, keys, store, the
+search loop (with a deploy double standing in for the playbook: the lab test in test_tune_lab.py runs the real
+one), ranking with noise, promotion and the report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import yaml
+
+from sglang_deploy import profiles as prof
+from sglang_deploy import tune, tune_report
+from sglang_deploy.paths import REPO
+
+# The lab's stand-in hardware and checkpoint (roles/lab vars, the lab's config.json).
+LAB_FACTS = {"gpu_arch": "sm_120", "gpu_count": 8, "nvlink": False, "model_path_exists": True,
+             "model_architecture": "Qwen3_5MoeForConditionalGeneration", "model_quantization": "modelopt_fp4"}
+
+SEARCH = {
+    "base": "baseline",
+    "axes": {
+        "moe-runner-backend": ["flashinfer_cutlass", "triton", "flashinfer_cutedsl"],
+        "allreduce": {"nccl": {}, "pcie-ipc": {"env": {"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": 1}}},
+        "spec": {"off": {}, "nextn": {"args": {"speculative-algorithm": "NEXTN",
+                                               "mamba-scheduler-strategy": "extra_buffer"}},
+                 "topk": {"args": {"speculative-algorithm": "NEXTN", "mamba-scheduler-strategy": "extra_buffer",
+                                   "speculative-eagle-topk": 4}}},
+    },
+    "constraints": [{"exclude": {"moe-runner-backend": "triton", "spec": "topk"}}],
+    "workload": {"concurrency": [1, 32], "input_len": 64, "output_len": 32, "requests": 4},
+    "objectives": [{"metric": "decode_tok_s", "concurrency": 1}, {"metric": "output_tok_s", "concurrency": 32}],
+    "limits": [{"metric": "ttft_p99_ms", "concurrency": 32, "max": 1000}],
+}
+
+
+def host(name="lab-1", **over) -> tune.HostFacts:
+    base = dict(host=name, profiles=prof.load_profiles(), settings=prof.load_settings(), sglang_version="0.5.23",
+                rule_facts=dict(LAB_FACTS), stack={}, emulated=True)
+    base.update(over)
+    return tune.HostFacts(**base)
+
+
+def search(**over) -> tune.Search:
+    return tune.parse_search({**SEARCH, **over}, name="t")
+
+
+# --------------------------------------------------------------------------------------------------
+# Search file, expansion
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"axes": {}}, "axes: a mapping"),
+    ({"axes": {"moe-runner-backend": "triton"}}, "give a list of values"),
+    ({"bogus": 1}, "unknown keys ['bogus']"),
+    ({"objectives": [{"metric": "speed", "concurrency": 1}]}, "use one of output_tok_s"),
+    ({"objectives": [{"metric": "decode_tok_s", "concurrency": 8}]}, "not a level of the workload [1, 32]; add it"),
+    ({"constraints": [{"exclude": {"nope": 1}}]}, "unknown axis 'nope'"),
+    ({"constraints": [{"exclude": {"spec": "fast"}}]}, "fast not among its values (off, nextn, topk)"),
+    ({"limits": [{"metric": "ttft_p99_ms", "concurrency": 32}]}, "one numeric bound"),
+    ({"vars": {"sglang_benchmark_requests": 3}}, "set by the search itself"),
+    ({"axes": {"a": {"x": {"env": {"V": 1}}}, "env.V": [0, 1]}}, "both set env V"),
+    ({"two_stage": {"workload": {"concurrency": [1]}, "top": 2}}, "must keep level 32"),
+])
+def test_bad_search_files_name_the_fix(change, needle):
+    with pytest.raises(tune.SearchError, match=None) as err:
+        tune.parse_search({**SEARCH, **change})
+    assert needle in str(err.value)
+
+
+def test_load_search_names_the_file(tmp_path):
+    path = tmp_path / "mine.yml"
+    path.write_text(yaml.safe_dump({**SEARCH, "noise": 2}))
+    with pytest.raises(tune.SearchError, match=r"mine.yml: noise: a fraction"):
+        tune.load_search(path)
+    path.write_text(yaml.safe_dump(SEARCH))
+    assert tune.load_search(path).name == "mine"
+
+
+def test_expand_is_the_product_minus_constraints():
+    cands, excluded = tune.expand(search())
+    assert len(cands) + len(excluded) == 3 * 2 * 3
+    assert len(excluded) == 2 and all(c["moe-runner-backend"] == "triton" and c["spec"] == "topk"
+                                      for c, _ in excluded)
+    first = cands[0]
+    assert first.choices == {"moe-runner-backend": "flashinfer_cutlass", "allreduce": "nccl", "spec": "off"}
+    assert first.args == {"moe-runner-backend": "flashinfer_cutlass"} and first.env == {}
+    assert [c.index for c in cands] == list(range(1, 17))
+
+
+def test_when_require_constraint():
+    s = search(constraints=[{"when": {"spec": ["nextn", "topk"]}, "require": {"allreduce": "pcie-ipc"}}])
+    cands, excluded = tune.expand(s)
+    assert len(excluded) == 3 * 2  # every spec candidate without pcie-ipc
+    assert all(c.choices["allreduce"] == "pcie-ipc" for c in cands if c.choices["spec"] != "off")
+    assert "requires allreduce in ['pcie-ipc']" in excluded[0][1]
+
+
+# --------------------------------------------------------------------------------------------------
+# Pruning with the project's rules, keys
+
+
+def test_plan_prunes_with_the_rules_and_reasons():
+    s = search()
+    planned = tune.plan(s, tune.expand(s)[0], [host()])
+    pruned = {p.candidate.label: p.reasons for p in planned if p.pruned}
+    # cutedsl on SM120 prints "!!!!" (arch-moe-backend); topk without num-steps asserts (spec-triple).
+    assert all("[arch-moe-backend]" in " ".join(r) for lb, r in pruned.items() if "cutedsl" in lb)
+    assert all("[spec-triple]" in " ".join(r) for lb, r in pruned.items() if "spec=topk" in lb)
+    assert len(pruned) == 6 + 2  # 6 cutedsl, 2 cutlass+topk
+    runnable = [p for p in planned if not p.pruned]
+    assert len(runnable) == 8 and len({p.key for p in runnable}) == 8
+    p = runnable[0]
+    assert p.profile == f"tune-{p.key[:10]}" and "--moe-runner-backend" in p.launches["lab-1"]["argv"]
+    # The flat profile renders exactly the launch the key hashed.
+    launch = prof.render(p.profile, {p.profile: p.body}, prof.load_settings(), "0.5.23")
+    assert launch.argv == p.launches["lab-1"]["argv"] and launch.env == p.launches["lab-1"]["env"]
+
+
+def test_facts_decide_the_pruning():
+    s = search()
+    planned = tune.plan(s, tune.expand(s)[0], [host(rule_facts={**LAB_FACTS, "gpu_arch": "sm_100"})])
+    cutedsl = [p for p in planned if "cutedsl" in p.candidate.label and "topk" not in p.candidate.label]
+    assert cutedsl and not any(p.pruned for p in cutedsl)
+
+
+def test_keys_follow_the_rendered_launch_and_the_stack():
+    s = tune.parse_search({**SEARCH, "axes": {"moe-runner-backend": [None, "flashinfer_cutlass", "triton"]},
+                           "constraints": []})
+    cands = tune.expand(s)[0]
+    a = tune.plan(s, cands, [host()])
+    # baseline already sets flashinfer_cutlass: null removes it, the explicit value renders baseline's launch.
+    baseline = prof.render("baseline", prof.load_profiles(), prof.load_settings(), "0.5.23")
+    assert a[1].launches["lab-1"]["argv"] == baseline.argv and len({p.key for p in a}) == 3
+    assert tune.plan(s, cands, [host()])[1].key == a[1].key  # the same launch, the same key
+    other_stack = tune.plan(s, cands, [host(stack={"bundle": "stable-0.5.23", "bundle_id": "abc"})])
+    assert {p.key for p in other_stack}.isdisjoint({p.key for p in a})
+    older = tune.plan(s, cands, [host(sglang_version="0.5.14")])
+    assert older[1].key != a[1].key
+
+
+def test_unknown_base_stops_before_anything():
+    with pytest.raises(tune.SearchError, match="base profile 'nope' is not a profile of host lab-1"):
+        tune.plan(search(base="nope"), tune.expand(search())[0], [host()])
+
+
+# --------------------------------------------------------------------------------------------------
+# Store and the search loop
+
+
+def test_store_writes_atomically_and_ignores_damaged_records(tmp_path):
+    store = tune.Store(tmp_path)
+    store.put("k1", {"a": 1})
+    assert store.get("k1") == {"a": 1} and store.get("nope") is None
+    (tmp_path / "runs" / "k2.json").write_text('{"half')
+    assert store.get("k2") is None and store.records() == [{"a": 1}]
+    assert not list((tmp_path / "runs").glob(".*"))  # no temp file left
+
+
+class ModelDeploy:
+    """Deploy double for the loop's own logic (ordering, store, budget, repeats): figures from a fixed table
+    of speeds per choice; 'triton + pcie-ipc' fails as garbage."""
+
+    def __init__(self, fail_after: int | None = None, jitter: float = 0.0):
+        self.calls: list = []
+        self.fail_after = fail_after
+        self.jitter = jitter
+
+    def __call__(self, p, workload, stage, repeat):
+        if self.fail_after is not None and len(self.calls) >= self.fail_after:
+            raise KeyboardInterrupt  # the controller dies mid-candidate
+        self.calls.append((p.candidate.index, stage, repeat))
+        ch = p.candidate.choices
+        if ch["moe-runner-backend"] == "triton" and ch["allreduce"] == "pcie-ipc":
+            return {"status": tune.FAILED, "kind": "garbage", "error": "output is broken: repeated_char", "metrics": {}}
+        dec = 100.0 * (1.3 if ch["allreduce"] == "pcie-ipc" else 1) * (1.5 if ch["spec"] == "nextn" else 1)
+        dec *= 0.8 if ch["moe-runner-backend"] == "triton" else 1
+        dec *= 1 + self.jitter * ((-1) ** repeat)
+        agg = 2000.0 * (1.1 if ch["allreduce"] == "pcie-ipc" else 1) * (0.85 if ch["spec"] == "nextn" else 1)
+        metrics = {"lab-1": {"1": {"decode_tok_s": dec, "output_tok_s": dec * 0.7, "ttft_p99_ms": 80.0},
+                             "32": {"decode_tok_s": agg / 32, "output_tok_s": agg, "ttft_p99_ms": 200.0}}}
+        return {"status": tune.OK, "metrics": metrics, "emulated": True}
+
+
+def planned_lab(s=None):
+    s = s or search()
+    cands, excluded = tune.expand(s)
+    return s, tune.plan(s, cands, [host()]), excluded
+
+
+def test_search_ranks_resumes_and_runs_nothing_twice(tmp_path):
+    s, planned, excluded = planned_lab()
+    store = tune.Store(tmp_path)
+    first = ModelDeploy(fail_after=3)
+    with pytest.raises(KeyboardInterrupt):
+        tune.run_search(s, planned, excluded, first, store)
+    assert len(store.records()) == 3  # every completed candidate is on disk; the one in flight is lost
+    again = ModelDeploy()
+    out = tune.run_search(s, planned, excluded, again, store)
+    assert [c[0] for c in again.calls] == [p.candidate.index for p in out.runnable][3:]
+    c = out.counts()
+    assert (c["expanded"], c["excluded"], c["pruned"], c["run"], c["failed"]) == (18, 2, 8, 8, 2)
+    dec = out.decisions["decode_tok_s @ c=1"]
+    best = next(p for p in out.runnable if p.candidate.choices == {
+        "moe-runner-backend": "flashinfer_cutlass", "allreduce": "pcie-ipc", "spec": "nextn"})
+    assert dec["winner"] == best.key and out.winner is best
+    agg = out.decisions["output_tok_s @ c=32"]
+    assert out.rankings["output_tok_s @ c=32"][0]["label"] == (
+        "moe-runner-backend=flashinfer_cutlass, allreduce=pcie-ipc, spec=off")
+    assert agg["winner"] == out.rankings["output_tok_s @ c=32"][0]["key"]
+    # cutlass and triton without pcie-ipc have the same aggregate: they rank, but neither is called better
+    tied = [r for r in out.rankings["output_tok_s @ c=32"] if r["median"] == 2000.0]
+    assert len(tied) == 2
+    third = ModelDeploy()
+    assert tune.run_search(s, planned, excluded, third, store).counts()["run"] == 8 and third.calls == []
+
+
+def test_budget_of_candidates_and_of_time(tmp_path):
+    s, planned, excluded = planned_lab()
+    out = tune.run_search(s, planned, excluded, ModelDeploy(), tune.Store(tmp_path / "a"), tune.Budget.parse("3"))
+    assert out.counts()["run"] == 3 and len(out.skipped_budget) == 5
+    ticks = iter(range(0, 10_000, 40))
+    out = tune.run_search(s, planned, excluded, ModelDeploy(), tune.Store(tmp_path / "b"), tune.Budget.parse("2m"),
+                          clock=lambda: next(ticks))
+    assert 0 < out.counts()["run"] < 8 and out.interrupted
+    with pytest.raises(ValueError, match="90s, 30m, 2h"):
+        tune.Budget.parse("2 days")
+
+
+def test_two_stage_and_repeats(tmp_path):
+    s, planned, excluded = planned_lab(search(two_stage={"workload": {"output_len": 8}, "top": 2},
+                                              repeat={"top": 1, "times": 3}))
+    deploy = ModelDeploy(jitter=0.01)
+    out = tune.run_search(s, planned, excluded, deploy, tune.Store(tmp_path))
+    stages = [(st, r) for _, st, r in deploy.calls]
+    assert stages.count(("short", 0)) == 8
+    full = [c for c in deploy.calls if c[1] == "full"]
+    # top 2 of each objective (union) get the full run; the best of each is repeated twice more
+    assert len([c for c in full if c[2] == 0]) in (2, 3, 4) and len([c for c in full if c[2] > 0]) == 2 * 2
+    row = out.rankings["decode_tok_s @ c=1"][0]
+    assert row["n"] == 3 and row["min"] < row["median"] < row["max"] or row["min"] <= row["median"] <= row["max"]
+
+
+def test_decide_calls_no_winner_inside_noise():
+    obj = tune.Objective("decode_tok_s", 1, "max")
+    rows = [{"key": "a", "median": 100, "min": 99, "max": 101, "n": 3, "within_limits": True},
+            {"key": "b", "median": 99.5, "min": 98, "max": 100.5, "n": 3, "within_limits": True}]
+    d = tune.decide(obj, rows, 0.02)
+    assert d["winner"] is None and d["tied"] == ["a", "b"]
+    rows[1].update(median=90, min=89, max=91)
+    assert tune.decide(obj, rows, 0.02)["winner"] == "a"
+    assert tune.decide(obj, rows, 0.2)["winner"] is None  # 10% apart, but the noise threshold is 20%
+
+
+# --------------------------------------------------------------------------------------------------
+# Promotion and the report
+
+
+def finished(tmp_path):
+    s, planned, excluded = planned_lab()
+    return tune.run_search(s, planned, excluded, ModelDeploy(), tune.Store(tmp_path / "store"))
+
+
+def test_promote_into_the_profiles_file_keeps_comments_and_shows_the_diff(tmp_path):
+    out = finished(tmp_path)
+    target = tmp_path / "profiles.yml"
+    shutil.copy(prof.PROFILES_FILE, target)
+    before = target.read_text()
+    body = tune.promotion_body(out.search, out.winner, out)
+    diff, new = tune.promote(target, "fastest", body)
+    assert new.startswith(before.rstrip("\n").split("sglang_profiles:")[0])  # header comments kept
+    assert "+  fastest:" in diff and "+    extends: baseline" in diff and "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE" in diff
+    assert not [ln for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    loaded = prof.load_profiles(target)
+    launch = prof.render("fastest", loaded, prof.load_settings(), "0.5.23")
+    assert launch.argv == out.winner.launches["lab-1"]["argv"] and launch.env == out.winner.launches["lab-1"]["env"]
+    diff2, _ = tune.promote(target, "fastest", body)  # promoting again changes nothing
+    assert diff2 == ""
+
+
+def test_promote_into_a_new_group_vars_file_copies_the_hosts_profiles(tmp_path):
+    out = finished(tmp_path)
+    target = tmp_path / "group_vars" / "gpu.yml"
+    diff, _ = tune.promote(target, "fastest", tune.promotion_body(out.search, out.winner), prof.load_profiles())
+    assert set(prof.load_profiles(target)) == set(prof.load_profiles()) | {"fastest"}
+    with pytest.raises(tune.SearchError, match="has no sglang_profiles"):
+        tune.promote(tmp_path / "other.yml", "fastest", {"description": "x"})
+    with pytest.raises(tune.SearchError, match="profile name"):
+        tune.promote(target, "bad name", {"description": "x"})
+
+
+def test_report_has_rankings_pareto_pruned_and_failed(tmp_path):
+    out = finished(tmp_path)
+    folder = tune_report.write(out, tmp_path / "report")
+    md = (folder / "report.md").read_text()
+    assert "synthetic" in md and "## decode_tok_s @ c=1 (max)" in md and "![Pareto plot](pareto.png)" in md
+    assert "## Pruned before launch" in md and "[arch-moe-backend]" in md and "[spec-triple]" in md
+    assert "## Failed" in md and "repeated_char" in md and "garbage" in md
+    assert (folder / "pareto.png").stat().st_size > 10_000
+    doc = json.loads((folder / "outcome.json").read_text())
+    assert doc["counts"]["failed"] == 2 and doc["winner"]["key"] == out.winner.key
+    text = tune_report.summary(out)
+    assert text.startswith("LAB: emulated") and "=> winner #" in text
+
+
+def test_pareto_front():
+    assert tune_report.pareto_front([(1, 5), (2, 4), (1.5, 3), (3, 1), (0.5, 0.5)]) == [0, 1, 3]
+
+
+def test_example_search_file_parses():
+    s = tune.load_search(REPO / "examples" / "tune-lab.yml")
+    cands, excluded = tune.expand(s)
+    assert len(cands) >= 24
