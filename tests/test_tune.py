@@ -132,8 +132,9 @@ def test_keys_follow_the_rendered_launch_and_the_stack():
     a = tune.plan(s, cands, [host()])
     # baseline already sets flashinfer_cutlass: null removes it, the explicit value renders baseline's launch.
     baseline = prof.render("baseline", prof.load_profiles(), prof.load_settings(), "0.5.23")
-    assert a[1].launches["lab-1"]["argv"] == baseline.argv and len({p.key for p in a}) == 3
-    assert tune.plan(s, cands, [host()])[1].key == a[1].key  # the same launch, the same key
+    assert a[1].launches["lab-1"]["args"] == baseline.args and len({p.key for p in a}) == 3
+    assert tune.candidate_key({"lab-1": {"args": baseline.args, "env": {}, "sglang_version": "0.5.23"}},
+                              {"lab-1": tune.stack_id(host())}) == a[1].key  # same flags, any order: same key
     other_stack = tune.plan(s, cands, [host(stack={"bundle": "stable-0.5.23", "bundle_id": "abc"})])
     assert {p.key for p in other_stack}.isdisjoint({p.key for p in a})
     older = tune.plan(s, cands, [host(sglang_version="0.5.14")])

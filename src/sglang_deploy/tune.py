@@ -447,8 +447,10 @@ def stack_id(h: HostFacts) -> dict:
 
 
 def candidate_key(launches: dict, stacks: dict) -> str:
-    """sha256 over the rendered launch (argv, env, release) and the stack of each host."""
-    doc = {host: {"launch": launches[host], "stack": stacks[host]} for host in sorted(launches)}
+    """sha256 over the rendered launch (flags and env as sorted mappings: their order does not matter to SGLang,
+    and the release) and the stack of each host."""
+    doc = {host: {"launch": {k: launches[host][k] for k in ("args", "env", "sglang_version")}, "stack": stacks[host]}
+           for host in sorted(launches)}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -478,7 +480,8 @@ def plan(search: Search, candidates: list, hosts: list, clock: Callable[[], floa
             findings = rules.validate(launch, h.rule_facts, concurrency)
             p.reasons += [f"{where}[{f.rule}] {f.message}" for f in rules.errors(findings)]
             p.warnings += [f"{where}[{f.rule}] {f.message}" for f in findings if f.level == rules.WARNING]
-            launches[h.host] = {"argv": launch.argv, "env": launch.env, "sglang_version": launch.sglang_version}
+            launches[h.host] = {"argv": launch.argv, "args": launch.args, "env": launch.env,
+                                "sglang_version": launch.sglang_version}
             stacks[h.host] = stack_id(h)
             p.body = body
         if not p.pruned:
