@@ -1,4 +1,4 @@
-"""Python API over ansible-runner: deploy, compare, status, rollback, lab.
+"""Python API over ansible-runner: deploy, compare, status, rollback, lab, tune.
 
 Every run gets a fresh private data dir under REPO/.runner/ (gitignored) with project_dir=REPO, so the repo's
 ansible.cfg, roles, library and collections apply. Results are read from events, never from stdout:
@@ -32,6 +32,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
+from sglang_deploy import tune as tuning
 from sglang_deploy.paths import REPO
 from sglang_deploy.secret_names import is_secret_name
 
@@ -601,3 +602,184 @@ def result_file(host: str, result: dict, profile: str) -> Path | None:
     stamp = re.sub(r"\.\d+", "", re.sub(r"[-:]", "", result.get("started_at", "")))
     path = RESULTS / host / f"{stamp}-{profile}.json"
     return path if path.exists() else None
+
+
+# --------------------------------------------------------------------------------------------------
+# Flag-matrix search: tune() reads the hosts' facts (playbooks/tune_facts.yml, read-only), prunes candidates with
+# the rules, deploys and benchmarks the rest one by one with deploy() (the playbook's rollback handles a crashing
+# candidate), stores each result as it completes, restores what served before and writes the report.
+# Logic: sglang_deploy.tune and tune_report.
+
+
+TUNE_FACTS_PLAYBOOK = "playbooks/tune_facts.yml"
+TUNE_READY_ACTION = "sglang_ready"
+
+
+@dataclass
+class TuneResult:
+    """tune(): the outcome (None when the facts could not be read), where the report is, the runs around it."""
+
+    search: tuning.Search
+    outcome: tuning.Outcome | None = None
+    report_dir: Path | None = None
+    facts_run: RunResult | None = None
+    restores: list = field(default_factory=list)
+    promoted: dict | None = None  # {name, file, diff, candidate}
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.outcome is not None and not self.outcome.cancelled \
+            and all(r.ok for r in self.restores)
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "error": self.error, "report_dir": str(self.report_dir) if self.report_dir else None,
+                "outcome": self.outcome.to_dict() if self.outcome else None, "promoted": self.promoted,
+                "restores": [r.to_dict() for r in self.restores]}
+
+
+def tune_host_facts(data: dict) -> list:
+    """tuning.HostFacts per host from the set_stats data of playbooks/tune_facts.yml."""
+    out = []
+    for host, raw in sorted((data.get("sglang_tune_facts") or {}).items()):
+        facts = {k: v for k, v in (raw.get("rule_facts") or {}).items() if v not in (None, "")}
+        out.append(tuning.HostFacts(host=host, profiles=raw.get("profiles") or {}, settings=raw.get("settings") or {},
+                                  sglang_version=str(raw.get("sglang_version")), rule_facts=facts,
+                                  stack=raw.get("stack") or {}, emulated=bool(raw.get("emulated"))))
+    return out
+
+
+def _failure_kind(ready_results: list) -> tuple[str, list]:
+    """(kind, journal lines) from the failed sglang_ready result: crash (the process died), garbage (a sanity
+    check failed), not_ready (timeout); deploy_error when no readiness wait failed."""
+    for res in ready_results:
+        if res.get("journal"):
+            return "crash", list(res["journal"])[-25:]
+        if res.get("failed_check"):
+            return "garbage", []
+        if res.get("stage"):
+            return "not_ready", []
+    return "deploy_error", []
+
+
+def _tune_deployer(search: tuning.Search, inventory, limit, extravars: dict, on_event) -> tuning.Deployer:
+    """The search's deploy (a tuning.Deployer): deploy() of the candidate's flat profile with the workload's benchmark vars."""
+
+    def deploy_candidate(p: tuning.Planned, workload: tuning.Workload, stage: str, repeat: int) -> dict:
+        ready_failed: list = []
+
+        def handler(ev: dict):
+            d = ev.get("event_data") or {}
+            if ev.get("event") == "runner_on_failed" and str(d.get("resolved_action") or d.get("task_action") or
+                                                              "").endswith(TUNE_READY_ACTION):
+                ready_failed.append(d.get("res") or {})
+            if on_event:
+                return on_event(ev)
+            return True
+
+        if hasattr(on_event, "tick"):
+            handler.tick = on_event.tick  # type: ignore[attr-defined]
+        ev = {**extravars, **search.vars, **workload.extravars(), "sglang_profiles": {p.profile: p.body}}
+        r = deploy(p.profile, inventory=inventory, limit=limit, extravars=ev, on_event=handler)
+        if r.status == "canceled":
+            raise KeyboardInterrupt
+        fields = {"emulated": r.emulated, "artifacts": r.artifacts, "deploy_s": round(r.elapsed_s, 3)}
+        if r.ok:
+            metrics = {host: tuning.level_metrics(res) for host, res in r.benchmarks.items()}
+            failed_requests = sum(m.get("failed") or 0 for res in r.benchmarks.values() for m in res.get("levels", []))
+            if not metrics or failed_requests:
+                return {**fields, "status": tuning.FAILED, "kind": "benchmark", "metrics": metrics,
+                        "error": f"{failed_requests} benchmark requests failed" if failed_requests else "no benchmark"}
+            return {**fields, "status": tuning.OK, "metrics": metrics,
+                    "results": {h: res.get("started_at") for h, res in r.benchmarks.items()}}
+        kind, journal = _failure_kind(ready_failed)
+        message = "\n".join(f"{f.host}: {f.task}: {f.message}" for f in r.failures) or r.error or "deploy failed"
+        return {**fields, "status": tuning.FAILED, "kind": kind, "error": message, "journal": journal}
+
+    return deploy_candidate
+
+
+def _tune_restore(before: dict, planned: list, inventory, extravars: dict, on_event) -> list:
+    """Deploy (no benchmark) what each host served before the search; a tune candidate by its flat profile."""
+    plain = {**extravars, "sglang_benchmark_enabled": False}
+    bodies = {p.profile: p.body for p in planned if p.profile}
+    by_profile: dict = {}
+    for host, name in sorted(before.items()):
+        if name:
+            by_profile.setdefault(name, []).append(host)
+    runs = []
+    for name, hosts in by_profile.items():
+        ev = {**plain, "sglang_profiles": {name: bodies[name]}} if name in bodies else plain
+        runs.append(deploy(name, inventory=inventory, limit=",".join(hosts), extravars=ev, on_event=on_event))
+    return runs
+
+
+def tune(search_file, inventory=None, limit: str | None = None, extravars: dict | None = None,
+                budget: str | None = None, out_dir=None, restore: bool = True, promote: str | None = None,
+                promote_into=None, candidate: str | None = None, on_event=None,
+                on_plan: Callable | None = None) -> TuneResult:
+    """Run the search of ``search_file`` (path or tuning.Search). SearchError / ValueError for bad input."""
+    from sglang_deploy import tune_report
+    from sglang_deploy.paths import RESULTS
+
+    search = search_file if isinstance(search_file, tuning.Search) else tuning.load_search(search_file)
+    budget_obj = tuning.Budget.parse(budget)
+    extravars = dict(extravars or {})
+    phase = _phase_emitter(on_event)
+    result = TuneResult(search=search)
+
+    phase("read the hosts' facts (read-only)")
+    facts_run = run_playbook(TUNE_FACTS_PLAYBOOK, inventory=inventory, limit=limit,
+                                    extravars={**extravars, **search.vars}, on_event=on_event, kind="tune-facts")
+    result.facts_run = facts_run
+    hosts = tune_host_facts(facts_run.data)
+    if not facts_run.ok or not hosts:
+        result.error = "could not read the hosts' facts: " + (
+            "; ".join(f"{f.host}: {f.message}" for f in facts_run.failures) or facts_run.error or "no host")
+        return result
+    candidates, excluded = tuning.expand(search)
+    planned = tuning.plan(search, candidates, hosts)
+    preview = tuning.Outcome(search=search, planned=planned, excluded=excluded, budget=budget_obj.text)
+    if on_plan:
+        on_plan(preview)
+
+    store = tuning.Store(Path(out_dir) if out_dir else RESULTS / f"tune-{search.name}")
+    before: dict | None = None
+    deploy_one = _tune_deployer(search, inventory, limit, extravars, on_event)
+
+    def deploy_first_reads_status(p, workload, stage, repeat):
+        nonlocal before
+        if before is None and restore:
+            phase("read what each host serves")
+            found = status(inventory=inventory, limit=limit, on_event=on_event)
+            before = {h: (s.profile if s.serving else s.last_good_profile) for h, s in found.hosts.items()}
+        return deploy_one(p, workload, stage, repeat)
+
+    outcome = tuning.run_search(search, planned, excluded, deploy_first_reads_status, store, budget_obj, on_progress=phase)
+    result.outcome = outcome
+    if before and not outcome.cancelled:
+        phase("restore what served before")
+        result.restores = _tune_restore(before, planned, inventory, extravars, on_event)
+    result.report_dir = tune_report.write(outcome, store.root / "report")
+    if promote:
+        chosen = _tune_chosen(outcome, candidate)
+        body = tuning.promotion_body(search, chosen, outcome)
+        diff, _ = tuning.promote(promote_into, promote, body, hosts[0].profiles)
+        result.promoted = {"name": promote, "file": str(promote_into), "diff": diff, "candidate": chosen.key}
+    return result
+
+
+def _tune_chosen(outcome: tuning.Outcome, candidate: str | None) -> tuning.Planned:
+    """The candidate to promote: --candidate (number or key prefix), else the first objective's winner."""
+    if candidate:
+        hits = [p for p in outcome.runnable if str(p.candidate.index) == candidate.lstrip("#")
+                or (len(candidate) >= 4 and p.key.startswith(candidate))]
+        ok = {r["candidate_key"] for r in outcome.records if r["status"] == tuning.OK}
+        if len(hits) != 1 or hits[0].key not in ok:
+            raise tuning.SearchError(f"--candidate {candidate}: not one candidate measured without failure")
+        return hits[0]
+    if outcome.winner is None:
+        d = outcome.decisions.get(outcome.search.objectives[0].name) or {}
+        raise tuning.SearchError(f"no winner to promote ({d.get('reason', 'nothing measured')}); "
+                               "pick one with --candidate N")
+    return outcome.winner

@@ -465,6 +465,7 @@ def plan(search: Search, candidates: list, hosts: list, clock: Callable[[], floa
     check_base(search, hosts)
     concurrency = max(search.workload.concurrency)
     out = []
+    seen: dict = {}  # key -> candidate index
     for cand in candidates:
         t0 = clock()
         p = Planned(cand)
@@ -488,6 +489,9 @@ def plan(search: Search, candidates: list, hosts: list, clock: Callable[[], floa
             p.launches = launches
             p.key = candidate_key(launches, stacks)
             p.profile = f"tune-{p.key[:10]}"
+            if p.key in seen:
+                p.reasons.append(f"[duplicate] renders the same launch as candidate #{seen[p.key]}: measured once")
+            seen.setdefault(p.key, cand.index)
             p.body = {**p.body, "description": f"tune {search.name} candidate {cand.index}: {cand.label}"}
         p.validate_s = clock() - t0
         out.append(p)
@@ -603,7 +607,8 @@ class Outcome:
     records: list = field(default_factory=list)  # run records (stored and new) of runnable candidates
     new_runs: int = 0
     skipped_budget: list = field(default_factory=list)  # candidates not measured: budget spent
-    interrupted: bool = False
+    interrupted: bool = False  # the time budget ran out
+    cancelled: bool = False  # Ctrl-C
     emulated: bool = False
     elapsed_s: float = 0.0
     time_to_winner_s: float | None = None
@@ -639,7 +644,7 @@ class Outcome:
         return {
             "search": self.search.name, "emulated": self.emulated, "budget": self.budget,
             "counts": self.counts(), "elapsed_s": self.elapsed_s, "time_to_winner_s": self.time_to_winner_s,
-            "interrupted": self.interrupted,
+            "interrupted": self.interrupted, "cancelled": self.cancelled,
             "pruned": [{"candidate": p.candidate.label, "reasons": p.reasons} for p in self.pruned],
             "excluded": [{"candidate": ", ".join(f"{a}={v}" for a, v in c.items()), "reason": r}
                          for c, r in self.excluded],
@@ -699,41 +704,44 @@ def run_search(search: Search, planned: list, excluded: list, deploy: Deployer, 
         by_key.setdefault(p.key, []).append(rec)
         return rec
 
-    # Stage 1: every runnable candidate, until the budget is spent.
-    stage1 = "short" if search.short else "full"
-    measured = 0
-    for i, p in enumerate(runnable, 1):
-        if budget.candidates is not None and measured >= budget.candidates or spent():
-            out.skipped_budget = runnable[i - 1:]
-            break
-        rec = measure(p, search.stage1, stage1, 0, f"[{i}/{len(runnable)}] {stage1}")
-        if rec is None:
-            out.skipped_budget = runnable[i - 1:]
-            break
-        measured += 1
-
-    def top(n: int, stage: str) -> list:
-        """The union over objectives of the n best candidates with an ok run of the stage, within limits."""
-        chosen: list = []
-        for obj in search.objectives:
-            rows = ranking(search, obj, runnable, by_key, stage)
-            for row in [r for r in rows if r["within_limits"]][:n]:
-                p = next(q for q in runnable if q.key == row["key"])
-                if p not in chosen:
-                    chosen.append(p)
-        return chosen
-
-    if search.short and not spent():
-        finalists = top(search.full_top, "short")
-        for j, p in enumerate(finalists, 1):
-            if measure(p, search.workload, "full", 0, f"[full {j}/{len(finalists)}]") is None:
+    try:
+        # Stage 1: every runnable candidate, until the budget is spent.
+        stage1 = "short" if search.short else "full"
+        measured = 0
+        for i, p in enumerate(runnable, 1):
+            if budget.candidates is not None and measured >= budget.candidates or spent():
+                out.skipped_budget = runnable[i - 1:]
                 break
-    if search.repeat_times > 1 and search.repeat_top and not spent():
-        again = top(search.repeat_top, "full")
-        rounds = [(r, j, p) for r in range(1, search.repeat_times) for j, p in enumerate(again, 1)]
-        for r, j, p in rounds:  # rounds interleave the candidates: drift hits them alike
-            if measure(p, search.workload, "full", r, f"[repeat {r + 1}/{search.repeat_times}, {j}/{len(again)}]") is None:
+            rec = measure(p, search.stage1, stage1, 0, f"[{i}/{len(runnable)}] {stage1}")
+            if rec is None:
+                out.skipped_budget = runnable[i - 1:]
                 break
+            measured += 1
+
+        def top(n: int, stage: str) -> list:
+            """The union over objectives of the n best candidates with an ok run of the stage, within limits."""
+            chosen: list = []
+            for obj in search.objectives:
+                rows = ranking(search, obj, runnable, by_key, stage)
+                for row in [r for r in rows if r["within_limits"]][:n]:
+                    p = next(q for q in runnable if q.key == row["key"])
+                    if p not in chosen:
+                        chosen.append(p)
+            return chosen
+
+        if search.short and not spent():
+            finalists = top(search.full_top, "short")
+            for j, p in enumerate(finalists, 1):
+                if measure(p, search.workload, "full", 0, f"[full {j}/{len(finalists)}]") is None:
+                    break
+        if search.repeat_times > 1 and search.repeat_top and not spent():
+            again = top(search.repeat_top, "full")
+            rounds = [(r, j, p) for r in range(1, search.repeat_times) for j, p in enumerate(again, 1)]
+            for r, j, p in rounds:  # rounds interleave the candidates: drift hits them alike
+                if measure(p, search.workload, "full", r, f"[repeat {r + 1}/{search.repeat_times}, {j}/{len(again)}]") is None:
+                    break
+    except KeyboardInterrupt:  # Ctrl-C (the deploy was cancelled): keep what is stored, report it
+        out.cancelled = True
     out.interrupted = spent()
     out.elapsed_s = clock() - t0
     evaluate(out, by_key)

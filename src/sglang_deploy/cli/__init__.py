@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sglang_deploy.cli import bench, profiles, runs
+from sglang_deploy.cli import bench, profiles, runs, tune
 from sglang_deploy.cli.errors import UsageError
 
-GROUPS = (runs, bench, profiles)  # the order of `sglang-deploy --help`
+GROUPS = (runs, tune, bench, profiles)  # the order of `sglang-deploy --help`
 
 
 def build_parser() -> argparse.ArgumentParser:
