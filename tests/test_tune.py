@@ -15,18 +15,31 @@ from sglang_deploy import tune, tune_report
 from sglang_deploy.paths import REPO
 
 # The lab's stand-in hardware and checkpoint (roles/lab vars, the lab's config.json).
-LAB_FACTS = {"gpu_arch": "sm_120", "gpu_count": 8, "nvlink": False, "model_path_exists": True,
-             "model_architecture": "Qwen3_5MoeForConditionalGeneration", "model_quantization": "modelopt_fp4"}
+LAB_FACTS = {
+    "gpu_arch": "sm_120",
+    "gpu_count": 8,
+    "nvlink": False,
+    "model_path_exists": True,
+    "model_architecture": "Qwen3_5MoeForConditionalGeneration",
+    "model_quantization": "modelopt_fp4",
+}
 
 SEARCH = {
     "base": "baseline",
     "axes": {
         "moe-runner-backend": ["flashinfer_cutlass", "triton", "flashinfer_cutedsl"],
         "allreduce": {"nccl": {}, "pcie-ipc": {"env": {"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": 1}}},
-        "spec": {"off": {}, "nextn": {"args": {"speculative-algorithm": "NEXTN",
-                                               "mamba-scheduler-strategy": "extra_buffer"}},
-                 "topk": {"args": {"speculative-algorithm": "NEXTN", "mamba-scheduler-strategy": "extra_buffer",
-                                   "speculative-eagle-topk": 4}}},
+        "spec": {
+            "off": {},
+            "nextn": {"args": {"speculative-algorithm": "NEXTN", "mamba-scheduler-strategy": "extra_buffer"}},
+            "topk": {
+                "args": {
+                    "speculative-algorithm": "NEXTN",
+                    "mamba-scheduler-strategy": "extra_buffer",
+                    "speculative-eagle-topk": 4,
+                }
+            },
+        },
     },
     "constraints": [{"exclude": {"moe-runner-backend": "triton", "spec": "topk"}}],
     "workload": {"concurrency": [1, 32], "input_len": 64, "output_len": 32, "requests": 4},
@@ -36,8 +49,15 @@ SEARCH = {
 
 
 def host(name="lab-1", **over) -> tune.HostFacts:
-    base = dict(host=name, profiles=prof.load_profiles(), settings=prof.load_settings(), sglang_version="0.5.23",
-                rule_facts=dict(LAB_FACTS), stack={}, emulated=True)
+    base = dict(
+        host=name,
+        profiles=prof.load_profiles(),
+        settings=prof.load_settings(),
+        sglang_version="0.5.23",
+        rule_facts=dict(LAB_FACTS),
+        stack={},
+        emulated=True,
+    )
     base.update(over)
     return tune.HostFacts(**base)
 
@@ -50,19 +70,22 @@ def search(**over) -> tune.Search:
 # Search file, expansion
 
 
-@pytest.mark.parametrize("change, needle", [
-    ({"axes": {}}, "axes: a mapping"),
-    ({"axes": {"moe-runner-backend": "triton"}}, "give a list of values"),
-    ({"bogus": 1}, "unknown keys ['bogus']"),
-    ({"objectives": [{"metric": "speed", "concurrency": 1}]}, "use one of output_tok_s"),
-    ({"objectives": [{"metric": "decode_tok_s", "concurrency": 8}]}, "not a level of the workload [1, 32]; add it"),
-    ({"constraints": [{"exclude": {"nope": 1}}]}, "unknown axis 'nope'"),
-    ({"constraints": [{"exclude": {"spec": "fast"}}]}, "fast not among its values (off, nextn, topk)"),
-    ({"limits": [{"metric": "ttft_p99_ms", "concurrency": 32}]}, "one numeric bound"),
-    ({"vars": {"sglang_benchmark_requests": 3}}, "set by the search itself"),
-    ({"axes": {"a": {"x": {"env": {"V": 1}}}, "env.V": [0, 1]}}, "both set env V"),
-    ({"two_stage": {"workload": {"concurrency": [1]}, "top": 2}}, "must keep level 32"),
-])
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"axes": {}}, "axes: a mapping"),
+        ({"axes": {"moe-runner-backend": "triton"}}, "give a list of values"),
+        ({"bogus": 1}, "unknown keys ['bogus']"),
+        ({"objectives": [{"metric": "speed", "concurrency": 1}]}, "use one of output_tok_s"),
+        ({"objectives": [{"metric": "decode_tok_s", "concurrency": 8}]}, "not a level of the workload [1, 32]; add it"),
+        ({"constraints": [{"exclude": {"nope": 1}}]}, "unknown axis 'nope'"),
+        ({"constraints": [{"exclude": {"spec": "fast"}}]}, "fast not among its values (off, nextn, topk)"),
+        ({"limits": [{"metric": "ttft_p99_ms", "concurrency": 32}]}, "one numeric bound"),
+        ({"vars": {"sglang_benchmark_requests": 3}}, "set by the search itself"),
+        ({"axes": {"a": {"x": {"env": {"V": 1}}}, "env.V": [0, 1]}}, "both set env V"),
+        ({"two_stage": {"workload": {"concurrency": [1]}, "top": 2}}, "must keep level 32"),
+    ],
+)
 def test_bad_search_files_name_the_fix(change, needle):
     with pytest.raises(tune.SearchError, match=None) as err:
         tune.parse_search({**SEARCH, **change})
@@ -81,8 +104,7 @@ def test_load_search_names_the_file(tmp_path):
 def test_expand_is_the_product_minus_constraints():
     cands, excluded = tune.expand(search())
     assert len(cands) + len(excluded) == 3 * 2 * 3
-    assert len(excluded) == 2 and all(c["moe-runner-backend"] == "triton" and c["spec"] == "topk"
-                                      for c, _ in excluded)
+    assert len(excluded) == 2 and all(c["moe-runner-backend"] == "triton" and c["spec"] == "topk" for c, _ in excluded)
     first = cands[0]
     assert first.choices == {"moe-runner-backend": "flashinfer_cutlass", "allreduce": "nccl", "spec": "off"}
     assert first.args == {"moe-runner-backend": "flashinfer_cutlass"} and first.env == {}
@@ -126,15 +148,20 @@ def test_facts_decide_the_pruning():
 
 
 def test_keys_follow_the_rendered_launch_and_the_stack():
-    s = tune.parse_search({**SEARCH, "axes": {"moe-runner-backend": [None, "flashinfer_cutlass", "triton"]},
-                           "constraints": []})
+    s = tune.parse_search(
+        {**SEARCH, "axes": {"moe-runner-backend": [None, "flashinfer_cutlass", "triton"]}, "constraints": []}
+    )
     cands = tune.expand(s)[0]
     a = tune.plan(s, cands, [host()])
     # baseline already sets flashinfer_cutlass: null removes it, the explicit value renders baseline's launch.
     baseline = prof.render("baseline", prof.load_profiles(), prof.load_settings(), "0.5.23")
     assert a[1].launches["lab-1"]["args"] == baseline.args and len({p.key for p in a}) == 3
-    assert tune.candidate_key({"lab-1": {"args": baseline.args, "env": {}, "sglang_version": "0.5.23"}},
-                              {"lab-1": tune.stack_id(host())}) == a[1].key  # same flags, any order: same key
+    assert (
+        tune.candidate_key(
+            {"lab-1": {"args": baseline.args, "env": {}, "sglang_version": "0.5.23"}}, {"lab-1": tune.stack_id(host())}
+        )
+        == a[1].key
+    )  # same flags, any order: same key
     other_stack = tune.plan(s, cands, [host(stack={"bundle": "stable-0.5.23", "bundle_id": "abc"})])
     assert {p.key for p in other_stack}.isdisjoint({p.key for p in a})
     older = tune.plan(s, cands, [host(sglang_version="0.5.14")])
@@ -179,8 +206,12 @@ class ModelDeploy:
         dec *= 0.8 if ch["moe-runner-backend"] == "triton" else 1
         dec *= 1 + self.jitter * ((-1) ** repeat)
         agg = 2000.0 * (1.1 if ch["allreduce"] == "pcie-ipc" else 1) * (0.85 if ch["spec"] == "nextn" else 1)
-        metrics = {"lab-1": {"1": {"decode_tok_s": dec, "output_tok_s": dec * 0.7, "ttft_p99_ms": 80.0},
-                             "32": {"decode_tok_s": agg / 32, "output_tok_s": agg, "ttft_p99_ms": 200.0}}}
+        metrics = {
+            "lab-1": {
+                "1": {"decode_tok_s": dec, "output_tok_s": dec * 0.7, "ttft_p99_ms": 80.0},
+                "32": {"decode_tok_s": agg / 32, "output_tok_s": agg, "ttft_p99_ms": 200.0},
+            }
+        }
         return {"status": tune.OK, "metrics": metrics, "emulated": True}
 
 
@@ -202,12 +233,16 @@ def test_search_ranks_resumes_and_runs_nothing_twice(tmp_path):
     c = out.counts()
     assert (c["expanded"], c["excluded"], c["pruned"], c["run"], c["failed"]) == (18, 2, 8, 8, 2)
     dec = out.decisions["decode_tok_s @ c=1"]
-    best = next(p for p in out.runnable if p.candidate.choices == {
-        "moe-runner-backend": "flashinfer_cutlass", "allreduce": "pcie-ipc", "spec": "nextn"})
+    best = next(
+        p
+        for p in out.runnable
+        if p.candidate.choices == {"moe-runner-backend": "flashinfer_cutlass", "allreduce": "pcie-ipc", "spec": "nextn"}
+    )
     assert dec["winner"] == best.key and out.winner is best
     agg = out.decisions["output_tok_s @ c=32"]
     assert out.rankings["output_tok_s @ c=32"][0]["label"] == (
-        "moe-runner-backend=flashinfer_cutlass, allreduce=pcie-ipc, spec=off")
+        "moe-runner-backend=flashinfer_cutlass, allreduce=pcie-ipc, spec=off"
+    )
     assert agg["winner"] == out.rankings["output_tok_s @ c=32"][0]["key"]
     # cutlass and triton without pcie-ipc have the same aggregate: they rank, but neither is called better
     tied = [r for r in out.rankings["output_tok_s @ c=32"] if r["median"] == 2000.0]
@@ -221,16 +256,24 @@ def test_budget_of_candidates_and_of_time(tmp_path):
     out = tune.run_search(s, planned, excluded, ModelDeploy(), tune.Store(tmp_path / "a"), tune.Budget.parse("3"))
     assert out.counts()["run"] == 3 and len(out.skipped_budget) == 5
     ticks = iter(range(0, 10_000, 40))
-    out = tune.run_search(s, planned, excluded, ModelDeploy(), tune.Store(tmp_path / "b"), tune.Budget.parse("2m"),
-                          clock=lambda: next(ticks))
+    out = tune.run_search(
+        s,
+        planned,
+        excluded,
+        ModelDeploy(),
+        tune.Store(tmp_path / "b"),
+        tune.Budget.parse("2m"),
+        clock=lambda: next(ticks),
+    )
     assert 0 < out.counts()["run"] < 8 and out.interrupted
     with pytest.raises(ValueError, match="90s, 30m, 2h"):
         tune.Budget.parse("2 days")
 
 
 def test_two_stage_and_repeats(tmp_path):
-    s, planned, excluded = planned_lab(search(two_stage={"workload": {"output_len": 8}, "top": 2},
-                                              repeat={"top": 1, "times": 3}))
+    s, planned, excluded = planned_lab(
+        search(two_stage={"workload": {"output_len": 8}, "top": 2}, repeat={"top": 1, "times": 3})
+    )
     deploy = ModelDeploy(jitter=0.01)
     out = tune.run_search(s, planned, excluded, deploy, tune.Store(tmp_path))
     stages = [(st, r) for _, st, r in deploy.calls]
@@ -244,8 +287,10 @@ def test_two_stage_and_repeats(tmp_path):
 
 def test_decide_calls_no_winner_inside_noise():
     obj = tune.Objective("decode_tok_s", 1, "max")
-    rows = [{"key": "a", "median": 100, "min": 99, "max": 101, "n": 3, "within_limits": True},
-            {"key": "b", "median": 99.5, "min": 98, "max": 100.5, "n": 3, "within_limits": True}]
+    rows = [
+        {"key": "a", "median": 100, "min": 99, "max": 101, "n": 3, "within_limits": True},
+        {"key": "b", "median": 99.5, "min": 98, "max": 100.5, "n": 3, "within_limits": True},
+    ]
     d = tune.decide(obj, rows, 0.02)
     assert d["winner"] is None and d["tied"] == ["a", "b"]
     rows[1].update(median=90, min=89, max=91)

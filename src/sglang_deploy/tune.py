@@ -56,8 +56,19 @@ import yaml
 from . import profiles as prof
 from . import rules
 
-SEARCH_KEYS = {"name", "base", "axes", "constraints", "workload", "objectives", "limits", "two_stage", "repeat",
-               "noise", "vars"}
+SEARCH_KEYS = {
+    "name",
+    "base",
+    "axes",
+    "constraints",
+    "workload",
+    "objectives",
+    "limits",
+    "two_stage",
+    "repeat",
+    "noise",
+    "vars",
+}
 WORKLOAD_KEYS = {"concurrency", "input_len", "output_len", "requests", "warmup"}
 ENV_PREFIX = "env."
 DEFAULT_NOISE = 0.02
@@ -135,9 +146,13 @@ class Workload:
 
     def extravars(self) -> dict:
         """The sglang_benchmark role's variables for this workload."""
-        return {"sglang_benchmark_concurrency": list(self.concurrency), "sglang_benchmark_input_len": self.input_len,
-                "sglang_benchmark_output_len": self.output_len, "sglang_benchmark_requests": self.requests,
-                "sglang_benchmark_warmup": self.warmup}
+        return {
+            "sglang_benchmark_concurrency": list(self.concurrency),
+            "sglang_benchmark_input_len": self.input_len,
+            "sglang_benchmark_output_len": self.output_len,
+            "sglang_benchmark_requests": self.requests,
+            "sglang_benchmark_warmup": self.warmup,
+        }
 
 
 @dataclass
@@ -176,15 +191,19 @@ def _need(cond: bool, msg: str) -> None:
 
 
 def _axis(name: Any, raw: Any) -> Axis:
-    _need(isinstance(name, str) and name and not name.startswith("-"),
-          f"axes: {name!r} must be a flag name without dashes, env.NAME, or a label for a mapping of values")
+    _need(
+        isinstance(name, str) and name and not name.startswith("-"),
+        f"axes: {name!r} must be a flag name without dashes, env.NAME, or a label for a mapping of values",
+    )
     if isinstance(raw, dict):
         _need(bool(raw), f"axes.{name}: give at least one value")
         labels, settings = [], []
         for label, body in raw.items():
             body = body or {}
-            _need(isinstance(body, dict) and set(body) <= {"args", "env"},
-                  f"axes.{name}.{label}: a value of a mapping axis is {{args: {{...}}, env: {{...}}}} (or {{}})")
+            _need(
+                isinstance(body, dict) and set(body) <= {"args", "env"},
+                f"axes.{name}.{label}: a value of a mapping axis is {{args: {{...}}, env: {{...}}}} (or {{}})",
+            )
             for part in ("args", "env"):
                 _need(isinstance(body.get(part) or {}, dict), f"axes.{name}.{label}.{part} must be a mapping")
             labels.append(_label(label))
@@ -192,7 +211,7 @@ def _axis(name: Any, raw: Any) -> Axis:
         return Axis(name, tuple(labels), tuple(settings))
     _need(isinstance(raw, list) and raw, f"axes.{name}: give a list of values (or a mapping label -> args/env)")
     is_env = name.startswith(ENV_PREFIX)
-    key = name[len(ENV_PREFIX):] if is_env else name
+    key = name[len(ENV_PREFIX) :] if is_env else name
     _need(bool(key), f"axes.{name}: env. needs a variable name (env.SGLANG_...)")
     labels = [_label(v) for v in raw]
     _need(len(set(labels)) == len(labels), f"axes.{name}: values repeat ({', '.join(labels)})")
@@ -209,12 +228,16 @@ def _workload(raw: Any, where: str, base: Workload | None = None) -> Workload:
     values.update(raw)
     conc = values.get("concurrency")
     conc = list(conc) if isinstance(conc, tuple) else conc
-    _need(isinstance(conc, list) and conc and all(isinstance(c, int) and c > 0 for c in conc),
-          f"{where}.concurrency: a list of positive integers, e.g. [1, 32]")
+    _need(
+        isinstance(conc, list) and conc and all(isinstance(c, int) and c > 0 for c in conc),
+        f"{where}.concurrency: a list of positive integers, e.g. [1, 32]",
+    )
     for key in ("input_len", "output_len", "requests", "warmup"):
         if key in values:
-            _need(isinstance(values[key], int) and values[key] >= (1 if key.endswith("len") else 0),
-                  f"{where}.{key}: a {'positive' if key.endswith('len') else 'non-negative'} integer")
+            _need(
+                isinstance(values[key], int) and values[key] >= (1 if key.endswith("len") else 0),
+                f"{where}.{key}: a {'positive' if key.endswith('len') else 'non-negative'} integer",
+            )
     values["concurrency"] = tuple(sorted(set(conc)))
     return Workload(**values)
 
@@ -223,8 +246,10 @@ def _metric(raw: dict, where: str, workload: Workload) -> tuple[str, int]:
     _need(isinstance(raw, dict), f"{where}: a mapping {{metric: ..., concurrency: N}}")
     metric, conc = raw.get("metric"), raw.get("concurrency")
     _need(metric in METRICS, f"{where}.metric {metric!r}: use one of {', '.join(METRICS)}")
-    _need(conc in workload.concurrency,
-          f"{where}.concurrency {conc!r}: not a level of the workload {list(workload.concurrency)}; add it there")
+    _need(
+        conc in workload.concurrency,
+        f"{where}.concurrency {conc!r}: not a level of the workload {list(workload.concurrency)}; add it there",
+    )
     return metric, conc
 
 
@@ -234,11 +259,15 @@ def parse_search(doc: Any, name: str = "search", path: str | None = None) -> Sea
     unknown = set(doc) - SEARCH_KEYS
     _need(not unknown, f"unknown keys {sorted(unknown)}; allowed {sorted(SEARCH_KEYS)}")
     name = str(doc.get("name") or name)
-    _need(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name) is not None,
-          f"name {name!r}: letters, digits, '_', '.', '-' only (it names the results folder)")
+    _need(
+        re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name) is not None,
+        f"name {name!r}: letters, digits, '_', '.', '-' only (it names the results folder)",
+    )
     base = doc.get("base")
-    _need(isinstance(base, str) and base or isinstance(base, dict) and set(base) <= {"args", "env"},
-          "base: a profile name of sglang_profiles, or an inline {args: {...}, env: {...}}")
+    _need(
+        isinstance(base, str) and base or isinstance(base, dict) and set(base) <= {"args", "env"},
+        "base: a profile name of sglang_profiles, or an inline {args: {...}, env: {...}}",
+    )
     raw_axes = doc.get("axes")
     _need(isinstance(raw_axes, dict) and raw_axes, "axes: a mapping of axis -> values (at least one axis)")
     axes = [_axis(k, v) for k, v in raw_axes.items()]
@@ -248,14 +277,18 @@ def parse_search(doc: Any, name: str = "search", path: str | None = None) -> Sea
             for part in ("args", "env"):
                 for key in s[part]:
                     other = touched.setdefault((part, key), ax.name)
-                    _need(other == ax.name, f"axes {other} and {ax.name} both set {part} {key}: merge them into one axis")
+                    _need(
+                        other == ax.name, f"axes {other} and {ax.name} both set {part} {key}: merge them into one axis"
+                    )
     by_name = {ax.name: ax for ax in axes}
 
     constraints = []
     for i, c in enumerate(doc.get("constraints") or []):
         where = f"constraints[{i}]"
-        _need(isinstance(c, dict) and (set(c) == {"exclude"} or set(c) == {"when", "require"}),
-              f"{where}: either {{exclude: {{axis: label}}}} or {{when: {{axis: label}}, require: {{axis: [labels]}}}}")
+        _need(
+            isinstance(c, dict) and (set(c) == {"exclude"} or set(c) == {"when", "require"}),
+            f"{where}: either {{exclude: {{axis: label}}}} or {{when: {{axis: label}}, require: {{axis: [labels]}}}}",
+        )
         parts = {}
         for kind, body in c.items():
             _need(isinstance(body, dict) and body, f"{where}.{kind}: a mapping axis -> label(s)")
@@ -264,8 +297,10 @@ def parse_search(doc: Any, name: str = "search", path: str | None = None) -> Sea
                 _need(axis in by_name, f"{where}.{kind}: unknown axis {axis!r}; axes: {', '.join(by_name)}")
                 labels = [_label(w) for w in (wanted if isinstance(wanted, list) else [wanted])]
                 bad = [lb for lb in labels if lb not in by_name[axis].labels]
-                _need(not bad, f"{where}.{kind}.{axis}: {', '.join(bad)} not among its values "
-                               f"({', '.join(by_name[axis].labels)})")
+                _need(
+                    not bad,
+                    f"{where}.{kind}.{axis}: {', '.join(bad)} not among its values ({', '.join(by_name[axis].labels)})",
+                )
                 norm[axis] = frozenset(labels)
             parts[kind] = norm
         constraints.append(parts)
@@ -283,26 +318,35 @@ def parse_search(doc: Any, name: str = "search", path: str | None = None) -> Sea
     for i, lim in enumerate(doc.get("limits") or []):
         metric, conc = _metric(lim, f"limits[{i}]", workload)
         bounds = {k: lim.get(k) for k in ("max", "min") if lim.get(k) is not None}
-        _need(len(bounds) == 1 and all(isinstance(v, (int, float)) for v in bounds.values()),
-              f"limits[{i}]: give one numeric bound, max: or min:")
+        _need(
+            len(bounds) == 1 and all(isinstance(v, (int, float)) for v in bounds.values()),
+            f"limits[{i}]: give one numeric bound, max: or min:",
+        )
         limits.append(Limit(metric, conc, **{k: float(v) for k, v in bounds.items()}))
 
     short, full_top = None, 0
     if doc.get("two_stage") is not None:
         ts = doc["two_stage"]
-        _need(isinstance(ts, dict) and set(ts) == {"workload", "top"} and isinstance(ts["top"], int) and ts["top"] > 0,
-              "two_stage: {workload: {output_len: 64, requests: 8}, top: N} (the short workload's changes, N >= 1)")
+        _need(
+            isinstance(ts, dict) and set(ts) == {"workload", "top"} and isinstance(ts["top"], int) and ts["top"] > 0,
+            "two_stage: {workload: {output_len: 64, requests: 8}, top: N} (the short workload's changes, N >= 1)",
+        )
         short = _workload(ts["workload"], "two_stage.workload", workload)
         for obj in objectives + limits:
-            _need(obj.concurrency in short.concurrency,
-                  f"two_stage.workload.concurrency must keep level {obj.concurrency} (objectives and limits use it)")
+            _need(
+                obj.concurrency in short.concurrency,
+                f"two_stage.workload.concurrency must keep level {obj.concurrency} (objectives and limits use it)",
+            )
         full_top = ts["top"]
     repeat_top, repeat_times = 0, 1
     if doc.get("repeat") is not None:
         rp = doc["repeat"]
-        _need(isinstance(rp, dict) and set(rp) == {"top", "times"}
-              and all(isinstance(rp[k], int) and rp[k] >= 1 for k in rp),
-              "repeat: {top: N, times: M}: the top N candidates of each objective measured M times in all")
+        _need(
+            isinstance(rp, dict)
+            and set(rp) == {"top", "times"}
+            and all(isinstance(rp[k], int) and rp[k] >= 1 for k in rp),
+            "repeat: {top: N, times: M}: the top N candidates of each objective measured M times in all",
+        )
         repeat_top, repeat_times = rp["top"], rp["times"]
     noise = doc.get("noise", DEFAULT_NOISE)
     _need(isinstance(noise, (int, float)) and 0 <= noise < 1, "noise: a fraction, e.g. 0.02 for 2%")
@@ -310,9 +354,22 @@ def parse_search(doc: Any, name: str = "search", path: str | None = None) -> Sea
     _need(isinstance(extra, dict), "vars: a mapping of extra variables for every deploy")
     clash = [k for k in extra if k == "profile" or k == "sglang_profiles" or k.startswith("sglang_benchmark_")]
     _need(not clash, f"vars: {', '.join(clash)} are set by the search itself (use base, axes, workload)")
-    return Search(name=name, base=base, axes=axes, constraints=constraints, workload=workload,
-                  objectives=objectives, limits=limits, short=short, full_top=full_top, repeat_top=repeat_top,
-                  repeat_times=repeat_times, noise=float(noise), vars=dict(extra), path=path)
+    return Search(
+        name=name,
+        base=base,
+        axes=axes,
+        constraints=constraints,
+        workload=workload,
+        objectives=objectives,
+        limits=limits,
+        short=short,
+        full_top=full_top,
+        repeat_top=repeat_top,
+        repeat_times=repeat_times,
+        noise=float(noise),
+        vars=dict(extra),
+        path=path,
+    )
 
 
 def load_search(path: str | Path) -> Search:
@@ -363,8 +420,12 @@ def expand(search: Search) -> tuple[list, list]:
                 reason = "excluded by " + ", ".join(f"{a}={'|'.join(sorted(v))}" for a, v in c["exclude"].items())
                 break
             if "when" in c and _matches(choices, c["when"]) and not _matches(choices, c["require"]):
-                reason = ("constraint: " + ", ".join(f"{a}={'|'.join(sorted(v))}" for a, v in c["when"].items())
-                          + " requires " + ", ".join(f"{a} in {sorted(v)}" for a, v in c["require"].items()))
+                reason = (
+                    "constraint: "
+                    + ", ".join(f"{a}={'|'.join(sorted(v))}" for a, v in c["when"].items())
+                    + " requires "
+                    + ", ".join(f"{a} in {sorted(v)}" for a, v in c["require"].items())
+                )
                 break
         if reason:
             excluded.append((choices, reason))
@@ -405,8 +466,12 @@ def candidate_profiles(search: Search, cand: Candidate, host_profiles: dict, nam
     if isinstance(base, dict):
         out[BASE_NAME] = {"description": f"inline base of search {search.name}", **base}
         base = BASE_NAME
-    out[name] = {"description": f"tune {search.name} candidate {cand.index}: {cand.label}", "extends": base,
-                 "args": cand.args, "env": cand.env}
+    out[name] = {
+        "description": f"tune {search.name} candidate {cand.index}: {cand.label}",
+        "extends": base,
+        "args": cand.args,
+        "env": cand.env,
+    }
     return out
 
 
@@ -420,8 +485,10 @@ def check_base(search: Search, hosts: list) -> None:
     """SearchError when the base profile does not resolve on a host (before anything is expanded)."""
     for h in hosts:
         if isinstance(search.base, str) and search.base not in h.profiles:
-            raise SearchError(f"base profile {search.base!r} is not a profile of host {h.host}; available: "
-                              f"{', '.join(sorted(h.profiles))}")
+            raise SearchError(
+                f"base profile {search.base!r} is not a profile of host {h.host}; available: "
+                f"{', '.join(sorted(h.profiles))}"
+            )
 
 
 @dataclass
@@ -449,8 +516,10 @@ def stack_id(h: HostFacts) -> dict:
 def candidate_key(launches: dict, stacks: dict) -> str:
     """sha256 over the rendered launch (flags and env as sorted mappings: their order does not matter to SGLang,
     and the release) and the stack of each host."""
-    doc = {host: {"launch": {k: launches[host][k] for k in ("args", "env", "sglang_version")}, "stack": stacks[host]}
-           for host in sorted(launches)}
+    doc = {
+        host: {"launch": {k: launches[host][k] for k in ("args", "env", "sglang_version")}, "stack": stacks[host]}
+        for host in sorted(launches)
+    }
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -481,8 +550,12 @@ def plan(search: Search, candidates: list, hosts: list, clock: Callable[[], floa
             findings = rules.validate(launch, h.rule_facts, concurrency)
             p.reasons += [f"{where}[{f.rule}] {f.message}" for f in rules.errors(findings)]
             p.warnings += [f"{where}[{f.rule}] {f.message}" for f in findings if f.level == rules.WARNING]
-            launches[h.host] = {"argv": launch.argv, "args": launch.args, "env": launch.env,
-                                "sglang_version": launch.sglang_version}
+            launches[h.host] = {
+                "argv": launch.argv,
+                "args": launch.args,
+                "env": launch.env,
+                "sglang_version": launch.sglang_version,
+            }
             stacks[h.host] = stack_id(h)
             p.body = body
         if not p.pruned:
@@ -560,8 +633,11 @@ def level_metrics(result: dict) -> dict:
 
 def metric_value(record: dict, metric: str, concurrency: int) -> float | None:
     """A metric of one run: the mean over hosts (one host: its value)."""
-    values = [m[str(concurrency)][metric] for m in (record.get("metrics") or {}).values()
-              if str(concurrency) in m and m[str(concurrency)].get(metric) is not None]
+    values = [
+        m[str(concurrency)][metric]
+        for m in (record.get("metrics") or {}).values()
+        if str(concurrency) in m and m[str(concurrency)].get(metric) is not None
+    ]
     return sum(values) / len(values) if values else None
 
 
@@ -642,32 +718,57 @@ class Outcome:
 
     def to_dict(self) -> dict:
         return {
-            "search": self.search.name, "emulated": self.emulated, "budget": self.budget,
-            "counts": self.counts(), "elapsed_s": self.elapsed_s, "time_to_winner_s": self.time_to_winner_s,
-            "interrupted": self.interrupted, "cancelled": self.cancelled,
+            "search": self.search.name,
+            "emulated": self.emulated,
+            "budget": self.budget,
+            "counts": self.counts(),
+            "elapsed_s": self.elapsed_s,
+            "time_to_winner_s": self.time_to_winner_s,
+            "interrupted": self.interrupted,
+            "cancelled": self.cancelled,
             "pruned": [{"candidate": p.candidate.label, "reasons": p.reasons} for p in self.pruned],
-            "excluded": [{"candidate": ", ".join(f"{a}={v}" for a, v in c.items()), "reason": r}
-                         for c, r in self.excluded],
-            "failed": [{"candidate": p.candidate.label, "key": p.key, "kind": r.get("kind"), "error": r.get("error")}
-                       for p, r in self.failed()],
-            "rankings": self.rankings, "decisions": self.decisions,
-            "winner": ({"key": self.winner.key, "candidate": self.winner.candidate.label, "profile": self.winner.body}
-                       if self.winner else None),
+            "excluded": [
+                {"candidate": ", ".join(f"{a}={v}" for a, v in c.items()), "reason": r} for c, r in self.excluded
+            ],
+            "failed": [
+                {"candidate": p.candidate.label, "key": p.key, "kind": r.get("kind"), "error": r.get("error")}
+                for p, r in self.failed()
+            ],
+            "rankings": self.rankings,
+            "decisions": self.decisions,
+            "winner": (
+                {"key": self.winner.key, "candidate": self.winner.candidate.label, "profile": self.winner.body}
+                if self.winner
+                else None
+            ),
             "skipped_budget": [p.candidate.label for p in self.skipped_budget],
         }
 
     def counts(self) -> dict:
         measured = {r["candidate_key"] for r in self.records}
         failed = {r["candidate_key"] for r in self.records if r["status"] == FAILED}
-        return {"expanded": len(self.planned) + len(self.excluded), "excluded": len(self.excluded),
-                "pruned": len(self.pruned), "run": len(measured), "failed": len(failed),
-                "measured_ok": len(measured - failed), "not_run_budget": len(self.skipped_budget),
-                "new_runs": self.new_runs}
+        return {
+            "expanded": len(self.planned) + len(self.excluded),
+            "excluded": len(self.excluded),
+            "pruned": len(self.pruned),
+            "run": len(measured),
+            "failed": len(failed),
+            "measured_ok": len(measured - failed),
+            "not_run_budget": len(self.skipped_budget),
+            "new_runs": self.new_runs,
+        }
 
 
-def run_search(search: Search, planned: list, excluded: list, deploy: Deployer, store: Store,
-               budget: Budget | None = None, on_progress: Callable[[str], None] | None = None,
-               clock: Callable[[], float] = time.monotonic) -> Outcome:
+def run_search(
+    search: Search,
+    planned: list,
+    excluded: list,
+    deploy: Deployer,
+    store: Store,
+    budget: Budget | None = None,
+    on_progress: Callable[[str], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Outcome:
     """Measure the runnable candidates (stage 1), the top ones with the full workload (two-stage), then the
     repeats; every run is looked up in the store first and stored as soon as it completes."""
     budget = budget or Budget()
@@ -691,15 +792,27 @@ def run_search(search: Search, planned: list, excluded: list, deploy: Deployer, 
             say(f"{label}: candidate {p.candidate.index} [{p.key}] {p.candidate.label}")
             started = clock()
             fields = deploy(p, workload, stage, repeat)
-            rec = {"key": key, "candidate_key": p.key, "candidate": p.candidate.index, "label": p.candidate.label,
-                   "choices": p.candidate.choices, "profile": p.profile, "stage": stage, "repeat": repeat,
-                   "workload": asdict(workload), "elapsed_s": round(clock() - started, 3),
-                   "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "elapsed_at_s": round(clock() - t0, 3),
-                   **fields}
+            rec = {
+                "key": key,
+                "candidate_key": p.key,
+                "candidate": p.candidate.index,
+                "label": p.candidate.label,
+                "choices": p.candidate.choices,
+                "profile": p.profile,
+                "stage": stage,
+                "repeat": repeat,
+                "workload": asdict(workload),
+                "elapsed_s": round(clock() - started, 3),
+                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "elapsed_at_s": round(clock() - t0, 3),
+                **fields,
+            }
             store.put(key, rec)
             out.new_runs += 1
-            say(f"{label}: candidate {p.candidate.index} {rec['status']}"
-                + (f" ({rec.get('kind')})" if rec["status"] == FAILED else ""))
+            say(
+                f"{label}: candidate {p.candidate.index} {rec['status']}"
+                + (f" ({rec.get('kind')})" if rec["status"] == FAILED else "")
+            )
         out.records.append(rec)
         by_key.setdefault(p.key, []).append(rec)
         return rec
@@ -710,11 +823,11 @@ def run_search(search: Search, planned: list, excluded: list, deploy: Deployer, 
         measured = 0
         for i, p in enumerate(runnable, 1):
             if budget.candidates is not None and measured >= budget.candidates or spent():
-                out.skipped_budget = runnable[i - 1:]
+                out.skipped_budget = runnable[i - 1 :]
                 break
             rec = measure(p, search.stage1, stage1, 0, f"[{i}/{len(runnable)}] {stage1}")
             if rec is None:
-                out.skipped_budget = runnable[i - 1:]
+                out.skipped_budget = runnable[i - 1 :]
                 break
             measured += 1
 
@@ -738,7 +851,10 @@ def run_search(search: Search, planned: list, excluded: list, deploy: Deployer, 
             again = top(search.repeat_top, "full")
             rounds = [(r, j, p) for r in range(1, search.repeat_times) for j, p in enumerate(again, 1)]
             for r, j, p in rounds:  # rounds interleave the candidates: drift hits them alike
-                if measure(p, search.workload, "full", r, f"[repeat {r + 1}/{search.repeat_times}, {j}/{len(again)}]") is None:
+                if (
+                    measure(p, search.workload, "full", r, f"[repeat {r + 1}/{search.repeat_times}, {j}/{len(again)}]")
+                    is None
+                ):
                     break
     except KeyboardInterrupt:  # Ctrl-C (the deploy was cancelled): keep what is stored, report it
         out.cancelled = True
@@ -766,8 +882,16 @@ def ranking(search: Search, obj: Objective, planned: list, by_key: dict, stage: 
             lv = [v for v in (metric_value(r, lim.metric, lim.concurrency) for r in recs) if v is not None]
             if not lv or not lim.holds(statistics.median(lv)):
                 broken.append(f"{lim.text} (got {statistics.median(lv):.1f})" if lv else f"{lim.text} (no value)")
-        rows.append({"key": p.key, "candidate": p.candidate.index, "label": p.candidate.label,
-                     **_spread(values), "within_limits": not broken, "limits_broken": broken})
+        rows.append(
+            {
+                "key": p.key,
+                "candidate": p.candidate.index,
+                "label": p.candidate.label,
+                **_spread(values),
+                "within_limits": not broken,
+                "limits_broken": broken,
+            }
+        )
     sign = -1 if obj.goal == "max" else 1
     rows.sort(key=lambda r: (not r["within_limits"], sign * r["median"]))
     for i, r in enumerate(rows, 1):
@@ -791,9 +915,12 @@ def decide(obj: Objective, rows: list, noise: float) -> dict:
         if overlap or gap <= noise:
             tied.append(other["key"])
     if tied:
-        return {"winner": None, "tied": [best["key"], *tied],
-                "reason": f"{len(tied) + 1} candidates within noise (spreads overlap or medians within "
-                          f"{noise:.0%}): measure more (repeat) or pick one with --candidate"}
+        return {
+            "winner": None,
+            "tied": [best["key"], *tied],
+            "reason": f"{len(tied) + 1} candidates within noise (spreads overlap or medians within "
+            f"{noise:.0%}): measure more (repeat) or pick one with --candidate",
+        }
     second = ok[1]
     gap = abs(best["median"] - second["median"]) / abs(best["median"]) if best["median"] else 0.0
     why = f"{gap:.1%} ahead of the runner-up"
@@ -872,8 +999,10 @@ def promote(path: str | Path, name: str, body: dict, host_profiles: dict | None 
         raise SearchError(f"{path}: expected a mapping of variables (a group_vars file)")
     if prof.PROFILES_VAR not in doc:
         if not host_profiles:
-            raise SearchError(f"{path} has no {prof.PROFILES_VAR}, and the hosts' profiles are unknown: name the "
-                              "file that defines it (group_vars/all/profiles.yml) or copy its entries there first")
+            raise SearchError(
+                f"{path} has no {prof.PROFILES_VAR}, and the hosts' profiles are unknown: name the "
+                "file that defines it (group_vars/all/profiles.yml) or copy its entries there first"
+            )
         doc[prof.PROFILES_VAR] = json.loads(json.dumps(host_profiles))
     profiles_map = doc[prof.PROFILES_VAR]
     if not hasattr(profiles_map, "keys"):
@@ -893,8 +1022,11 @@ def promote(path: str | Path, name: str, body: dict, host_profiles: dict | None 
     new = buf.getvalue()
     if old.startswith("---") and not new.startswith("---"):
         new = "---\n" + new
-    diff = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
-                                        fromfile=f"{path} (before)", tofile=f"{path} (after)"))
+    diff = "".join(
+        difflib.unified_diff(
+            old.splitlines(True), new.splitlines(True), fromfile=f"{path} (before)", tofile=f"{path} (after)"
+        )
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(new, encoding="utf-8")

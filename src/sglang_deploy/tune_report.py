@@ -29,9 +29,11 @@ def summary(out: tune.Outcome) -> str:
     """Text for the terminal: counts, per objective the top five and the decision, failures."""
     c = out.counts()
     lines = [SYNTHETIC_NOTE] if out.emulated else []
-    lines.append(f"search {out.search.name}: {c['expanded']} expanded, {c['excluded']} excluded by constraints, "
-                 f"{c['pruned']} pruned by the rules, {c['run']} run ({c['new_runs']} runs new this time), "
-                 f"{c['failed']} failed, {c['not_run_budget']} not run (budget {out.budget})")
+    lines.append(
+        f"search {out.search.name}: {c['expanded']} expanded, {c['excluded']} excluded by constraints, "
+        f"{c['pruned']} pruned by the rules, {c['run']} run ({c['new_runs']} runs new this time), "
+        f"{c['failed']} failed, {c['not_run_budget']} not run (budget {out.budget})"
+    )
     for obj in out.search.objectives:
         rows = out.rankings.get(obj.name, [])
         lines.append(f"{obj.name} ({obj.goal}):")
@@ -92,8 +94,11 @@ def markdown(out: tune.Outcome, plot_name: str | None = PLOT_NAME) -> str:
         f"- Base profile: `{base}`; axes: " + "; ".join(f"`{a.name}` = {', '.join(a.labels)}" for a in s.axes),
         f"- Workload: concurrency {list(w.concurrency)}, input {w.input_len}, output {w.output_len} tokens, "
         f"requests per level {w.requests or 'default'}"
-        + (f"; two-stage: short output {s.short.output_len} tokens for all, full for the top {s.full_top}"
-           if s.short else ""),
+        + (
+            f"; two-stage: short output {s.short.output_len} tokens for all, full for the top {s.full_top}"
+            if s.short
+            else ""
+        ),
         f"- Candidates: {c['expanded']} expanded, {c['excluded']} excluded by constraints, {c['pruned']} pruned "
         f"by the rules, {c['run']} run, {c['failed']} failed, {c['not_run_budget']} not run (budget {out.budget})",
         f"- Repeats: top {s.repeat_top} of each objective measured {s.repeat_times} times; "
@@ -106,24 +111,45 @@ def markdown(out: tune.Outcome, plot_name: str | None = PLOT_NAME) -> str:
         lines += [f"![Pareto plot]({plot_name})", ""]
     for obj in s.objectives:
         rows = out.rankings.get(obj.name, [])
-        lines += [f"## {obj.name} ({obj.goal})", "", _decision_text(out, out.decisions.get(obj.name) or {}), "",
-                  "| rank | candidate | median | min | max | runs | limits |", "|---:|---|---:|---:|---:|---:|---|"]
+        lines += [
+            f"## {obj.name} ({obj.goal})",
+            "",
+            _decision_text(out, out.decisions.get(obj.name) or {}),
+            "",
+            "| rank | candidate | median | min | max | runs | limits |",
+            "|---:|---|---:|---:|---:|---:|---|",
+        ]
         for r in rows:
             lim = "ok" if r["within_limits"] else "over: " + "; ".join(r["limits_broken"])
-            lines.append(f"| {r['rank']} | #{r['candidate']} `{r['label']}` | {_f(r['median'])} | {_f(r['min'])} "
-                         f"| {_f(r['max'])} | {r['n']} | {lim} |")
+            lines.append(
+                f"| {r['rank']} | #{r['candidate']} `{r['label']}` | {_f(r['median'])} | {_f(r['min'])} "
+                f"| {_f(r['max'])} | {r['n']} | {lim} |"
+            )
         lines.append("")
     if out.winner is not None:
-        lines += ["## Winner as a profile", "", "```yaml",
-                  json.dumps({out.winner.profile: out.winner.body}, indent=2), "```",
-                  "", "`--promote NAME --promote-to FILE` writes it (extending the base) into a group_vars file.", ""]
+        lines += [
+            "## Winner as a profile",
+            "",
+            "```yaml",
+            json.dumps({out.winner.profile: out.winner.body}, indent=2),
+            "```",
+            "",
+            "`--promote NAME --promote-to FILE` writes it (extending the base) into a group_vars file.",
+            "",
+        ]
     failed = out.failed()
     lines += ["## Failed", ""]
     if not failed:
         lines.append("None.")
     for p, r in failed:
-        lines += [f"- #{p.candidate.index} `{p.candidate.label}` ({r.get('kind')}), profile `{p.profile}`:", "",
-                  "  ```", *("  " + ln for ln in (r.get("error") or "").splitlines()), "  ```", ""]
+        lines += [
+            f"- #{p.candidate.index} `{p.candidate.label}` ({r.get('kind')}), profile `{p.profile}`:",
+            "",
+            "  ```",
+            *("  " + ln for ln in (r.get("error") or "").splitlines()),
+            "  ```",
+            "",
+        ]
     lines += ["", "## Pruned before launch", ""]
     if not out.pruned:
         lines.append("None.")
@@ -156,17 +182,31 @@ def plot(out: tune.Outcome, path) -> Path | None:
     fig, ax = plt.subplots(figsize=(9, 6), constrained_layout=True)
     for i, (p, x, y) in enumerate(pts):
         on = i in front
-        ax.errorbar(x["median"], y["median"], xerr=[[x["median"] - x["min"]], [x["max"] - x["median"]]],
-                    yerr=[[y["median"] - y["min"]], [y["max"] - y["median"]]], fmt="o" if on else ".",
-                    color="#c0392b" if on else "#7f8c8d", markersize=9 if on else 7, capsize=3)
-        ax.annotate(f"#{p.candidate.index}", (x["median"], y["median"]), textcoords="offset points",
-                    xytext=(6, 4), fontsize=8)
+        ax.errorbar(
+            x["median"],
+            y["median"],
+            xerr=[[x["median"] - x["min"]], [x["max"] - x["median"]]],
+            yerr=[[y["median"] - y["min"]], [y["max"] - y["median"]]],
+            fmt="o" if on else ".",
+            color="#c0392b" if on else "#7f8c8d",
+            markersize=9 if on else 7,
+            capsize=3,
+        )
+        ax.annotate(
+            f"#{p.candidate.index}", (x["median"], y["median"]), textcoords="offset points", xytext=(6, 4), fontsize=8
+        )
     line = sorted((pts[i][1]["median"], pts[i][2]["median"]) for i in front)
     ax.plot([a for a, _ in line], [b for _, b in line], "-", color="#c0392b", alpha=0.5, label="Pareto front")
     for i in sorted(front):
         p = pts[i][0]
-        ax.annotate(p.candidate.label, (pts[i][1]["median"], pts[i][2]["median"]), textcoords="offset points",
-                    xytext=(6, -12), fontsize=7, color="#c0392b")
+        ax.annotate(
+            p.candidate.label,
+            (pts[i][1]["median"], pts[i][2]["median"]),
+            textcoords="offset points",
+            xytext=(6, -12),
+            fontsize=7,
+            color="#c0392b",
+        )
     ax.set_xlabel(f"{xo.name} ({xo.goal})")
     ax.set_ylabel(f"{yo.name} ({yo.goal})")
     ax.grid(True, alpha=0.3)

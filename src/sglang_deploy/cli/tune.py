@@ -16,24 +16,37 @@ from sglang_deploy.profiles import PROFILES_FILE
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "tune", help="search a matrix of flags for the fastest launch that works",
+        "tune",
+        help="search a matrix of flags for the fastest launch that works",
         description="Expand the search file's axes into candidate profiles, prune those the rules refuse for the "
         "hosts' facts (listed before anything changes), deploy and benchmark the rest one by one (a crash or "
         "garbage output is recorded with its journal and rolled back), repeat the top ones, restore what served "
         "before and write report.md, pareto.png and outcome.json. Each result is stored as it completes under "
         "results/tune-<name>/: a re-run resumes and measures nothing twice. Exit status: 0 done, 1 a run or the "
-        "restore failed, 2 usage error, 130 cancelled.")
+        "restore failed, 2 usage error, 130 cancelled.",
+    )
     p.add_argument("search", help="search file (YAML): base, axes, constraints, workload, objectives, limits")
     p.add_argument("-i", "--inventory", metavar="PATH", help="inventory (default: inventory/lab.yml)")
     p.add_argument("-l", "--limit", metavar="PATTERN", help="only these hosts")
-    p.add_argument("-e", "--extra-vars", dest="extravars", action="append", default=[], metavar="VARS",
-                   help="key=value, @file.yml or a YAML/JSON mapping for every run; repeatable")
+    p.add_argument(
+        "-e",
+        "--extra-vars",
+        dest="extravars",
+        action="append",
+        default=[],
+        metavar="VARS",
+        help="key=value, @file.yml or a YAML/JSON mapping for every run; repeatable",
+    )
     p.add_argument("--budget", metavar="N|TIME", help="at most N candidates (12) or this long (90s, 30m, 2h)")
     p.add_argument("--out", metavar="DIR", help="result store and report (default results/tune-<name>)")
     p.add_argument("--no-restore", action="store_true", help="leave the last candidate serving")
     p.add_argument("--promote", metavar="NAME", help="write the winner as profile NAME and show the diff")
-    p.add_argument("--into", metavar="FILE", default=str(PROFILES_FILE),
-                   help="group_vars file for --promote (default group_vars/all/profiles.yml)")
+    p.add_argument(
+        "--into",
+        metavar="FILE",
+        default=str(PROFILES_FILE),
+        help="group_vars file for --promote (default group_vars/all/profiles.yml)",
+    )
     p.add_argument("--candidate", metavar="N|KEY", help="promote this candidate instead of the winner")
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
     p.set_defaults(func=tune)
@@ -41,8 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def print_plan(preview: tuning.Outcome) -> None:
     c = preview.counts()
-    print(f"search {preview.search.name}: {c['expanded']} expanded, {c['excluded']} excluded by constraints, "
-          f"{c['pruned']} pruned by the rules, {len(preview.runnable)} to run", file=sys.stderr)
+    print(
+        f"search {preview.search.name}: {c['expanded']} expanded, {c['excluded']} excluded by constraints, "
+        f"{c['pruned']} pruned by the rules, {len(preview.runnable)} to run",
+        file=sys.stderr,
+    )
     for p in preview.pruned:
         print(f"  PRUNED #{p.candidate.index} {p.candidate.label}: {'; '.join(p.reasons)}", file=sys.stderr)
 
@@ -56,9 +72,20 @@ def tune(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     try:
         with Progress() as progress:
-            res = api.tune(search, inventory=args.inventory, limit=args.limit, extravars=extravars,
-                           budget=args.budget, out_dir=args.out, restore=not args.no_restore, promote=args.promote,
-                           promote_into=args.into, candidate=args.candidate, on_event=progress, on_plan=print_plan)
+            res = api.tune(
+                search,
+                inventory=args.inventory,
+                limit=args.limit,
+                extravars=extravars,
+                budget=args.budget,
+                out_dir=args.out,
+                restore=not args.no_restore,
+                promote=args.promote,
+                promote_into=args.into,
+                candidate=args.candidate,
+                on_event=progress,
+                on_plan=print_plan,
+            )
     except tuning.SearchError as exc:
         raise UsageError(str(exc)) from exc
     if args.json:
@@ -69,8 +96,11 @@ def tune(args: argparse.Namespace) -> int:
         if res.outcome.emulated:
             print(report.SYNTHETIC_NOTE)
     if res.promoted:
-        print(f"promoted candidate {res.promoted['candidate']} as profile {res.promoted['name']} "
-              f"into {res.promoted['file']}:", file=sys.stderr)
+        print(
+            f"promoted candidate {res.promoted['candidate']} as profile {res.promoted['name']} "
+            f"into {res.promoted['file']}:",
+            file=sys.stderr,
+        )
         print(res.promoted["diff"] or "(no change: the profile is already there)")
     if res.error:
         print(f"sglang-deploy tune: {res.error}", file=sys.stderr)

@@ -7,6 +7,8 @@ import math
 import sys
 import time
 
+from . import perf
+
 BANNER = "EMULATED SGLang server: numbers are synthetic"
 FAULTS = ("crash_on_load", "crash_mid_stream", "garbage", "never_ready", "http_500")
 SPEC_DEFAULT_MAX_RUNNING = 48
@@ -164,6 +166,7 @@ class Config:
                 except argparse.ArgumentTypeError as exc:
                     parser.error(f"{env}: {exc}")
             setattr(self, dest[4:], default if value is None else value)
+        self.perf = self._perf_model(parser, ns, environ)
         if self.fault is not None and self.fault not in FAULTS:
             parser.error(f"SGLANG_EMU_FAULT must be one of {', '.join(FAULTS)} (got {self.fault!r})")
         if self.decode_tok_s <= 0 or self.aggregate_tok_s < 0 or self.ttft_ms < 0:
@@ -212,6 +215,29 @@ class Config:
             "aggregate_tok_s": self.aggregate_tok_s,
             "accept_length": self.accept_length,
             "fault": self.fault,
+            "perf_model": self.perf,
+        }
+
+    def _perf_model(self, parser, ns, environ: dict) -> dict | None:
+        """Apply the SYNTHETIC performance model (perf.py) of SGLANG_EMU_PERF_MODEL to the rates and the fault."""
+        if not environ.get(perf.ENV):
+            return None
+        try:
+            rules = perf.parse(environ[perf.ENV], FAULTS)
+        except perf.ModelError as exc:
+            parser.error(str(exc))
+        flags = {**self.ignored_flags, **{k: v for k, v in vars(ns).items() if not k.startswith("emu_")}}
+        found = perf.apply(rules, flags, environ)
+        self.decode_tok_s *= found["decode"]
+        self.aggregate_tok_s *= found["aggregate"]
+        self.ttft_ms *= found["ttft"]
+        if self.fault is None and found["fault"]:
+            self.fault = found["fault"]
+            self.fault_message = self.fault_message or found["message"]
+        return {
+            "synthetic": True,
+            "rules_matched": found["matched"],
+            "multipliers": {k: round(found[k], 6) for k in perf.FACTORS},
         }
 
     def redacted_argv(self) -> list[str]:
