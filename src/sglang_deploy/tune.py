@@ -722,6 +722,9 @@ class Outcome:
             "emulated": self.emulated,
             "budget": self.budget,
             "counts": self.counts(),
+            "validate_ms_per_pruned": round(1000 * sum(p.validate_s for p in self.pruned) / len(self.pruned), 3)
+            if self.pruned
+            else None,
             "elapsed_s": self.elapsed_s,
             "time_to_winner_s": self.time_to_winner_s,
             "interrupted": self.interrupted,
