@@ -10,6 +10,7 @@ import shutil
 import pytest
 import yaml
 
+from sglang_deploy import api
 from sglang_deploy import profiles as prof
 from sglang_deploy import tune, tune_report
 from sglang_deploy.paths import REPO
@@ -357,3 +358,30 @@ def test_example_search_file_parses():
     s = tune.load_search(REPO / "examples" / "tune-lab.yml")
     cands, excluded = tune.expand(s)
     assert len(cands) >= 24
+
+
+def test_failure_kind_from_the_readiness_result():
+    assert api._failure_kind([{"journal": ["a", "Traceback", "RuntimeError: x"]}]) == (
+        "crash",
+        ["a", "Traceback", "RuntimeError: x"],
+    )
+    assert api._failure_kind([{"failed_check": {"check": "repeated_char", "output": "!!!!"}}]) == ("garbage", [])
+    assert api._failure_kind([{"stage": "warming"}]) == ("not_ready", [])
+    assert api._failure_kind([]) == ("deploy_error", [])
+
+
+def test_host_facts_from_the_facts_playbook_data():
+    data = {
+        "sglang_tune_facts": {
+            "h1": {
+                "rule_facts": {"gpu_arch": "sm_120", "nvlink": None},
+                "profiles": {"a": {}},
+                "settings": {"sglang_tp": 8},
+                "sglang_version": "0.5.23",
+                "stack": {"bundle": "none"},
+                "emulated": True,
+            }
+        }
+    }
+    (h,) = api.tune_host_facts(data)
+    assert (h.host, h.rule_facts, h.sglang_version, h.emulated) == ("h1", {"gpu_arch": "sm_120"}, "0.5.23", True)

@@ -197,16 +197,18 @@ def plot(out: tune.Outcome, path) -> Path | None:
         )
     line = sorted((pts[i][1]["median"], pts[i][2]["median"]) for i in front)
     ax.plot([a for a, _ in line], [b for _, b in line], "-", color="#c0392b", alpha=0.5, label="Pareto front")
-    for i in sorted(front):
+    for i in sorted(front):  # the values alone keep the label short; the report's tables have the axis names
         p = pts[i][0]
         ax.annotate(
-            p.candidate.label,
+            " / ".join(p.candidate.choices.values()),
             (pts[i][1]["median"], pts[i][2]["median"]),
             textcoords="offset points",
-            xytext=(6, -12),
-            fontsize=7,
+            xytext=(0, -14),
+            ha="center",
+            fontsize=8,
             color="#c0392b",
         )
+    ax.margins(x=0.25, y=0.12)
     ax.set_xlabel(f"{xo.name} ({xo.goal})")
     ax.set_ylabel(f"{yo.name} ({yo.goal})")
     ax.grid(True, alpha=0.3)
