@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 module: sglang_bench
 short_description: Benchmark an SGLang server over a concurrency sweep with verified output lengths
 description:
-  - Runs O(warmup) uncounted requests, then for each level in O(concurrency) sends O(requests) streamed
+  - Checks C(GET /health) first (fails unless 200), runs O(warmup) uncounted requests once, then for each level in O(concurrency) sends O(requests) streamed
     chat completions (C(/v1/chat/completions), C(stream_options.include_usage=true)) with that many
     workers, each on its own keep-alive HTTP/1.1 connection opened before the level's clock starts.
   - The output length is forced (C(ignore_eos=true), C(max_tokens) = C(min_tokens) = O(output_len),
@@ -59,22 +59,23 @@ options:
     elements: int
     default: [1, 8, 32]
   requests:
-    description: Requests per level; default max(8, 2 x concurrency) for each level.
+    description: Requests per level (at least 1); default max(8, 2 x concurrency) for each level.
     type: int
   input_len:
     description: Approximate prompt length in tokens (the chat template adds a few).
     type: int
-    default: 1024
+    default: 256
   output_len:
-    description: Output tokens per request, forced and verified.
+    description: Output tokens per request (at least 2), forced and verified.
     type: int
-    default: 512
+    default: 256
   warmup:
-    description: Uncounted warm-up requests before the first level.
+    description: Uncounted warm-up requests, once before the first level.
     type: int
     default: 2
   timeout:
-    description: Seconds allowed per request.
+    description: Seconds a request or a probe may wait for the server. The first request past it stops its
+      level and the sweep (a hung server is noticed within about this time).
     type: float
     default: 600
   dest:
@@ -87,8 +88,12 @@ options:
     default: {}
 notes:
   - Check mode skips the benchmark.
-  - Fails when a level completes no request; otherwise failed requests and length mismatches are reported
-    in the result and as warnings.
+  - Fails before sending a request when a setting is unusable, the API key cannot travel in an HTTP header,
+    O(dest) is a folder, or the server is not ready (C(/health) not 200, no answer, wrong scheme).
+  - Fails with the result when the sweep stopped early (a timeout, or the server stopped answering; the
+    levels measured are kept, the rest are marked failed and C(stopped) says why), when a level completes no
+    request, or when responses are not plausible text (C(output_check), the checks of sglang_ready's sanity
+    prompts). Other failed requests and length mismatches are reported in the result and as warnings.
   - Stdlib only (Python 3.10+); the engine is module_utils/sglang_deploy/bench, the same code as the
     C(sglang-deploy bench) command.
 """
@@ -125,6 +130,9 @@ result:
     server_info: {description: Selected C(/server_info) fields (version, speculative settings...)., type: dict}
     workload: {description: input_len, output_len, forced_length, temperature, warm-up, requests per level., type: dict}
     client: {description: cpu_s (client CPU seconds), connections_opened, python., type: dict}
+    stopped:
+      description: Why the sweep ended before its last level (null when it ran them all).
+      type: str
     levels:
       description: >-
         Per concurrency level - concurrency, requests, completed, failed, errors (message -> count), wall_s,
@@ -132,7 +140,8 @@ result:
         decode_tok_s_per_request, ttft_ms, ttfo_ms, tpot_ms, itl_ms, e2e_ms (each {mean, p50, p90, p99} or null),
         tokens_per_chunk {mean, aggregate}, prompt_tokens_mean, output_len_mismatch {count, expected, examples},
         reasoning {reasoning_chunks, reasoning_chars, content_chunks, content_chars, reasoning_tokens},
-        spec_accept_length ({value, source[, before]} or null).
+        spec_accept_length ({value, source[, before]} or null), output_check {count, examples} (responses that
+        are empty, one character repeated or not text), stopped (why the sweep ended at this level, or null).
       type: list
       elements: dict
     definitions: {description: The formula of every figure., type: dict}
@@ -151,7 +160,18 @@ dest:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_deploy.bench import HttpError, format_table, run_benchmark, write_result
+from ansible.module_utils.sglang_deploy.bench import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_INPUT_LEN,
+    DEFAULT_OUTPUT_LEN,
+    DEFAULT_TIMEOUT_S,
+    DEFAULT_WARMUP,
+    ServerUnusable,
+    check_dest,
+    format_table,
+    run_benchmark,
+    write_result,
+)
 
 
 def main() -> None:
@@ -160,12 +180,12 @@ def main() -> None:
             "url": {"type": "str", "default": "http://127.0.0.1:30000"},
             "api_key": {"type": "str", "no_log": True},
             "model": {"type": "str"},
-            "concurrency": {"type": "list", "elements": "int", "default": [1, 8, 32]},
+            "concurrency": {"type": "list", "elements": "int", "default": list(DEFAULT_CONCURRENCY)},
             "requests": {"type": "int"},
-            "input_len": {"type": "int", "default": 1024},
-            "output_len": {"type": "int", "default": 512},
-            "warmup": {"type": "int", "default": 2},
-            "timeout": {"type": "float", "default": 600},
+            "input_len": {"type": "int", "default": DEFAULT_INPUT_LEN},
+            "output_len": {"type": "int", "default": DEFAULT_OUTPUT_LEN},
+            "warmup": {"type": "int", "default": DEFAULT_WARMUP},
+            "timeout": {"type": "float", "default": DEFAULT_TIMEOUT_S},
             "dest": {"type": "path"},
             "context": {"type": "dict", "default": {}},
         },
@@ -175,6 +195,8 @@ def main() -> None:
     if module.check_mode:
         module.exit_json(changed=False, skipped=True, msg="check mode: benchmark not run")
     try:
+        if p["dest"]:
+            check_dest(p["dest"])
         result = run_benchmark(
             p["url"],
             api_key=p["api_key"],
@@ -187,7 +209,7 @@ def main() -> None:
             timeout=p["timeout"],
             context=p["context"],
         )
-    except (ValueError, OSError, HttpError) as exc:
+    except (ValueError, ServerUnusable) as exc:
         module.fail_json(msg=f"benchmark could not run: {exc}")
     table = format_table(result)
     out = {"result": result, "table": table}
@@ -195,11 +217,22 @@ def main() -> None:
         out["dest"] = write_result(result, p["dest"])
     for level in result["levels"]:
         c = level["concurrency"]
-        if level["failed"]:
+        if level["failed"] and not level["stopped"]:
             module.warn(f"c={c}: {level['failed']} of {level['requests']} requests failed: {level['errors']}")
         mm = level["output_len_mismatch"]
         if mm["count"]:
             module.warn(f"c={c}: {mm['count']} responses were not {mm['expected']} tokens, e.g. {mm['examples'][0]}")
+    if result["stopped"]:
+        module.fail_json(msg=f"the benchmark stopped early: {result['stopped']}", **out)
+    garbage = [level for level in result["levels"] if level["output_check"]["count"]]
+    if garbage:
+        ex = garbage[0]["output_check"]["examples"][0]
+        module.fail_json(
+            msg=f"the server's output is not plausible text at concurrency "
+            f"{[level['concurrency'] for level in garbage]}: {ex['check']} ({ex['detail']}), "
+            f"e.g. {ex['output'][:40]!r}",
+            **out,
+        )
     empty = [level["concurrency"] for level in result["levels"] if not level["completed"]]
     if empty:
         module.fail_json(msg=f"no request completed at concurrency {empty}", **out)

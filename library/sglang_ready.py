@@ -121,7 +121,14 @@ stage:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_deploy.readiness import (
-    NotReady, SanityError, ServerDied, sanity_check, served_model, wait_ready)
+    SANITY_TIMEOUT_S,
+    NotReady,
+    SanityError,
+    ServerDied,
+    sanity_check,
+    wait_ready,
+)
+from ansible.module_utils.sglang_deploy.server_http import Endpoint, served_model
 
 
 def main() -> None:
@@ -140,27 +147,35 @@ def main() -> None:
     )
     p = module.params
     try:
-        result = wait_ready(p["url"], timeout=p["timeout"], delay=p["delay"], sleep=p["sleep"],
-                            api_key=p["api_key"], unit=p["unit"])
+        result = wait_ready(
+            p["url"], timeout=p["timeout"], delay=p["delay"], sleep=p["sleep"], api_key=p["api_key"], unit=p["unit"]
+        )
     except ServerDied as exc:
         tail = "\n".join(exc.journal[-25:])
-        module.fail_json(msg=f"SGLang server died before it was ready: {exc.reason}\n"
-                             f"--- journal (last lines) ---\n{tail}",
-                         unit_state=exc.state, journal=exc.journal)
+        module.fail_json(
+            msg=f"SGLang server died before it was ready: {exc.reason}\n--- journal (last lines) ---\n{tail}",
+            unit_state=exc.state,
+            journal=exc.journal,
+        )
     except NotReady as exc:
         module.fail_json(msg=str(exc), stage=exc.stage, attempts=exc.attempts, health_status=exc.health_status)
     except (ValueError, RuntimeError) as exc:
         module.fail_json(msg=str(exc))
     result["sanity"] = []
     if p["sanity"]:
-        model = p["model"] or served_model(p["url"], p["api_key"])
+        try:
+            model = p["model"] or served_model(Endpoint.parse(p["url"]), p["api_key"], SANITY_TIMEOUT_S)
+        except OSError as exc:
+            module.fail_json(msg=f"SGLang server stopped answering after it was ready: GET /v1/models: {exc}", **result)
         try:
             result["sanity"] = sanity_check(p["url"], model, p["api_key"])
         except SanityError as exc:
             result["sanity"] = exc.outputs
-            module.fail_json(msg=f"SGLang server is up but its output is broken: {exc}",
-                             failed_check={"check": exc.check, "prompt": exc.prompt, "output": exc.output},
-                             **result)
+            module.fail_json(
+                msg=f"SGLang server is up but its output is broken: {exc}",
+                failed_check={"check": exc.check, "prompt": exc.prompt, "output": exc.output},
+                **result,
+            )
     module.exit_json(changed=False, **result)
 
 

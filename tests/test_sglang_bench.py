@@ -6,7 +6,7 @@ import json
 import math
 
 import pytest
-from emulator_proc import Emulator, run_module  # first: puts the repo's module_utils on the import path
+from emulator_proc import REPO, Emulator, run_module  # first: puts the repo's module_utils on the import path
 
 import sglang_bench
 from ansible.module_utils.sglang_deploy import bench as engine
@@ -193,3 +193,36 @@ def test_cli_prints_the_table_and_writes_the_json(emulator, tmp_path, monkeypatc
     with pytest.raises(SystemExit) as exc:
         cli.main(["bench", "--url", emu.url, "--concurrency", "0"])
     assert exc.value.code == 2
+
+
+def test_each_default_has_one_source():
+    """The engine's defaults; the module's documentation, the role and the command line say the same."""
+    import yaml
+
+    from sglang_deploy import bench
+
+    engine_defaults = {
+        "concurrency": list(bench.DEFAULT_CONCURRENCY),
+        "input_len": bench.DEFAULT_INPUT_LEN,
+        "output_len": bench.DEFAULT_OUTPUT_LEN,
+        "warmup": bench.DEFAULT_WARMUP,
+    }
+    documented = yaml.safe_load(sglang_bench.DOCUMENTATION)["options"]
+    role = REPO / "roles" / "sglang_benchmark"
+    role_defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())
+    role_spec = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    args = cli.build_parser().parse_args(["bench", "--url", "http://h"])
+    for name, value in engine_defaults.items():
+        assert documented[name]["default"] == value, name
+        assert role_defaults[f"sglang_benchmark_{name}"] == value == role_spec[f"sglang_benchmark_{name}"]["default"]
+        assert getattr(args, name) == value, name
+    assert documented["timeout"]["default"] == bench.DEFAULT_TIMEOUT_S == args.timeout
+    assert [bench.default_requests(c) for c in (1, 8, 32)] == [8, 16, 64]
+    for text in (documented["requests"]["description"], role_spec["sglang_benchmark_requests"]["description"]):
+        assert "2 x concurrency" in text and "at least 8" in text or "max(8, 2 x concurrency)" in text
+    assert "once before the first level" in role_spec["sglang_benchmark_warmup"]["description"]
+    readme = (REPO / "README.md").read_text()
+    results = " ".join(readme[readme.index("## Results") :].split())
+    assert "max(8, 2 x concurrency)" in results and "warm-up requests once (default 2" in results
+    assert f"about {bench.DEFAULT_INPUT_LEN} prompt tokens" in results
+    assert f"forced to {bench.DEFAULT_OUTPUT_LEN} tokens by default" in results

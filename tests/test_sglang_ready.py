@@ -31,18 +31,36 @@ def fake_unit(monkeypatch, emu: Emulator, restarts_after_exit: bool = False) -> 
 
     def show(unit):
         if emu.proc.poll() is None:
-            return {"ActiveState": "active", "SubState": "running", "MainPID": str(emu.proc.pid),
-                    "NRestarts": "0", "ExecMainStatus": "0", "LoadState": "loaded",
-                    "ExecMainStartTimestamp": "Sun 2026-11-29 10:00:00 UTC"}
+            return {
+                "ActiveState": "active",
+                "SubState": "running",
+                "MainPID": str(emu.proc.pid),
+                "NRestarts": "0",
+                "ExecMainStatus": "0",
+                "LoadState": "loaded",
+                "ExecMainStartTimestamp": "Sun 2026-11-29 10:00:00 UTC",
+            }
         if restarts_after_exit:
-            return {"ActiveState": "active", "SubState": "running", "MainPID": str(emu.proc.pid + 1),
-                    "NRestarts": "1", "ExecMainStatus": "0", "LoadState": "loaded"}
-        return {"ActiveState": "failed", "SubState": "failed", "MainPID": "0", "NRestarts": "0",
-                "ExecMainStatus": str(emu.proc.returncode), "LoadState": "loaded"}
+            return {
+                "ActiveState": "active",
+                "SubState": "running",
+                "MainPID": str(emu.proc.pid + 1),
+                "NRestarts": "1",
+                "ExecMainStatus": "0",
+                "LoadState": "loaded",
+            }
+        return {
+            "ActiveState": "failed",
+            "SubState": "failed",
+            "MainPID": "0",
+            "NRestarts": "0",
+            "ExecMainStatus": str(emu.proc.returncode),
+            "LoadState": "loaded",
+        }
 
     def journal(unit, since):
         assert since == "Sun 2026-11-29 10:00:00 UTC"  # the process start, not the wait start
-        return emu.log_lines()[-readiness.JOURNAL_LINES:]
+        return emu.log_lines()[-readiness.JOURNAL_LINES :]
 
     monkeypatch.setattr(readiness, "run_systemctl_show", show)
     monkeypatch.setattr(readiness, "run_journalctl", journal)
@@ -115,6 +133,7 @@ def watch(monkeypatch):
         monkeypatch.setattr(readiness, "run_systemctl_show", lambda unit: next(it))
         w = readiness.UnitWatch("sglang.service")
         return [w.check() for _ in states]
+
     return run
 
 
@@ -132,11 +151,21 @@ def test_unit_watch_rules(watch):
     assert "inactive" in watch([_st(active="inactive", sub="dead", pid="0")])[0]
 
 
-@pytest.mark.parametrize("text,check", [
-    ("", "empty"), ("   \n", "empty"), ("!!!!!!!!!!", "repeated_char"), ("! ! ! ! ! !", "repeated_char"),
-    ("\x00\x01\x02abc\x03\x04", "not_text"), ("\ufffd\ufffdok\ufffd", "not_text"),
-    ("Paris", None), ("1, 2, 3, 4, 5, 6, 7, 8, 9, 10", None), ("The sea is calm.\n", None), ("...", None),
-])
+@pytest.mark.parametrize(
+    "text,check",
+    [
+        ("", "empty"),
+        ("   \n", "empty"),
+        ("!!!!!!!!!!", "repeated_char"),
+        ("! ! ! ! ! !", "repeated_char"),
+        ("\x00\x01\x02abc\x03\x04", "not_text"),
+        ("\ufffd\ufffdok\ufffd", "not_text"),
+        ("Paris", None),
+        ("1, 2, 3, 4, 5, 6, 7, 8, 9, 10", None),
+        ("The sea is calm.\n", None),
+        ("...", None),
+    ],
+)
 def test_output_checks(text, check):
     problem = readiness.check_output(text)
     assert (problem[0] if problem else None) == check

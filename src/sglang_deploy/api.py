@@ -34,6 +34,7 @@ from typing import Callable
 
 from sglang_deploy import tune as tuning
 from sglang_deploy.paths import REPO
+from sglang_deploy.readiness import parse_systemctl_show
 from sglang_deploy.secret_names import is_secret_name
 
 RUNNER_DIR = REPO / ".runner"
@@ -236,16 +237,6 @@ def parse_status(data: dict) -> dict:
             last_good_profile=(local.get("sglang_server") or {}).get("last_good_profile"),
             manifest=raw.get("manifest") or None,
             emulated=bool((local.get("sglang_host") or {}).get("emulated")))
-    return out
-
-
-def parse_systemctl_show(text: str) -> dict:
-    """`systemctl show` KEY=VALUE lines -> dict."""
-    out = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            out[key] = value
     return out
 
 

@@ -9,7 +9,6 @@ the wait fails at once with the unit's state and the journal's last lines (the t
 
 from __future__ import annotations
 
-import http.client
 import json
 import subprocess
 import threading
@@ -18,11 +17,19 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from urllib.parse import urlsplit
+
+from .server_http import Endpoint, check_api_key, request
 
 HEALTH_PATH = "/health"
-UNIT_PROPERTIES = ("ActiveState", "SubState", "MainPID", "NRestarts", "ExecMainStatus", "LoadState",
-                   "ExecMainStartTimestamp")
+UNIT_PROPERTIES = (
+    "ActiveState",
+    "SubState",
+    "MainPID",
+    "NRestarts",
+    "ExecMainStatus",
+    "LoadState",
+    "ExecMainStartTimestamp",
+)
 JOURNAL_LINES = 60
 PROBE_TIMEOUT_S = 5.0
 
@@ -32,6 +39,7 @@ SANITY_PROMPTS = (
     "Write one short sentence about the sea.",
 )
 SANITY_MAX_TOKENS = 32
+SANITY_TIMEOUT_S = 120.0  # per request; the first one past it fails the check
 REPEAT_MIN_CHARS = 4
 REPEAT_SHARE = 0.9
 BAD_CHAR_RATIO = 0.1
@@ -61,8 +69,9 @@ class SanityError(Exception):
     """A sanity prompt produced output that is not plausible text."""
 
     def __init__(self, check: str, prompt: str, output: str, detail: str, outputs: list):
-        super().__init__(f"output sanity check '{check}' failed ({detail}) for prompt {prompt!r}: "
-                         f"output {output[:200]!r}")
+        super().__init__(
+            f"output sanity check '{check}' failed ({detail}) for prompt {prompt!r}: output {output[:200]!r}"
+        )
         self.check = check
         self.prompt = prompt
         self.output = output
@@ -75,22 +84,38 @@ class SanityError(Exception):
 
 def run_systemctl_show(unit: str) -> dict:
     """`systemctl show -p ActiveState,... UNIT` as a dict of strings."""
-    proc = subprocess.run(["systemctl", "show", "-p", ",".join(UNIT_PROPERTIES), unit],
-                          capture_output=True, text=True, timeout=10, check=False)
-    out = {}
-    for line in proc.stdout.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            out[key] = value
+    proc = subprocess.run(
+        ["systemctl", "show", "-p", ",".join(UNIT_PROPERTIES), unit],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
+    )
+    out = parse_systemctl_show(proc.stdout)
     if proc.returncode != 0 and not out:
         raise RuntimeError(f"systemctl show {unit} failed: {proc.stderr.strip()}")
     return out
 
 
+def parse_systemctl_show(text: str) -> dict:
+    """`systemctl show` KEY=VALUE lines -> dict of strings."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
 def run_journalctl(unit: str, since: str) -> list:
     """The last JOURNAL_LINES message lines of the unit since `since`."""
-    proc = subprocess.run(["journalctl", "-u", unit, "--since", since, "-n", str(JOURNAL_LINES),
-                           "--no-pager", "-o", "cat"], capture_output=True, text=True, timeout=15, check=False)
+    proc = subprocess.run(
+        ["journalctl", "-u", unit, "--since", since, "-n", str(JOURNAL_LINES), "--no-pager", "-o", "cat"],
+        capture_output=True,
+        text=True,
+        timeout=15,
+        check=False,
+    )
     lines = proc.stdout.splitlines()
     if proc.returncode != 0 and not lines:
         return [f"(journalctl failed: {proc.stderr.strip()})"]
@@ -178,43 +203,14 @@ class _Watcher(threading.Thread):
 # HTTP
 
 
-def _split(url: str) -> tuple:
-    parts = urlsplit(url if "://" in url else "http://" + url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"bad URL {url!r}")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return parts.scheme, parts.hostname, port, parts.path.rstrip("/")
-
-
-def http_request(url: str, method: str, path: str, body=None, api_key: str | None = None,
-                 timeout: float = 30.0) -> tuple:
-    """(status, headers dict lower-cased, body bytes). Raises OSError when the port is closed."""
-    scheme, host, port, base = _split(url)
-    cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-    conn = cls(host, port, timeout=timeout)
-    headers = {"Accept": "application/json"}
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        headers["Content-Type"] = "application/json"
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    try:
-        conn.request(method, base + path, body=data, headers=headers)
-        resp = conn.getresponse()
-        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
-    finally:
-        conn.close()
-
-
-def probe(url: str, api_key: str | None = None, timeout: float = PROBE_TIMEOUT_S) -> tuple:
+def probe(endpoint: Endpoint, api_key: str | None = None, timeout: float = PROBE_TIMEOUT_S) -> tuple:
     """(stage, health status): closed (connection refused), warming (/health 503), ready (200),
     error (anything else: timeout, other status)."""
     try:
-        status, _, _ = http_request(url, "GET", HEALTH_PATH, api_key=api_key, timeout=timeout)
+        status = request(endpoint, "GET", HEALTH_PATH, api_key=api_key, timeout=timeout).status
     except ConnectionRefusedError:
         return "closed", None
-    except (OSError, http.client.HTTPException):
+    except OSError:
         return "error", None
     if status == 200:
         return "ready", status
@@ -223,10 +219,19 @@ def probe(url: str, api_key: str | None = None, timeout: float = PROBE_TIMEOUT_S
     return "error", status
 
 
-def wait_ready(url: str, *, timeout: float = 1800.0, delay: float = 0.0, sleep: float = 1.0,
-               api_key: str | None = None, unit: str | None = None) -> dict:
+def wait_ready(
+    url: str,
+    *,
+    timeout: float = 1800.0,
+    delay: float = 0.0,
+    sleep: float = 1.0,
+    api_key: str | None = None,
+    unit: str | None = None,
+) -> dict:
     """Block until /health is 200. Raises ServerDied (unit process exited/restarted), NotReady (timeout),
-    RuntimeError (systemctl unusable)."""
+    RuntimeError (systemctl unusable), ValueError (a URL or API key that cannot be used)."""
+    endpoint = Endpoint.parse(url)
+    check_api_key(api_key)
     start = time.monotonic()
     deadline = start + timeout
     watcher = None
@@ -254,16 +259,24 @@ def wait_ready(url: str, *, timeout: float = 1800.0, delay: float = 0.0, sleep: 
             _pause(min(delay, timeout))
         while True:
             attempts += 1
-            stage, status = probe(url, api_key, min(PROBE_TIMEOUT_S, max(0.5, deadline - time.monotonic())))
+            stage, status = probe(endpoint, api_key, min(PROBE_TIMEOUT_S, max(0.5, deadline - time.monotonic())))
             _died_check()
             now = time.monotonic()
             stages.setdefault(stage, round(now - start, 3))
             if stage == "ready":
-                return {"elapsed": round(now - start, 3), "attempts": attempts, "health_status": status,
-                        "first_seen": stages}
+                return {
+                    "elapsed": round(now - start, 3),
+                    "attempts": attempts,
+                    "health_status": status,
+                    "first_seen": stages,
+                }
             if now >= deadline:
-                raise NotReady(f"server at {url} not ready after {timeout:g} s (last stage: {stage}, "
-                               f"/health status {status})", stage, attempts, status)
+                raise NotReady(
+                    f"server at {url} not ready after {timeout:g} s (last stage: {stage}, /health status {status})",
+                    stage,
+                    attempts,
+                    status,
+                )
             _pause(min(sleep, max(0.0, deadline - now)))
     finally:
         if watcher is not None:
@@ -285,28 +298,40 @@ def check_output(text: str) -> tuple | None:
         char, count = Counter(visible).most_common(1)[0]
         if count / len(visible) >= REPEAT_SHARE:
             return "repeated_char", f"{char!r} is {count} of {len(visible)} visible characters"
-    bad = sum(1 for c in text if c == "\ufffd" or (
-        c not in "\t\n\r" and unicodedata.category(c) in ("Cc", "Cs", "Co", "Cn")))
+    bad = sum(
+        1 for c in text if c == "\ufffd" or (c not in "\t\n\r" and unicodedata.category(c) in ("Cc", "Cs", "Co", "Cn"))
+    )
     if bad / len(text) > BAD_CHAR_RATIO:
         return "not_text", f"{bad} of {len(text)} characters are control/replacement/unassigned"
     return None
 
 
-def sanity_check(url: str, model: str | None = None, api_key: str | None = None,
-                 prompts=SANITY_PROMPTS, max_tokens: int = SANITY_MAX_TOKENS, timeout: float = 120.0) -> list:
+def sanity_check(
+    url: str,
+    model: str | None = None,
+    api_key: str | None = None,
+    prompts=SANITY_PROMPTS,
+    max_tokens: int = SANITY_MAX_TOKENS,
+    timeout: float = SANITY_TIMEOUT_S,
+) -> list:
     """Run the deterministic prompts (temperature 0); returns [{prompt, output, ...}] or raises SanityError.
     The visible answer is `content`; when a reasoning model spent all tokens thinking, `reasoning_content`."""
+    endpoint = Endpoint.parse(url)
     outputs: list = []
     for prompt in prompts:
-        body = {"messages": [{"role": "user", "content": prompt}], "temperature": 0.0,
-                "max_tokens": max_tokens, "stream": False}
+        body = {
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0.0,
+            "max_tokens": max_tokens,
+            "stream": False,
+        }
         if model:
             body["model"] = model
         try:
-            status, _, raw = http_request(url, "POST", "/v1/chat/completions", body, api_key, timeout)
-        except (OSError, http.client.HTTPException) as exc:
+            resp = request(endpoint, "POST", "/v1/chat/completions", body, api_key, timeout)
+        except OSError as exc:
             raise SanityError("request", prompt, "", f"{type(exc).__name__}: {exc}", outputs) from exc
-        text = raw.decode("utf-8", "replace")
+        status, text = resp.status, resp.body.decode("utf-8", "replace")
         if status != 200:
             raise SanityError("http_status", prompt, text, f"HTTP {status}", outputs)
         try:
@@ -318,20 +343,9 @@ def sanity_check(url: str, model: str | None = None, api_key: str | None = None,
         field_name = "content"
         if not content.strip() and message.get("reasoning_content"):
             content, field_name = message["reasoning_content"], "reasoning_content"
-        entry = {"prompt": prompt, "output": content, "field": field_name,
-                 "finish_reason": choice.get("finish_reason")}
+        entry = {"prompt": prompt, "output": content, "field": field_name, "finish_reason": choice.get("finish_reason")}
         outputs.append(entry)
         problem = check_output(content)
         if problem:
             raise SanityError(problem[0], prompt, content, problem[1], outputs)
     return outputs
-
-
-def served_model(url: str, api_key: str | None = None, timeout: float = 10.0) -> str | None:
-    """First id of /v1/models, None when unavailable."""
-    try:
-        status, _, raw = http_request(url, "GET", "/v1/models", api_key=api_key, timeout=timeout)
-        return json.loads(raw)["data"][0]["id"] if status == 200 else None
-    except (OSError, http.client.HTTPException, ValueError, KeyError, IndexError, TypeError):
-        return None
-

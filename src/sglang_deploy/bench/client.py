@@ -9,55 +9,33 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
+from ..server_http import Endpoint, HttpError, auth_headers
 from .metrics import Timeline
 
-BENCH_VERSION = "1.0.0"
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+BENCH_VERSION = "1.1.0"
+
 _json_decode = json.JSONDecoder().decode  # skips json.loads' per-call encoding detection
 
 
-class HttpError(Exception):
-    """Transport or protocol failure."""
-
-
-@dataclass
+@dataclass(frozen=True)
 class Target:
-    scheme: str
-    host: str
-    port: int
-    base_path: str
+    """Where the streams go: the server's endpoint and the API key (checked by server_http.check_api_key)."""
+
+    endpoint: Endpoint
     api_key: str | None = None
 
-    @classmethod
-    def from_url(cls, url: str, api_key: str | None = None) -> "Target":
-        parts = urlsplit(url if "://" in url else "http://" + url)
-        if parts.scheme not in _DEFAULT_PORTS:
-            raise ValueError(f"unsupported URL scheme in {url!r}")
-        if not parts.hostname:
-            raise ValueError(f"no host in URL {url!r}")
-        return cls(
-            parts.scheme,
-            parts.hostname,
-            parts.port or _DEFAULT_PORTS[parts.scheme],
-            parts.path.rstrip("/"),
-            api_key or None,
-        )
-
     def head(self, method: str, path: str, body_len: int | None, accept: str = "application/json") -> bytes:
-        host = self.host if self.port == _DEFAULT_PORTS[self.scheme] else f"{self.host}:{self.port}"
         lines = [
-            f"{method} {self.base_path}{path} HTTP/1.1",
-            f"Host: {host}",
+            f"{method} {self.endpoint.base_path}{path} HTTP/1.1",
+            f"Host: {self.endpoint.authority}",
             f"Accept: {accept}",
             "Connection: keep-alive",
             "User-Agent: sglang-deploy-bench/" + BENCH_VERSION,
         ]
         if body_len is not None:
             lines += ["Content-Type: application/json", f"Content-Length: {body_len}"]
-        if self.api_key:
-            lines.append(f"Authorization: Bearer {self.api_key}")
+        lines += [f"{k}: {v}" for k, v in auth_headers(self.api_key).items()]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
@@ -66,7 +44,7 @@ class ChunkedDecoder:
     each chunk's data; `done` after the last chunk. One socket read may hold many chunks (fewer awaits
     than readline/readexactly per chunk)."""
 
-    __slots__ = ("sink", "buf", "done")
+    __slots__ = ("buf", "done", "sink")
 
     def __init__(self, sink):
         self.sink = sink
@@ -109,21 +87,26 @@ class Connection:
         if self.writer is not None and not self.writer.is_closing() and not self.reader.at_eof():
             return
         await self.close()
-        ctx = ssl.create_default_context() if self.target.scheme == "https" else None
-        self.reader, self.writer = await asyncio.open_connection(
-            self.target.host, self.target.port, ssl=ctx, limit=1 << 20
-        )
+        ep = self.target.endpoint
+        ctx = ssl.create_default_context() if ep.scheme == "https" else None
+        self.reader, self.writer = await asyncio.open_connection(ep.host, ep.port, ssl=ctx, limit=1 << 20)
         sock = self.writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.opened += 1
+
+    def abort(self) -> None:
+        """Drop the connection at once (a hung server never acknowledges a polite close)."""
+        if self.writer is not None:
+            self.writer.transport.abort()
+        self.reader = self.writer = None
 
     async def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
             try:
                 await self.writer.wait_closed()
-            except (OSError, ssl.SSLError):
+            except OSError:
                 pass
         self.reader = self.writer = None
 
@@ -185,45 +168,11 @@ class Connection:
         if headers.get("connection", "").lower() == "close":
             await self.close()
 
-    async def get(self, path: str) -> tuple:
-        """(status, headers, body bytes) of a GET."""
-        await self.send("GET", path)
-        status, headers = await self.read_head()
-        parts: list = []
-        await self.read_body(headers, parts.append)
-        return status, headers, b"".join(parts)
-
-
-async def http_get(target: Target, path: str, timeout: float = 10.0) -> tuple:
-    """One GET on a fresh connection: (status, headers, body) or raises HttpError/OSError/TimeoutError."""
-    conn = Connection(target)
-    try:
-        return await asyncio.wait_for(conn.get(path), timeout)
-    finally:
-        await conn.close()
-
-
-async def http_get_json(target: Target, path: str, timeout: float = 10.0):
-    """Parsed JSON of a 200 GET, None on any failure."""
-    try:
-        status, _, body = await http_get(target, path, timeout)
-        return json.loads(body) if status == 200 else None
-    except (OSError, HttpError, asyncio.TimeoutError, ValueError):
-        return None
-
-
-async def http_get_text(target: Target, path: str, timeout: float = 10.0) -> str | None:
-    try:
-        status, _, body = await http_get(target, path, timeout)
-        return body.decode("utf-8", "replace") if status == 200 else None
-    except (OSError, HttpError, asyncio.TimeoutError):
-        return None
-
 
 class _SSERecorder:
     """Parses SSE lines as body bytes arrive and records the request's timeline."""
 
-    __slots__ = ("tl", "buf", "done")
+    __slots__ = ("buf", "done", "tl")
 
     def __init__(self, tl: Timeline):
         self.tl = tl
@@ -273,9 +222,11 @@ class _SSERecorder:
             content = delta.get("content")
             reasoning = delta.get("reasoning_content")
             if reasoning:
+                tl.text.append(reasoning)
                 tl.reasoning_chunks += 1
                 tl.reasoning_chars += len(reasoning)
             if content:
+                tl.text.append(content)
                 tl.content_chunks += 1
                 tl.content_chars += len(content)
                 if tl.t_first_content is None:
@@ -305,12 +256,12 @@ async def stream_chat(conn: Connection, body: bytes, timeout: float) -> tuple:
 
     try:
         await asyncio.wait_for(_go(), timeout)
-    except asyncio.TimeoutError:
-        tl.error = f"timeout after {timeout:g} s"
-        await conn.close()
-    except (OSError, HttpError) as exc:
+    except TimeoutError:
+        tl.error, tl.timed_out = f"no answer within the timeout ({timeout:g} s)", True
+        conn.abort()
+    except OSError as exc:  # HttpError included
         tl.error = f"{type(exc).__name__}: {exc}"[:200]
-        await conn.close()
+        conn.abort()
     now = time.perf_counter()
     if not tl.t_end:
         tl.t_end = now

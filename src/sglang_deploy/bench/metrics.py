@@ -62,6 +62,8 @@ class Timeline:
     prompt_tokens: int | None = None
     reasoning_tokens: int | None = None
     error: str | None = None
+    timed_out: bool = False
+    text: list = field(default_factory=list)  # content and reasoning_content pieces, in order
 
     @property
     def ok(self) -> bool:

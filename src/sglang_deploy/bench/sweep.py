@@ -1,5 +1,7 @@
-"""The concurrency sweep: warm-up (not counted), then one level per concurrency with a fixed number of
-requests and a forced output length, speculative accept length per level from /metrics counter deltas."""
+"""The concurrency sweep: /health first, warm-up (not counted), then one level per concurrency with a fixed
+number of requests and a forced output length, speculative accept length per level from /metrics counter
+deltas. A timeout stops the level at once and the sweep with it; a server that stops answering ends the
+sweep; either way the levels measured so far are kept and the rest are marked failed (`stopped`)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,80 @@ import os
 import resource
 import socket
 import sys
-from datetime import datetime, timezone
+import time
+from datetime import UTC, datetime
 
-from .client import BENCH_VERSION, Connection, HttpError, Target, http_get_json, http_get_text, stream_chat
-from .metrics import DEFINITIONS, level_metrics, parse_prometheus, server_info_accept_length, spec_accept_from_counters
+from .. import server_http
+from ..readiness import check_output
+from .client import BENCH_VERSION, Connection, Target, stream_chat
+from .metrics import (
+    DEFINITIONS,
+    Timeline,
+    level_metrics,
+    parse_prometheus,
+    server_info_accept_length,
+    spec_accept_from_counters,
+)
 from .table import format_level_line
-from .workload import build_prompt, chat_body, default_requests
+from .workload import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_INPUT_LEN,
+    DEFAULT_OUTPUT_LEN,
+    DEFAULT_TIMEOUT_S,
+    DEFAULT_WARMUP,
+    build_prompt,
+    chat_body,
+    check_settings,
+    default_requests,
+)
+
+OUTPUT_CHECK_CHARS = 4096  # of each response, for readiness.check_output
+EXAMPLES = 3
+
+
+class ServerUnusable(Exception):
+    """The server cannot be benchmarked now: not listening, not ready, hung, or not speaking HTTP."""
+
+
+class _Probe:
+    """The plain requests around the measured streams (server_http, in a thread), bounded by the timeout."""
+
+    def __init__(self, target: Target, timeout: float):
+        self.target = target
+        self.timeout = timeout
+
+    async def get(self, path: str) -> server_http.Response:
+        """The response; ServerUnusable when there is none within the timeout."""
+        ep = self.target.endpoint
+        try:
+            return await asyncio.to_thread(
+                server_http.request, ep, "GET", path, api_key=self.target.api_key, timeout=self.timeout
+            )
+        except ConnectionRefusedError as exc:
+            raise ServerUnusable(f"nothing listens at {ep.url} (connection refused)") from exc
+        except TimeoutError as exc:
+            detail = str(exc) if str(exc) not in ("", "timed out") else f"no answer within {self.timeout:g} s"
+            raise ServerUnusable(f"GET {path} at {ep.url}: {detail} (is the server hung?)") from exc
+        except OSError as exc:
+            raise ServerUnusable(f"GET {path} at {ep.url}: {type(exc).__name__}: {exc}") from exc
+
+    async def json(self, path: str):
+        return (await self.get(path)).json()
+
+    async def metrics(self) -> dict | None:
+        """Counters of /metrics, None when the server does not export them (--enable-metrics off)."""
+        resp = await self.get("/metrics")
+        return parse_prometheus(resp.body.decode("utf-8", "replace")) if resp.status == 200 else None
+
+    async def check_health(self) -> None:
+        """ServerUnusable unless GET /health answers 200 (SGLang: 503 while starting or unhealthy)."""
+        resp = await self.get("/health")
+        if resp.status != 200:
+            text = resp.body.decode("utf-8", "replace").strip().replace("\n", " ")[:120]
+            raise ServerUnusable(
+                f"{self.target.endpoint.url} is not ready: GET /health answered {resp.status}"
+                f"{': ' + text if text else ''}; wait until it answers 200 or read the server's log"
+            )
 
 
 class _Run:
@@ -36,43 +106,46 @@ class _Run:
             self.next_index += 1
         return out
 
-    async def level(self, concurrency: int, n_requests: int) -> list:
-        """Run n_requests with `concurrency` workers, one connection each, opened before timing."""
+    async def level(self, concurrency: int, n_requests: int) -> tuple:
+        """Run n_requests with `concurrency` workers, one connection each, opened before timing.
+        (timelines, stop reason or None): the first request without an answer within the timeout stops the
+        level; requests cut short or never sent then count as failed."""
         bodies = self.bodies(n_requests)
         timelines: list = [None] * n_requests
         conns = [Connection(self.target) for _ in range(min(concurrency, n_requests))]
-        results = await asyncio.gather(*(c.open() for c in conns), return_exceptions=True)
+        opening = (asyncio.wait_for(c.open(), min(self.timeout, server_http.CONNECT_TIMEOUT_S)) for c in conns)
+        results = await asyncio.gather(*opening, return_exceptions=True)
         failed_open = [r for r in results if isinstance(r, BaseException)]
         if failed_open and len(failed_open) == len(conns):
-            raise HttpError(f"cannot connect to {self.target.host}:{self.target.port}: {failed_open[0]}")
+            reason = f"cannot connect to {self.target.endpoint.url}: {type(failed_open[0]).__name__} {failed_open[0]}"
+            return [Timeline(error=reason) for _ in range(n_requests)], reason
         counter = iter(range(n_requests))
+        stop: list = []
 
         async def worker(conn: Connection):
             for i in counter:
                 tl, emulated = await stream_chat(conn, bodies[i], self.timeout)
                 self.emulated_header |= emulated
                 timelines[i] = tl
+                if tl.timed_out:
+                    stop.append(f"a request got no answer within the timeout ({self.timeout:g} s) at c={concurrency}")
+                    for task in tasks:
+                        if task is not asyncio.current_task():
+                            task.cancel()
+                    return
 
+        tasks = [asyncio.create_task(worker(c)) for c in conns]
         try:
-            await asyncio.gather(*(worker(c) for c in conns))
+            await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             for c in conns:
                 self.connections_opened += c.opened
-                await c.close()
-        return timelines
-
-
-async def _scrape_metrics(target: Target) -> dict | None:
-    text = await http_get_text(target, "/metrics")
-    return parse_prometheus(text) if text else None
-
-
-async def detect_model(target: Target) -> str | None:
-    data = await http_get_json(target, "/v1/models")
-    try:
-        return data["data"][0]["id"]
-    except (TypeError, KeyError, IndexError):
-        return None
+                c.abort() if stop else await c.close()
+        now = time.perf_counter()
+        for i, tl in enumerate(timelines):
+            if tl is None:
+                timelines[i] = Timeline(t_send=now, t_end=now, error="cut short: the level stopped at a timeout")
+        return timelines, (stop[0] if stop else None)
 
 
 _SERVER_INFO_KEYS = (
@@ -92,57 +165,97 @@ _SERVER_INFO_KEYS = (
 )
 
 
+def output_check(timelines: list) -> dict:
+    """Completed responses whose text is not plausible output (readiness.check_output: empty, one character
+    repeated, not text), as a count and the first examples."""
+    bad = []
+    for i, t in enumerate(timelines):
+        if t.ok:
+            text = "".join(t.text)[:OUTPUT_CHECK_CHARS]
+            problem = check_output(text)
+            if problem:
+                bad.append({"request": i, "check": problem[0], "detail": problem[1], "output": text[:80]})
+    return {"count": len(bad), "examples": bad[:EXAMPLES]}
+
+
+def _not_run(concurrency: int, n: int, output_len: int, reason: str) -> dict:
+    m = level_metrics([Timeline(error=f"not run: {reason}") for _ in range(n)], concurrency, output_len)
+    m.update(output_check=output_check([]), spec_accept_length=None, stopped=reason)
+    return m
+
+
+async def _measure(run: _Run, probe: _Probe, concurrency: int, n: int) -> dict:
+    """One level; its `stopped` says why the sweep cannot go on after it (None: it can)."""
+    before = await probe.metrics()
+    cum_before = None if before else server_info_accept_length(await probe.json("/server_info"))
+    timelines, stopped = await run.level(concurrency, n)
+    m = level_metrics(timelines, concurrency, run.output_len)
+    m["output_check"] = output_check(timelines)
+    m["spec_accept_length"] = None
+    m["stopped"] = stopped
+    if stopped:
+        return m
+    try:
+        after = await probe.metrics()
+        spec = spec_accept_from_counters(before, after)
+        if spec is not None:
+            m["spec_accept_length"] = {"value": spec, "source": "metrics_delta"}
+        else:
+            cum = server_info_accept_length(await probe.json("/server_info"))
+            if cum is not None:
+                m["spec_accept_length"] = {"value": cum, "before": cum_before, "source": "server_info_cumulative"}
+        if m["failed"]:
+            await probe.check_health()
+    except ServerUnusable as exc:
+        m["stopped"] = str(exc)
+    return m
+
+
 async def run_benchmark_async(
     url: str,
     *,
     api_key: str | None = None,
     model: str | None = None,
-    concurrency=(1, 8, 32),
+    concurrency=DEFAULT_CONCURRENCY,
     requests: int | None = None,
-    input_len: int = 256,
-    output_len: int = 256,
-    warmup: int = 2,
-    timeout: float = 600.0,
+    input_len: int = DEFAULT_INPUT_LEN,
+    output_len: int = DEFAULT_OUTPUT_LEN,
+    warmup: int = DEFAULT_WARMUP,
+    timeout: float = DEFAULT_TIMEOUT_S,
     context: dict | None = None,
     progress=None,
 ) -> dict:
-    """The sweep. `requests` None -> default_requests(c) per level. progress(str) gets a line per level."""
-    target = Target.from_url(url, api_key)
-    if output_len < 2:
-        raise ValueError("output_len must be at least 2 (decode speed needs two tokens)")
-    levels_c = [int(c) for c in concurrency]
-    if not levels_c or min(levels_c) < 1:
-        raise ValueError("concurrency levels must be positive integers")
+    """The sweep; the result dict (see DEFINITIONS). `requests` None -> default_requests(c) per level;
+    progress(str) gets a line per level. ValueError for unusable settings (nothing is sent), ServerUnusable
+    when the server cannot be benchmarked (nothing was measured)."""
+    levels_c = check_settings(concurrency, requests, input_len, output_len, warmup, timeout)
+    server_http.check_api_key(api_key)
+    target = Target(server_http.Endpoint.parse(url), api_key or None)
+    probe = _Probe(target, timeout)
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
-    started = datetime.now(timezone.utc)
-    info = await http_get_json(target, "/server_info") or await http_get_json(target, "/get_server_info")
+    started = datetime.now(UTC)
+    await probe.check_health()
+    info = await probe.json("/server_info") or await probe.json("/get_server_info")
     if not model:
-        model = (info or {}).get("served_model_name") or await detect_model(target)
+        model = (info or {}).get("served_model_name") or server_http.first_model(await probe.json("/v1/models"))
     run = _Run(target, model, input_len, output_len, timeout)
 
-    warm = []
-    if warmup > 0:
-        warm = await run.level(min(warmup, max(levels_c)), warmup)
+    warm, warm_stop = await run.level(min(warmup, max(levels_c)), warmup) if warmup > 0 else ([], None)
     warm_failed = [t.error for t in warm if not t.ok]
-    if warm and len(warm_failed) == len(warm):
-        raise HttpError(f"all {len(warm)} warm-up requests failed; first: {warm_failed[0]}")
+    if warm_stop or (warm and len(warm_failed) == len(warm)):
+        raise ServerUnusable(f"the warm-up failed: {warm_stop or warm_failed[0]}")
 
-    levels = []
+    levels, stopped = [], None
     for c in levels_c:
-        n = requests if requests else default_requests(c)
-        before = await _scrape_metrics(target)
-        cum_before = None if before else server_info_accept_length(await http_get_json(target, "/server_info"))
-        timelines = await run.level(c, n)
-        after = await _scrape_metrics(target)
-        m = level_metrics(timelines, c, output_len)
-        spec = spec_accept_from_counters(before, after)
-        if spec is not None:
-            m["spec_accept_length"] = {"value": spec, "source": "metrics_delta"}
-        else:
-            cum = server_info_accept_length(await http_get_json(target, "/server_info"))
-            m["spec_accept_length"] = (
-                {"value": cum, "before": cum_before, "source": "server_info_cumulative"} if cum is not None else None
-            )
+        n = requests or default_requests(c)
+        if stopped:
+            levels.append(_not_run(c, n, output_len, stopped))
+            continue
+        try:
+            m = await _measure(run, probe, c, n)
+        except ServerUnusable as exc:
+            m = _not_run(c, n, output_len, str(exc))
+        stopped = m["stopped"]
         levels.append(m)
         if progress:
             progress(format_level_line(m))
@@ -154,7 +267,7 @@ async def run_benchmark_async(
         "version": BENCH_VERSION,
         "host": socket.gethostname(),
         "started_at": started.isoformat(timespec="seconds"),
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "url": url,
         "model": model,
         "server_emulated": emulated,
@@ -169,6 +282,7 @@ async def run_benchmark_async(
             "warmup_requests": warmup,
             "warmup_failed": len(warm_failed),
             "requests_per_level": {str(c): (requests or default_requests(c)) for c in levels_c},
+            "timeout_s": timeout,
         },
         "client": {
             "cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
@@ -176,6 +290,7 @@ async def run_benchmark_async(
             "python": sys.version.split()[0],
         },
         "levels": levels,
+        "stopped": stopped,
         "definitions": DEFINITIONS,
         "context": context or {},
     }
@@ -184,6 +299,21 @@ async def run_benchmark_async(
 def run_benchmark(url: str, **kwargs) -> dict:
     """Synchronous wrapper of run_benchmark_async (same keyword arguments)."""
     return asyncio.run(run_benchmark_async(url, **kwargs))
+
+
+def check_dest(dest: str) -> str:
+    """The absolute path write_result would write; ValueError (before anything runs) when it cannot."""
+    path = os.path.abspath(os.path.expanduser(dest))
+    if os.path.isdir(path):
+        raise ValueError(
+            f"{dest} is a folder: give a file name for the result, e.g. {os.path.join(dest, 'bench.json')}"
+        )
+    parent = os.path.dirname(path)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write the result to {dest}: {parent} is not a writable folder")
+    return path
 
 
 def write_result(result: dict, dest: str) -> str:

@@ -88,6 +88,15 @@ def format_table(result: dict) -> str:
                 f"c={m['concurrency']}: {mm['count']} responses not {mm['expected']} tokens, "
                 f"e.g. request {ex['request']} had {ex['completion_tokens']}"
             )
+        oc = m.get("output_check") or {}
+        if oc.get("count"):
+            ex = oc["examples"][0]
+            lines.append(
+                f"c={m['concurrency']}: {oc['count']} responses are not plausible text ({ex['check']}: "
+                f"{ex['detail']}), e.g. {ex['output'][:40]!r}"
+            )
     if sources:
         lines.append("accept length source: " + ", ".join(sorted(sources)))
+    if result.get("stopped"):
+        lines.append(f"STOPPED early: {result['stopped']}")
     return "\n".join(lines)

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+# The one source of the sweep's defaults: the module's options, the command line and the role's variables
+# take these (tests hold the role's defaults and the module's documentation to them).
+DEFAULT_CONCURRENCY = (1, 8, 32)
+DEFAULT_INPUT_LEN = 256
+DEFAULT_OUTPUT_LEN = 256
+DEFAULT_WARMUP = 2  # requests, once before the first level
+DEFAULT_TIMEOUT_S = 600.0  # per request
+
 
 def chat_body(model: str | None, prompt: str, output_len: int, stream: bool = True) -> dict:
     """Request body forcing exactly output_len tokens at temperature 0."""
@@ -44,12 +52,42 @@ def build_prompt(index: int, input_len: int) -> str:
 
 
 def default_requests(concurrency: int) -> int:
+    """Requests per level when none are given: twice the concurrency, at least 8."""
     return max(8, 2 * concurrency)
 
 
 def parse_concurrency(text: str) -> list:
     """'1,8,32' -> [1, 8, 32]; ValueError on anything else."""
-    levels = [int(x) for x in text.replace(" ", "").split(",") if x]
+    try:
+        levels = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        levels = []
     if not levels or min(levels) < 1:
-        raise ValueError(f"bad concurrency list {text!r}")
+        raise ValueError(f"bad concurrency list {text!r}: give positive integers separated by commas, e.g. 1,8,32")
+    return levels
+
+
+def check_settings(concurrency, requests, input_len: int, output_len: int, warmup: int, timeout: float) -> list:
+    """The concurrency levels as ints; ValueError naming the setting and the fix for anything unusable."""
+    try:
+        levels = [int(c) for c in concurrency]
+    except (TypeError, ValueError):
+        levels = []
+    if not levels or min(levels) < 1:
+        raise ValueError(f"concurrency must be a list of positive integers, got {concurrency!r}")
+    problems = []
+    if requests is not None and requests < 1:
+        problems.append(
+            f"requests must be at least 1 per level, got {requests} (leave it out for max(8, 2 x concurrency))"
+        )
+    if input_len < 1:
+        problems.append(f"input_len must be at least 1 token, got {input_len}")
+    if output_len < 2:
+        problems.append(f"output_len must be at least 2 tokens (decode speed needs two), got {output_len}")
+    if warmup < 0:
+        problems.append(f"warmup must be 0 or more requests, got {warmup}")
+    if not timeout > 0:  # also refuses NaN
+        problems.append(f"timeout must be a positive number of seconds, got {timeout}")
+    if problems:
+        raise ValueError("; ".join(problems))
     return levels

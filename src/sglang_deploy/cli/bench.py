@@ -7,8 +7,8 @@ import os
 import sys
 
 from sglang_deploy import bench
-from sglang_deploy.bench.client import Target
 from sglang_deploy.cli.errors import UsageError
+from sglang_deploy.server_http import Endpoint, check_api_key
 
 
 def _levels(text: str) -> list:
@@ -22,31 +22,78 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
         help="benchmark a running SGLang server over a concurrency sweep",
-        description="Concurrency sweep against an SGLang OpenAI-compatible server; prints the "
-        "table, writes the JSON result (formulas in its `definitions`).",
+        description="Concurrency sweep against an SGLang OpenAI-compatible server: /health first, a warm-up, then "
+        "per level a fixed number of streamed requests. Prints the table, writes the JSON result (formulas in its "
+        "`definitions`). Exit 0 when every request completed with the forced length and plausible text; 1 when "
+        "anything failed (the levels measured so far are still printed and written); 2 for unusable input.",
     )
+    levels = ",".join(str(c) for c in bench.DEFAULT_CONCURRENCY)
     p.add_argument("--url", required=True, help="server base URL, e.g. http://10.0.0.5:30000")
-    p.add_argument("--concurrency", type=_levels, default=[1, 8, 32], help="comma-separated levels (1,8,32)")
+    p.add_argument(
+        "--concurrency",
+        type=_levels,
+        default=list(bench.DEFAULT_CONCURRENCY),
+        help=f"comma-separated levels ({levels})",
+    )
     p.add_argument("--requests", type=int, help="requests per level (default max(8, 2 x concurrency))")
-    p.add_argument("--input-len", type=int, default=1024, help="prompt length in tokens, about (1024)")
-    p.add_argument("--output-len", type=int, default=512, help="output tokens, forced and verified (512)")
-    p.add_argument("--warmup", type=int, default=2, help="uncounted warm-up requests (2)")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per request (600)")
+    p.add_argument(
+        "--input-len",
+        type=int,
+        default=bench.DEFAULT_INPUT_LEN,
+        help=f"prompt length in tokens, about ({bench.DEFAULT_INPUT_LEN})",
+    )
+    p.add_argument(
+        "--output-len",
+        type=int,
+        default=bench.DEFAULT_OUTPUT_LEN,
+        help=f"output tokens, forced and verified ({bench.DEFAULT_OUTPUT_LEN})",
+    )
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=bench.DEFAULT_WARMUP,
+        help=f"uncounted warm-up requests, once before the first level ({bench.DEFAULT_WARMUP})",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=bench.DEFAULT_TIMEOUT_S,
+        help=f"seconds a request or probe may wait for the server; the first request past it stops the "
+        f"sweep ({bench.DEFAULT_TIMEOUT_S:g})",
+    )
     p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     p.add_argument("--model", help="served model name (default: from /server_info or /v1/models)")
     p.add_argument("--json", metavar="FILE", help="write the result JSON here")
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Print the table, write the JSON when asked. 1 when any request failed."""
+def _checked(args: argparse.Namespace) -> str | None:
+    """The API key; UsageError for anything unusable, before a request is sent."""
     try:
-        Target.from_url(args.url)
+        Endpoint.parse(args.url)
+        bench.check_settings(
+            args.concurrency, args.requests, args.input_len, args.output_len, args.warmup, args.timeout
+        )
+        if args.json:
+            bench.check_dest(args.json)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    if args.api_key_env and args.api_key_env not in os.environ:
+    if not args.api_key_env:
+        return None
+    if args.api_key_env not in os.environ:
         raise UsageError(f"environment variable {args.api_key_env} is not set")
-    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    api_key = os.environ[args.api_key_env]
+    try:
+        check_api_key(api_key)
+    except ValueError as exc:
+        raise UsageError(f"{args.api_key_env}: {exc}") from exc
+    return api_key
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the table, write the JSON when asked. 1 when the server could not be benchmarked or anything
+    failed, 2 for unusable input."""
+    api_key = _checked(args)
     try:
         result = bench.run_benchmark(
             args.url,
@@ -61,11 +108,13 @@ def run(args: argparse.Namespace) -> int:
             context={"invoked_by": "sglang-deploy bench"},
             progress=lambda line: print(line, file=sys.stderr, flush=True),
         )
-    except (OSError, bench.HttpError) as exc:
+    except bench.ServerUnusable as exc:
         print(f"sglang-deploy bench: {exc}", file=sys.stderr)
         return 1
     print(bench.format_table(result))
     if args.json:
         print(f"wrote {bench.write_result(result, args.json)}")
-    bad = any(m["failed"] or m["output_len_mismatch"]["count"] for m in result["levels"])
+    bad = result["stopped"] or any(
+        m["failed"] or m["output_len_mismatch"]["count"] or m["output_check"]["count"] for m in result["levels"]
+    )
     return 1 if bad else 0

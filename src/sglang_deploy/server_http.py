@@ -1,0 +1,164 @@
+"""HTTP to an SGLang server (stdlib only, Python 3.10+): the base URL, the API key, one request, the model.
+
+The one helper for every plain request the tool makes (readiness probes, sanity prompts, the benchmark's
+/health, /server_info, /metrics and /v1/models reads); the benchmark's measured streams use the same
+Endpoint and key check. Shipped to hosts as module_utils/sglang_deploy/server_http.py (a symlink).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import ssl
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+CONNECT_TIMEOUT_S = 10.0  # connect + TLS handshake
+
+
+class HttpError(OSError):
+    """The server's answer was not HTTP (a bad status line, a truncated body, a TLS failure)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A server's base URL, checked: scheme http or https, a host, a port, an optional path prefix."""
+
+    scheme: str
+    host: str
+    port: int
+    base_path: str
+
+    @classmethod
+    def parse(cls, url: str) -> "Endpoint":
+        """'http://h:30000', 'h:30000' (http assumed) or 'https://h/prefix'; ValueError naming the fix."""
+        text = str(url).strip()
+        if not text or any(ord(c) < 0x21 or c == "\x7f" for c in text):
+            raise ValueError(
+                f"bad server URL {url!r}: give it like http://10.0.0.5:30000 (no spaces or control characters)"
+            )
+        parts = urlsplit(text if "://" in text else "http://" + text)
+        if parts.scheme not in DEFAULT_PORTS:
+            raise ValueError(f"unsupported URL scheme in {url!r}: use http:// or https://")
+        try:
+            port = parts.port or DEFAULT_PORTS[parts.scheme]
+        except ValueError as exc:
+            raise ValueError(f"bad port in URL {url!r}: {exc}") from exc
+        if not parts.hostname:
+            raise ValueError(f"no host in URL {url!r}: give it like http://10.0.0.5:30000")
+        if parts.query or parts.fragment or parts.username or parts.password:
+            raise ValueError(f"URL {url!r} has a query, fragment or user name: give the server's base URL only")
+        return cls(parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
+
+    @property
+    def authority(self) -> str:
+        """The Host header's value."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == DEFAULT_PORTS[self.scheme] else f"{host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.authority}{self.base_path}"
+
+
+def check_api_key(key: str | None) -> None:
+    """ValueError when the key cannot travel in an `Authorization: Bearer` header as it is."""
+    if not key:
+        return
+    if any(c in key for c in "\r\n\0"):
+        raise ValueError(
+            "the API key holds a line break or NUL (it would split the HTTP header): remove it, "
+            "e.g. a trailing newline from the file it was read from"
+        )
+    if key != key.strip():
+        raise ValueError("the API key starts or ends with white space (HTTP drops it): remove it")
+    bad = [i for i, c in enumerate(key) if not 0x20 <= ord(c) < 0x7F]
+    if bad:
+        raise ValueError(
+            f"the API key holds a character that is not printable ASCII (at position {bad[0] + 1}); HTTP headers "
+            "cannot carry it as the server reads it: use an ASCII key"
+        )
+
+
+def auth_headers(api_key: str | None) -> dict:
+    check_api_key(api_key)
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def connect(endpoint: Endpoint, timeout: float) -> http.client.HTTPConnection:
+    """An open connection whose reads time out after `timeout`; a TLS failure or a handshake that never ends
+    (a plain HTTP server reads the TLS hello as a request line and waits) says what to fix."""
+    tls = endpoint.scheme == "https"
+    cls = http.client.HTTPSConnection if tls else http.client.HTTPConnection
+    conn = cls(endpoint.host, endpoint.port, timeout=min(timeout, CONNECT_TIMEOUT_S))
+    hint = " Does the server speak https? A plain HTTP server needs an http:// URL." if tls else ""
+    try:
+        conn.connect()
+    except TimeoutError as exc:
+        conn.close()
+        what = "connection and TLS handshake" if tls else "connection"
+        raise TimeoutError(f"no {what} to {endpoint.authority} within {conn.timeout:g} s.{hint}") from exc
+    except ssl.SSLError as exc:
+        conn.close()
+        raise HttpError(f"TLS with {endpoint.authority} failed ({exc.reason or exc}).{hint}") from exc
+    conn.sock.settimeout(timeout)
+    return conn
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict  # lower-cased names
+    body: bytes
+
+    def json(self):
+        """The parsed body of a 200 answer, None for anything else."""
+        if self.status != 200:
+            return None
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+
+def request(
+    endpoint: Endpoint, method: str, path: str, body=None, api_key: str | None = None, timeout: float = 30.0
+) -> Response:
+    """One request on a fresh connection. `timeout` bounds each read; the connect and TLS handshake get at
+    most CONNECT_TIMEOUT_S. Raises OSError: ConnectionRefusedError (port closed), TimeoutError, HttpError
+    (the answer is not HTTP, or TLS failed)."""
+    headers = {"Accept": "application/json", **auth_headers(api_key)}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    conn = connect(endpoint, timeout)
+    try:
+        conn.request(method, endpoint.base_path + path, body=data, headers=headers)
+        resp = conn.getresponse()
+        return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
+    except http.client.HTTPException as exc:
+        if isinstance(exc, OSError):  # RemoteDisconnected is both
+            raise
+        raise HttpError(f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        conn.close()
+
+
+def get_json(endpoint: Endpoint, path: str, api_key: str | None = None, timeout: float = 30.0):
+    """Parsed JSON of a 200 GET, None for another status or a body that is not JSON; OSError on transport."""
+    return request(endpoint, "GET", path, api_key=api_key, timeout=timeout).json()
+
+
+def first_model(models) -> str | None:
+    """The first id of a /v1/models answer (SGLang lists the served model name there), None when none."""
+    try:
+        return str(models["data"][0]["id"])
+    except (TypeError, KeyError, IndexError):
+        return None
+
+
+def served_model(endpoint: Endpoint, api_key: str | None = None, timeout: float = 30.0) -> str | None:
+    """First id of GET /v1/models; OSError when the server does not answer."""
+    return first_model(get_json(endpoint, "/v1/models", api_key, timeout))

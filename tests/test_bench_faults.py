@@ -1,0 +1,184 @@
+"""`sglang-deploy bench` and the sglang_bench module against servers that die, hang, never get ready or answer
+garbage, and against careless input: what was measured is kept, a hang is noticed within about the timeout,
+nothing unusable ends in exit 0 or a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+import time
+
+import pytest
+from emulator_proc import Emulator, run_module  # first: puts the repo's module_utils on the import path
+
+import sglang_bench
+from sglang_deploy import cli
+from sglang_deploy.bench import sweep
+
+
+@pytest.fixture
+def emulator(tmp_path):
+    started = []
+
+    def start(*flags, ready=True, **env):
+        emu = Emulator(tmp_path, *flags, decode_tok_s=500, ttft_ms=20, **env)
+        started.append(emu)
+        if ready:
+            return emu.wait_ready()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", emu.port), timeout=0.5).close()
+                return emu
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("emulator port never opened")
+
+    yield start
+    for emu in started:
+        if emu.proc.poll() is None:
+            os.kill(emu.proc.pid, signal.SIGCONT)
+        emu.stop()
+
+
+def after_first_level(monkeypatch, action):
+    """Run `action` once the sweep has reported its first level (the CLI's progress line)."""
+    calls = []
+    original = sweep.format_level_line
+
+    def hook(m):
+        calls.append(m["concurrency"])
+        if len(calls) == 1:
+            action()
+        return original(m)
+
+    monkeypatch.setattr(sweep, "format_level_line", hook)
+
+
+def bench(url, *extra, dest=None):
+    argv = [
+        "bench",
+        "--url",
+        url,
+        "--concurrency",
+        "1,2,4",
+        "--requests",
+        "4",
+        "--input-len",
+        "8",
+        "--output-len",
+        "16",
+        "--warmup",
+        "1",
+        *extra,
+    ]
+    return cli.main(argv + (["--json", str(dest)] if dest else []))
+
+
+def test_a_server_dying_mid_sweep_keeps_the_measured_level(emulator, monkeypatch, tmp_path, capsys):
+    emu = emulator()
+    after_first_level(monkeypatch, lambda: (emu.proc.kill(), emu.proc.wait()))
+    dest = tmp_path / "r.json"
+    assert bench(emu.url, dest=dest) == 1
+    out = capsys.readouterr().out
+    result = json.loads(dest.read_text())
+    first, *rest = result["levels"]
+    assert (first["completed"], first["failed"], first["stopped"]) == (4, 0, None)
+    assert [(m["completed"], m["failed"]) for m in rest] == [(0, 4), (0, 4)]
+    assert "connection refused" in result["stopped"] and all(m["stopped"] for m in rest)
+    assert "4/4" in out and "STOPPED early" in out
+
+
+def test_a_hung_server_stops_the_level_within_about_the_timeout(emulator, monkeypatch, tmp_path, capsys):
+    emu = emulator()
+    stopped_at = []
+
+    def hang_soon():  # SIGSTOP while the second level's requests are in flight
+        def stop():
+            stopped_at.append(time.monotonic())
+            os.kill(emu.proc.pid, signal.SIGSTOP)
+
+        threading.Timer(0.15, stop).start()
+
+    after_first_level(monkeypatch, hang_soon)
+    dest = tmp_path / "r.json"
+    rc = bench(emu.url, "--timeout", "1", "--output-len", "128", dest=dest)
+    noticed = time.monotonic() - stopped_at[0]
+    assert rc == 1
+    result = json.loads(dest.read_text())
+    levels = result["levels"]
+    assert levels[0]["completed"] == 4 and levels[1]["stopped"] and levels[2]["errors"]
+    assert "within the timeout (1 s)" in result["stopped"]
+    assert levels[1]["failed"] >= 1 and levels[2]["failed"] == 4
+    assert noticed < 3.0, f"took {noticed:.1f} s to notice a hung server with --timeout 1"
+
+
+def test_a_hung_server_before_the_sweep_is_refused_within_the_timeout(emulator, capsys):
+    emu = emulator()
+    os.kill(emu.proc.pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    assert bench(emu.url, "--timeout", "1") == 1
+    assert time.monotonic() - t0 < 3.0
+    assert "GET /health" in capsys.readouterr().err
+
+
+def test_a_server_that_never_gets_ready_is_refused(emulator, capsys):
+    emu = emulator(ready=False, fault="never_ready")
+    assert bench(emu.url) == 1
+    err = capsys.readouterr().err
+    assert "is not ready: GET /health answered 503" in err
+
+
+def test_garbage_output_fails_the_cli_and_the_module(emulator, capsys):
+    emu = emulator(fault="garbage")
+    assert bench(emu.url, "--concurrency", "1") == 1
+    assert "not plausible text (repeated_char" in capsys.readouterr().out
+    failed, res = run_module(
+        sglang_bench, {"url": emu.url, "concurrency": [1], "requests": 2, "output_len": 8, "warmup": 0}, capsys
+    )
+    assert failed and "not plausible text" in res["msg"]
+    assert res["result"]["levels"][0]["output_check"]["count"] == 2
+
+
+def test_https_against_plain_http_fails_fast_and_names_the_fix(emulator, capsys):
+    emu = emulator()
+    t0 = time.monotonic()
+    assert bench(emu.url.replace("http://", "https://"), "--timeout", "1") == 1
+    assert time.monotonic() - t0 < 3.0
+    assert "plain HTTP server needs an http:// URL" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("extra", "env_key", "expect"),
+    [
+        (["--output-len", "0"], None, "output_len must be at least 2"),
+        (["--output-len", "1"], None, "output_len must be at least 2"),
+        (["--requests", "-5"], None, "requests must be at least 1"),
+        (["--timeout", "0"], None, "timeout must be a positive number"),
+        (["--json", "{tmp}"], None, "is a folder: give a file name"),
+        ([], "s3cr3t-\u20ac\u00e9", "not printable ASCII"),
+        ([], "s3cr3t\r\nX-Injected: 1", "line break"),
+        ([], "s3cr3t-key\n", "line break"),
+    ],
+)
+def test_unusable_input_is_refused_before_a_request(extra, env_key, expect, monkeypatch, tmp_path, capsys):
+    listener = socket.create_server(("127.0.0.1", 0))  # accepts nothing: any request would hang the test
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    extra = [x.replace("{tmp}", str(tmp_path)) for x in extra]
+    if env_key is not None:
+        monkeypatch.setenv("BENCH_TEST_KEY", env_key)
+        extra += ["--api-key-env", "BENCH_TEST_KEY"]
+    with listener:
+        assert cli.main(["bench", "--url", url, "--timeout", "2", *extra]) == 2
+    err = capsys.readouterr().err
+    assert expect in err and "Traceback" not in err
+    if env_key:
+        assert "s3cr3t" not in err  # the key itself is never echoed
+
+
+def test_the_module_refuses_a_result_folder_before_running(tmp_path, capsys):
+    failed, res = run_module(sglang_bench, {"url": "http://127.0.0.1:9", "dest": str(tmp_path)}, capsys)
+    assert failed and "is a folder" in res["msg"]
