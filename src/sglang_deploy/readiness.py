@@ -203,11 +203,11 @@ class _Watcher(threading.Thread):
 # HTTP
 
 
-def probe(endpoint: Endpoint, api_key: str | None = None, timeout: float = PROBE_TIMEOUT_S) -> tuple:
+def probe(url: str, api_key: str | None = None, timeout: float = PROBE_TIMEOUT_S) -> tuple:
     """(stage, health status): closed (connection refused), warming (/health 503), ready (200),
     error (anything else: timeout, other status)."""
     try:
-        status = request(endpoint, "GET", HEALTH_PATH, api_key=api_key, timeout=timeout).status
+        status = request(Endpoint.parse(url), "GET", HEALTH_PATH, api_key=api_key, timeout=timeout).status
     except ConnectionRefusedError:
         return "closed", None
     except OSError:
@@ -230,7 +230,7 @@ def wait_ready(
 ) -> dict:
     """Block until /health is 200. Raises ServerDied (unit process exited/restarted), NotReady (timeout),
     RuntimeError (systemctl unusable), ValueError (a URL or API key that cannot be used)."""
-    endpoint = Endpoint.parse(url)
+    Endpoint.parse(url)
     check_api_key(api_key)
     start = time.monotonic()
     deadline = start + timeout
@@ -259,7 +259,7 @@ def wait_ready(
             _pause(min(delay, timeout))
         while True:
             attempts += 1
-            stage, status = probe(endpoint, api_key, min(PROBE_TIMEOUT_S, max(0.5, deadline - time.monotonic())))
+            stage, status = probe(url, api_key, min(PROBE_TIMEOUT_S, max(0.5, deadline - time.monotonic())))
             _died_check()
             now = time.monotonic()
             stages.setdefault(stage, round(now - start, 3))

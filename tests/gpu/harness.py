@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-from sglang_deploy import gpu, profiles, readiness
+from sglang_deploy import gpu, profiles, readiness, server_http
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = REPO / "src" / "sglang_deploy" / "launch.py"
@@ -163,7 +163,8 @@ class Server:
         timeout: float = 60.0,
     ) -> tuple:
         key = self.api_key if api_key is True else (api_key or None)
-        return readiness.http_request(self.url, method, path, body, key, timeout)
+        resp = server_http.request(server_http.Endpoint.parse(self.url), method, path, body, key, timeout)
+        return resp.status, resp.headers, resp.body
 
     def stop(self, timeout: float = 60.0) -> dict:
         """SIGTERM to the process group (what systemd's control-group stop does); SIGKILL after timeout.

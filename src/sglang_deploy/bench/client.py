@@ -96,7 +96,7 @@ class Connection:
         self.opened += 1
 
     def abort(self) -> None:
-        """Drop the connection at once (a hung server never acknowledges a polite close)."""
+        """Drop the connection at once, without waiting for the server."""
         if self.writer is not None:
             self.writer.transport.abort()
         self.reader = self.writer = None

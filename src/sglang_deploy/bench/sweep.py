@@ -140,7 +140,10 @@ class _Run:
         finally:
             for c in conns:
                 self.connections_opened += c.opened
-                c.abort() if stop else await c.close()
+                if stop:  # a hung server never acknowledges a polite close
+                    c.abort()
+                else:
+                    await c.close()
         now = time.perf_counter()
         for i, tl in enumerate(timelines):
             if tl is None:
