@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+OUTPUT_CHECK_CHARS = 4096  # of each response, for the output check
+
 DEFINITIONS = {
     "t_send": "perf_counter when the request bytes are written to the connection (waiting for a "
     "concurrency slot or a connection is not counted)",
@@ -40,6 +42,13 @@ DEFINITIONS = {
     "read after the level (`value`) and before it (`before`): averages since server start, including earlier "
     "levels and warm-up",
     "prompt_tokens_mean": "mean usage.prompt_tokens (chat template included)",
+    "output_check": f"completed requests whose text (content and reasoning_content, first {OUTPUT_CHECK_CHARS} "
+    "characters) is "
+    "empty, one character repeated (>= 90% of >= 4 visible characters) or not text (> 10% control, unassigned "
+    "or replacement characters): a count and the first examples",
+    "stopped": "why the sweep ended early: the first request without an answer within the timeout stops its "
+    "level (the requests cut short count as failed), a server that stops answering ends the sweep; later "
+    "levels are `not run` (all requests failed)",
 }
 
 

@@ -19,6 +19,7 @@ from ..readiness import check_output
 from .client import BENCH_VERSION, Connection, Target, stream_chat
 from .metrics import (
     DEFINITIONS,
+    OUTPUT_CHECK_CHARS,
     Timeline,
     level_metrics,
     parse_prometheus,
@@ -38,7 +39,6 @@ from .workload import (
     default_requests,
 )
 
-OUTPUT_CHECK_CHARS = 4096  # of each response, for readiness.check_output
 EXAMPLES = 3
 
 
