@@ -24,6 +24,8 @@ ARGUMENT_SPEC = {
     "profile": {"type": "str", "required": True},
     "profiles": {"type": "dict", "required": True},
     "settings": {"type": "dict", "default": {}, "no_log": False},
+    # sglang_api_key: checked (length, characters) and counted for the open-bind rule, never returned.
+    "api_key": {"type": "str", "default": "", "no_log": True},
     "sglang_version": {"type": "str"},
     "facts": {"type": "dict", "default": {}},
     "concurrency": {"type": "int"},
@@ -34,7 +36,7 @@ def _facts(raw: dict) -> dict:
     facts = {k: v for k, v in raw.items() if v is not None and v != ""}
     if "gpu_count" in facts:
         facts["gpu_count"] = int(facts["gpu_count"])
-    for key in ("nvlink", "model_path_exists"):
+    for key in ("nvlink", "model_path_exists", "allow_open_bind", "api_key_set"):
         if key in facts:
             facts[key] = boolean(facts[key], strict=False)
     return facts
@@ -47,8 +49,9 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        settings = {**args["settings"], "sglang_api_key": args["api_key"]}
         try:
-            launch = prof.render(args["profile"], args["profiles"], args["settings"], args["sglang_version"])
+            launch = prof.render(args["profile"], args["profiles"], settings, args["sglang_version"])
         except prof.ProfileError as exc:
             raise AnsibleActionFail(f"sglang_profile: {exc}") from exc
         findings = rules.validate(launch, _facts(args["facts"]), args["concurrency"])
@@ -61,8 +64,8 @@ class ActionModule(ActionBase):
             notes=launch.notes,
             sglang_version=launch.sglang_version,
             flags_release=launch.flags_release,
-            # Where the server will listen: the settings, unless the profile's args override them.
-            listen={"host": str(launch.args.get("host", "")), "port": int(launch.args.get("port") or 0)},
+            # Where the server will listen (host, port, open: reachable from other hosts, url: from the host itself).
+            listen=launch.listen,
             findings=[f.as_dict() for f in findings],
         )
         warnings = [f"{f.rule}: {f.message}" for f in findings if f.level == rules.WARNING]

@@ -5,12 +5,18 @@ from __future__ import annotations
 import base64
 import json
 
-from sglang_deploy import gpu, rules, secret_names
-from sglang_deploy.systemd import flag_lines, quote
+from ansible.errors import AnsibleFilterError
+
+from sglang_deploy import formats, gpu, rules, secret_names
 
 
-def _slurped_json(result: dict) -> dict | None:
-    return json.loads(base64.b64decode(result["content"])) if "content" in result else None
+def _slurped_json(result: dict, name: str) -> object:
+    if "content" not in result:
+        return None
+    try:
+        return json.loads(base64.b64decode(result["content"]).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise rules.ModelConfigError(f"{name} is not UTF-8 JSON: {exc}") from exc
 
 
 def host_rule_facts(gpu: dict | None, model_files: list[dict] | None = None) -> dict:
@@ -18,18 +24,39 @@ def host_rule_facts(gpu: dict | None, model_files: list[dict] | None = None) -> 
     [config.json, hf_quant_config.json] (a missing config.json means the model path is missing)."""
     facts = rules.gpu_facts(gpu)
     if model_files is not None:
-        config, hf_quant = (_slurped_json(r) for r in model_files)
-        facts["model_path_exists"] = config is not None
-        if config is not None:
-            facts.update(rules.model_facts(config, hf_quant))
+        try:
+            config, hf_quant = (
+                _slurped_json(r, n) for r, n in zip(model_files, ("config.json", "hf_quant_config.json"))
+            )
+            facts["model_path_exists"] = config is not None
+            if config is not None:
+                facts.update(rules.model_facts(config, hf_quant))
+        except rules.ModelConfigError as exc:
+            raise AnsibleFilterError(
+                f"the checkpoint on the host: {exc}. Fix the file, or set model_architecture and model_quantization"
+                " in sglang_profile_facts"
+            ) from exc
     return facts
+
+
+def _format(func):
+    def run(*args):
+        try:
+            return func(*args)
+        except formats.FormatError as exc:
+            raise AnsibleFilterError(str(exc)) from exc
+
+    return run
 
 
 class FilterModule:
     def filters(self):
         return {
-            "sglang_systemd_quote": quote,
-            "sglang_unit_flag_lines": flag_lines,
+            "sglang_exec_start": _format(formats.exec_start),
+            "sglang_env_file": _format(formats.env_file),
+            "sglang_env_problems": formats.env_problems,
+            "sglang_server_command": formats.server_command,
+            "sglang_env_file_path": formats.env_file_path,
             "sglang_host_rule_facts": host_rule_facts,
             "sglang_stray_gpu_processes": gpu.stray_processes,
             "sglang_mask_secrets": secret_names.mask,

@@ -12,7 +12,11 @@ description:
     validation rules of C(sglang_deploy.rules) against O(facts).
   - Runs on the controller (action plugin); nothing on the host is touched.
   - Fails, listing every error, when a rule refuses the launch. Warnings become Ansible warnings.
-  - The API key never enters RV(argv); when O(settings.sglang_api_key) is set, only its variable name is returned
+  - Refuses, before any rule runs, what cannot be launched safely, listing each problem - environment names
+    outside C([A-Za-z_][A-Za-z0-9_]*), line breaks or NUL in any value, a list on a flag that takes one value, a
+    value beginning with C(--), a dict or non-finite number as a value, a secret in the profile (secret flags
+    such as C(ssl-keyfile-password), secret-looking env names such as C(HF_TOKEN)), an API key under 16 characters.
+  - The API key never enters RV(argv); when O(api_key) is set, only its variable name is returned
     (RV(secret_env_keys)); the server's launcher passes it to SGLang from the environment.
 version_added: "0.1.0"
 author: sglang-deploy
@@ -28,9 +32,15 @@ options:
   settings:
     description:
       - Project-wide settings C(sglang_model_path), C(sglang_served_model_name), C(sglang_tp), C(sglang_host),
-        C(sglang_port) and C(sglang_api_key).
+        C(sglang_port).
     type: dict
     default: {}
+  api_key:
+    description:
+      - C(sglang_api_key). Checked (16 characters or more, no whitespace) and needed for a launch reachable from
+        other hosts; never returned.
+    type: str
+    default: ""
   sglang_version:
     description: Target SGLang release (e.g. C(0.5.23)); flag lists of the nearest lower recorded release are used.
     type: str
@@ -38,7 +48,9 @@ options:
     description:
       - Facts the rules need; a rule whose facts are missing is skipped (an info finding says so).
       - Keys C(gpu_arch) (e.g. C(sm_120)), C(gpu_count) (0 counts as unknown), C(nvlink), C(model_architecture),
-        C(model_quantization) (e.g. C(modelopt_fp4), C(none)), C(model_path_exists).
+        C(model_quantization) (e.g. C(modelopt_fp4), C(none)), C(model_path_exists), C(allow_open_bind) (listening
+        on a non-loopback address without an API key is refused unless true), C(api_key_set) (an API key is
+        configured though O(api_key) is not given).
     type: dict
     default: {}
   concurrency:
@@ -59,7 +71,7 @@ EXAMPLES = r"""
       sglang_tp: "{{ sglang_tp }}"
       sglang_host: "{{ sglang_host }}"
       sglang_port: "{{ sglang_port }}"
-      sglang_api_key: "{{ sglang_api_key }}"
+    api_key: "{{ sglang_api_key }}"
     sglang_version: "{{ sglang_version }}"
     facts:
       gpu_arch: "{{ sglang_gpu.arch }}"
@@ -72,10 +84,12 @@ EXAMPLES = r"""
 
 RETURN = r"""
 listen:
-  description: Host and port the rendered launch listens on (a profile's args may override the settings).
+  description:
+    - Host and port the rendered launch listens on (a profile's args may override the settings), whether that is
+      reachable from other hosts (C(open): anything but a loopback address), and the URL to reach it on the host.
   returned: always
   type: dict
-  sample: {host: 127.0.0.1, port: 30000}
+  sample: {host: 127.0.0.1, port: 30000, open: false, url: "http://127.0.0.1:30000"}
 argv:
   description: Arguments after C(python -m sglang.launch_server).
   returned: always

@@ -1,8 +1,13 @@
 """The launcher passes secrets from the environment to the server without putting them on the command line."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from sglang_deploy.launch import Masker
 
 LAUNCH = Path(__file__).resolve().parents[1] / "src" / "sglang_deploy" / "launch.py"
 
@@ -20,12 +25,12 @@ with open(__file__ + '.out', 'w') as out:
 def test_api_key_reaches_the_server_but_not_its_command_line(tmp_path):
     script = tmp_path / "server.py"
     script.write_text(SERVER)
-    env = {"SGLANG_API_KEY": "sk-secret-123", "PATH": "/usr/bin:/bin"}
+    env = {"SGLANG_API_KEY": "sk-secret-1234567", "PATH": "/usr/bin:/bin"}
     subprocess.run([sys.executable, str(LAUNCH), str(script), "--port", "30000"], env=env, check=True)
     out = (tmp_path / "server.py.out").read_text()
-    assert "ARGV ['--port', '30000', '--api-key', 'sk-secret-123']" in out
+    assert "ARGV ['--port', '30000', '--api-key', 'sk-secret-1234567']" in out
     cmdline = next(line for line in out.splitlines() if line.startswith("CMDLINE"))
-    assert "--port 30000" in cmdline and "sk-secret-123" not in cmdline
+    assert "--port 30000" in cmdline and "sk-secret-1234567" not in cmdline
     assert "ENV None" in out  # removed from the environment the server (and its workers) inherit
 
 
@@ -39,10 +44,10 @@ def test_without_a_key_argv_is_unchanged(tmp_path):
 
 def test_module_form_runs_a_module(tmp_path):
     (tmp_path / "fake_server.py").write_text(SERVER)
-    env = {"SGLANG_API_KEY": "sk-module-key", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)}
+    env = {"SGLANG_API_KEY": "sk-module-key-0123", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)}
     subprocess.run([sys.executable, str(LAUNCH), "-m", "fake_server", "--x"], env=env, check=True)
     out = (tmp_path / "fake_server.py.out").read_text()
-    assert "ARGV ['--x', '--api-key', 'sk-module-key']" in out
+    assert "ARGV ['--x', '--api-key', 'sk-module-key-0123']" in out
 
 
 LEAKY_SERVER = """
@@ -57,9 +62,15 @@ subprocess.run([sys.executable, '-c', 'import sys; print("worker " + sys.argv[1]
 def test_the_key_is_masked_in_everything_the_server_and_its_workers_print(tmp_path):
     script = tmp_path / "server.py"
     script.write_text(LEAKY_SERVER)
-    out = subprocess.run([sys.executable, str(LAUNCH), str(script)], env={"SGLANG_API_KEY": "sk-secret-123", "PATH": "/usr/bin:/bin"},
-                         capture_output=True, text=True, check=True, timeout=30)
-    assert "sk-secret-123" not in out.stdout + out.stderr
+    out = subprocess.run(
+        [sys.executable, str(LAUNCH), str(script)],
+        env={"SGLANG_API_KEY": "sk-secret-1234567", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    assert "sk-secret-1234567" not in out.stdout + out.stderr
     assert "server_args=ServerArgs(api_key='***')" in out.stdout
     assert "stderr ***" in out.stdout and "worker ***" in out.stdout
 
@@ -87,9 +98,63 @@ finally:
 def test_a_startup_traceback_survives_the_server_killing_its_process_tree(tmp_path):
     script = tmp_path / "server.py"
     script.write_text(FAILING_SERVER)
-    env = {"SGLANG_API_KEY": "sk-secret-123", "LEAK": "sk-secret-123", "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, str(LAUNCH), str(script)], env=env, capture_output=True, text=True,
-                         check=False, timeout=30)
+    env = {"SGLANG_API_KEY": "sk-secret-1234567", "LEAK": "sk-secret-1234567", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [sys.executable, str(LAUNCH), str(script)], env=env, capture_output=True, text=True, check=False, timeout=30
+    )
     assert out.returncode == 1
     assert "ValueError: served_model_name cannot contain a colon, key ***" in out.stdout
-    assert "sk-secret-123" not in out.stdout + out.stderr
+    assert "sk-secret-1234567" not in out.stdout + out.stderr
+
+
+# Prints the key the way SGLang logs server_args (a repr inside a dataclass repr), in JSON, and inside a line of
+# 200 KiB (longer than the pipe's reads and the filter's hold-back), then exits.
+SPELLING_SERVER = """
+import json, sys
+key = sys.argv[sys.argv.index('--api-key') + 1]
+print('server_args=ServerArgs(api_key=' + repr(key) + ', host=' + repr('h') + ')', flush=True)
+print('argv=' + repr(sys.argv), flush=True)
+print('json=' + json.dumps({'api_key': key}), flush=True)
+sys.stdout.write('x' * (200 * 1024 - 7) + key + 'y' * 70000 + '\\n')
+"""
+
+
+@pytest.mark.parametrize("key", ["sk-back\\\\slash-0123456", "sk-'quote\"-both-0123456", "sk-tab\\tkey-0123456789"])
+def test_the_key_is_masked_in_its_repr_and_json_spellings_and_in_long_lines(tmp_path, key):
+    key = key.encode().decode("unicode_escape")
+    script = tmp_path / "server.py"
+    script.write_text(SPELLING_SERVER)
+    out = subprocess.run(
+        [sys.executable, str(LAUNCH), str(script)],
+        env={"SGLANG_API_KEY": key, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        check=True,
+        timeout=30,
+    ).stdout
+    for form in {key, repr(key)[1:-1], json.dumps(key)[1:-1]}:
+        assert form.encode() not in out, form
+    assert b"server_args=ServerArgs(api_key='***', host='h')" in out
+    assert b"x" * 100 + b"***" + b"y" * 100 in out
+
+
+def test_the_masker_finds_a_key_cut_anywhere():
+    key = "sk-" + "k" * 30
+    data = (b"a" * 150_000 + key.encode() + b"b\n") * 3
+    for step in (997, 4096, 65536, 131_072):
+        masker = Masker([key])
+        out = b"".join(masker.feed(data[i : i + step]) for i in range(0, len(data), step)) + masker.feed(b"")
+        assert out == data.replace(key.encode(), b"***"), step
+
+
+def test_a_short_key_is_refused_with_the_fix(tmp_path):
+    script = tmp_path / "server.py"
+    script.write_text(SERVER)
+    out = subprocess.run(
+        [sys.executable, str(LAUNCH), str(script)],
+        env={"SGLANG_API_KEY": "a", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 1 and "SGLANG_API_KEY has 1 characters; use at least 16" in out.stderr
+    assert not (tmp_path / "server.py.out").exists()

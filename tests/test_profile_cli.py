@@ -39,13 +39,13 @@ def test_render_argv_is_the_json_argv_with_notes_on_stderr(capsys):
 
 def test_render_env_shell_unit(capsys):
     assert cli.main(["render", "nextn", "--sglang-version", "0.5.10.post1", "--format", "env"]) == 0
-    assert capsys.readouterr().out.splitlines() == ["OMP_NUM_THREADS=16", "SGLANG_ENABLE_SPEC_V2=1"]
+    assert capsys.readouterr().out.splitlines() == ['OMP_NUM_THREADS="16"', 'SGLANG_ENABLE_SPEC_V2="1"']
     assert cli.main(["render", "nextn", "--format", "shell", "--python", "python3"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("env OMP_NUM_THREADS=16") and "python3 -m sglang.launch_server" in out
     assert cli.main(["render", "nextn", "--format", "unit"]) == 0
     out = capsys.readouterr().out
-    assert 'Environment="OMP_NUM_THREADS=16"' in out
+    assert "Environment=" not in out and "EnvironmentFile=/etc/sglang/sglang.env\n" in out  # as the role writes it
     assert "ExecStart=/opt/sglang/venv/bin/python /opt/sglang-deploy/launch.py -m sglang.launch_server \\\n" in out
     assert "    --speculative-algorithm NEXTN \\\n" in out
 

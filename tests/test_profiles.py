@@ -72,10 +72,10 @@ def test_render_settings_then_profile_and_value_forms():
 
 
 def test_api_key_never_in_argv():
-    launch = prof.render("baseline", SHIPPED, {**SETTINGS, "sglang_api_key": "s3cret"}, "0.5.23")
+    launch = prof.render("baseline", SHIPPED, {**SETTINGS, "sglang_api_key": "s3cret-0123456789"}, "0.5.23")
     assert "s3cret" not in json.dumps(launch.argv) and "s3cret" not in repr(launch)
     assert "--api-key" not in launch.argv
-    assert launch.secret_env == {"SGLANG_API_KEY": "s3cret"}
+    assert launch.secret_env == {"SGLANG_API_KEY": "s3cret-0123456789"}
     assert prof.render("baseline", SHIPPED, SETTINGS, "0.5.23").secret_env == {}
 
 
@@ -175,7 +175,7 @@ def test_shipped_profiles_accepted_by_the_real_parser(version, parser_pythons):
     if python is None:
         pytest.skip(f"no interpreter with sglang {version} importable (see tools/record_flags.py for scratch venvs)")
     argvs = {
-        name: prof.render(name, SHIPPED, {**SETTINGS, "sglang_api_key": "k"}, version).argv
+        name: prof.render(name, SHIPPED, {**SETTINGS, "sglang_api_key": "k" * 16}, version).argv
         for name in SHIPPED
     }
     assert _check_with_real_parser(python, argvs) == {}

@@ -41,7 +41,7 @@ CASES = {
         case(env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": 1}, version="0.5.10.post1"),
         case(env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": 1}, version="0.5.23"),
     ),
-    "api-key-in-args": (case({"api-key": "secret"}), case(settings={"sglang_api_key": "secret"})),
+    "open-bind": (case({"host": "0.0.0.0"}), case({"host": "0.0.0.0"}, settings={"sglang_api_key": "k" * 16})),
     "spec-triple": (
         case({**SPEC_AUTO, "speculative-num-draft-tokens": 2, "speculative-eagle-topk": 1}),
         case(SPEC_CHAIN),

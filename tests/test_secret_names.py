@@ -1,13 +1,73 @@
-"""Secret-looking names are masked in what results and artifacts record."""
+"""Secret-looking names are masked in what results and artifacts record, and refused in profiles."""
 
+import json
+
+import pytest
+
+from sglang_deploy import flags
 from sglang_deploy.secret_names import MASK, is_secret_name, mask
 
 
-def test_secret_names():
-    for name in ("HF_TOKEN", "SGLANG_API_KEY", "OPENAI_APIKEY", "db_password", "AWS_SECRET_ACCESS_KEY", "sglang_api_key"):
-        assert is_secret_name(name), name
-    for name in ("OMP_NUM_THREADS", "SGLANG_ENABLE_SPEC_V2", "CUDA_HOME", "sglang_benchmark_requests"):
-        assert not is_secret_name(name), name
+@pytest.mark.parametrize(
+    "name",
+    [
+        "HF_TOKEN",
+        "SGLANG_API_KEY",
+        "OPENAI_APIKEY",
+        "db_password",
+        "AWS_SECRET_ACCESS_KEY",
+        "sglang_api_key",
+        "DB_PASS",
+        "PRIVATE_KEY",
+        "OPENAI-API-KEY",
+        "AZURE_OPENAI_KEY",
+        "WANDB_KEY",
+        "GITHUB_PAT",
+        "apiKey",
+        "ssl-keyfile-password",
+        "admin-api-key",
+        "ansible_become_pass",
+        "sglang_server_hf_token",
+        "DB_PWD",
+        "GITHUB_TOKEN_2",
+        "API_TOKEN_VALUE",
+        "SIGNING_KEY_B64",
+    ],
+)
+def test_secret_names(name):
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "OMP_NUM_THREADS",
+        "SGLANG_ENABLE_SPEC_V2",
+        "CUDA_HOME",
+        "sglang_benchmark_requests",
+        "KEY_VALUE_CACHE",
+        "max-total-tokens",
+        "SGLANG_MAX_TOKENS",
+        "speculative-token-map",
+        "tokenizer-path",
+        "ssl-keyfile",
+        "forward-pass-metrics-ipc-name",
+        "PWD",
+        "PATH",
+        "bucket-time-to-first-token",
+        "SGLANG_USE_AITER_FP8_PER_TOKEN",
+    ],
+)
+def test_ordinary_names(name):
+    assert not is_secret_name(name)
+
+
+def test_no_recorded_sglang_flag_or_variable_is_a_secret_but_the_real_ones():
+    found = set()
+    for release in flags.recorded_releases():
+        doc = json.loads((flags.DATA / f"flags-{release}.json").read_text())
+        found |= {n for n in [*doc["flags"], *doc.get("env", ())] if is_secret_name(n)}
+    assert found == {"api-key", "admin-api-key", "ssl-keyfile-password"}
 
 
 def test_mask_keeps_names_and_hides_values():

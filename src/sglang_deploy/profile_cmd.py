@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 
+from . import formats
 from . import profiles as prof
-from . import systemd
-
-LAUNCH_MODULE = ["-m", "sglang.launch_server"]
-DEFAULT_PYTHON = "/opt/sglang/venv/bin/python"
-LAUNCHER = "/opt/sglang-deploy/launch.py"  # installed by the sglang_server role
 
 
 class CommandError(Exception):
@@ -35,28 +30,20 @@ def render_launch(profile: str, profiles_file: Path | None = None, sglang_versio
         raise CommandError(str(exc)) from exc
 
 
-def format_launch(launch: prof.Launch, fmt: str, python: str = DEFAULT_PYTHON) -> str:
-    """argv: JSON array after `python -m sglang.launch_server`; env: KEY=VALUE; shell; unit (systemd [Service])."""
-    if fmt == "argv":
-        return json.dumps(launch.argv)
-    if fmt == "env":
-        return "\n".join(f"{k}={v}" for k, v in launch.env.items())
-    words = [python, *LAUNCH_MODULE, *launch.argv]
-    if fmt == "shell":
-        env = [f"{k}={shlex.quote(v)}" for k, v in launch.env.items()]
-        lines = ([" ".join(["env", *env])] if env else []) + [" ".join(shlex.quote(w) for w in words)]
-        return " \\\n  ".join(lines)
-    if fmt == "unit":
-        lines = ["[Service]"]
-        for k, v in launch.env.items():
-            value = v.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
-            lines.append(f'Environment="{k}={value}"')
-        if launch.secret_env:
-            lines.append("EnvironmentFile=/etc/sglang/sglang.env")
-        # As the sglang_server role writes it: the launcher passes secrets from the environment, not argv.
-        exec_words = [python, LAUNCHER, *LAUNCH_MODULE]
-        flag_lines = systemd.flag_lines(launch.argv)
-        lines.append("ExecStart=" + " ".join(map(systemd.quote, exec_words)) + (" \\" if flag_lines else ""))
-        lines += [f"    {line}" + (" \\" if i < len(flag_lines) - 1 else "") for i, line in enumerate(flag_lines)]
-        return "\n".join(lines)
+def format_launch(launch: prof.Launch, fmt: str, python: str | None = None) -> str:
+    """argv: JSON array after `python -m sglang.launch_server`; env: the profile's lines of the server's 0600
+    EnvironmentFile; shell: a command line; unit: the [Service] launch lines as the sglang_server role writes them.
+    One quoting implementation (sglang_deploy.formats) for all, the role's templates included."""
+    try:
+        if fmt == "argv":
+            return json.dumps(launch.argv)
+        if fmt == "env":
+            return formats.env_file(launch.env).rstrip("\n")
+        if fmt == "shell":
+            python = python or formats.role_defaults()["sglang_server_python"]
+            return formats.shell([python, "-m", "sglang.launch_server", *launch.argv], launch.env)
+        if fmt == "unit":
+            return formats.unit_service(launch.argv, python)
+    except formats.FormatError as exc:
+        raise CommandError(f"--format {fmt}: {exc}") from exc
     raise CommandError(f"unknown format {fmt!r}")

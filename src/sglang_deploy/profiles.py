@@ -22,14 +22,19 @@ server's 0600 EnvironmentFile holds and the launcher (launch.py) turns into ``--
 
 from __future__ import annotations
 
+import ipaddress
+import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from . import flags
+from . import flags, formats
+from .launch import MIN_KEY_LENGTH, SECRET_FLAGS
 from .paths import GROUP_VARS
+from .secret_names import is_secret_name
 
 PROFILES_FILE = GROUP_VARS / "all" / "profiles.yml"
 SETTINGS_FILE = GROUP_VARS / "all" / "sglang.yml"
@@ -37,6 +42,16 @@ PROFILES_VAR = "sglang_profiles"
 DEFAULT_SGLANG_VERSION = "0.5.23"
 API_KEY_ENV = "SGLANG_API_KEY"
 PROFILE_KEYS = {"description", "extends", "args", "env"}
+# Profile and flag names: they land in the unit's Description and comments and in argv.
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+# YAML nodes a profiles or settings file may expand to through aliases (a shipped file has a few hundred).
+MAX_YAML_NODES = 100_000
+SECRETS_VAR = "sglang_server_secret_env"
+# Where a secret environment variable belongs instead of a profile (the sglang_server role's variables).
+SECRET_ENV_HOMES = {API_KEY_ENV: "sglang_api_key", "HF_TOKEN": "sglang_server_hf_token"}
+# What argparse reads as an option rather than a value: a dash and more, unless a negative number
+# (argparse.ArgumentParser._parse_optional and _negative_number_matcher).
+OPTION_LIKE = re.compile(r"-(?!\d+\Z|\d*\.\d+\Z).")
 
 # settings variable -> SGLang flag
 SETTING_FLAGS = {
@@ -49,7 +64,11 @@ SETTING_FLAGS = {
 
 
 class ProfileError(ValueError):
-    """A profile that cannot be resolved: unknown name or parent, cycle, malformed entry."""
+    """A profile that cannot be resolved or rendered safely. ``problems``: (rule id, message) for each finding."""
+
+    def __init__(self, message: str, problems: list[tuple[str, str]] | None = None):
+        super().__init__(message)
+        self.problems = problems or [("profile", message)]
 
 
 @dataclass
@@ -59,7 +78,7 @@ class Profile:
     name: str
     description: str
     args: dict[str, Any]
-    env: dict[str, str]
+    env: dict[str, Any]
     chain: list[str]
 
 
@@ -76,15 +95,35 @@ class Launch:
     secret_env: dict[str, str] = field(repr=False)
     notes: list[str]
     dropped: list[str]
+    listen: dict[str, Any]
+
+
+def _bounded(doc: Any, path: Path) -> None:
+    """Refuse a document that aliases expand past MAX_YAML_NODES (a "billion laughs" file loads fast but every
+    walk over it, rendering included, would run for minutes and fill memory)."""
+    stack, seen = [doc], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > MAX_YAML_NODES:
+            raise ProfileError(f"{path}: YAML aliases expand to over {MAX_YAML_NODES} values: write the values out")
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
 
 
 def _read_var(path: Path, var: str | None = None) -> Any:
     try:
-        doc = yaml.safe_load(Path(path).read_text()) or {}
+        doc = yaml.safe_load(Path(path).read_bytes().decode("utf-8")) or {}
     except OSError as exc:
         raise ProfileError(f"cannot read {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
+    except UnicodeDecodeError as exc:
+        raise ProfileError(f"{path} is not UTF-8 (byte {exc.start}): save it as UTF-8") from exc
+    except (yaml.YAMLError, RecursionError) as exc:
         raise ProfileError(f"{path} is not valid YAML: {exc}") from exc
+    _bounded(doc, path)
     if not isinstance(doc, dict):
         raise ProfileError(f"{path}: expected a mapping of variables")
     if var is None:
@@ -99,6 +138,8 @@ def load_profiles(path: str | Path | None = None) -> dict[str, dict]:
     profiles = _read_var(path or PROFILES_FILE, PROFILES_VAR)
     if not isinstance(profiles, dict):
         raise ProfileError(f"{PROFILES_VAR} must be a mapping of profile name -> profile")
+    for name in profiles:
+        _check_name(name)
     return profiles
 
 
@@ -107,27 +148,50 @@ def load_settings(path: str | Path | None = None) -> dict[str, Any]:
     return _read_var(path or SETTINGS_FILE)
 
 
+def _check_name(name: Any) -> None:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise ProfileError(
+            f"profile name {name!r} must be a string of letters, digits, '.', '_' and '-' (quote a numeric name in"
+            " YAML: '1':)",
+            [("profile-name", f"bad profile name {name!r}")],
+        )
+
+
 def _check_mapping(name: str, key: str, value: Any) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise ProfileError(f"profile {name!r}: {key} must be a mapping")
     for k in value:
-        if not isinstance(k, str) or not k or k.startswith("-"):
-            raise ProfileError(f"profile {name!r}: {key} key {k!r} must be a name without leading dashes")
+        if key == "env":
+            if not isinstance(k, str) or not formats.ENV_NAME_RE.match(k):
+                raise ProfileError(
+                    f"profile {name!r}: env name {k!r} must match [A-Za-z_][A-Za-z0-9_]*",
+                    [("env-name", f"env name {k!r}")],
+                )
+        elif not isinstance(k, str) or not NAME_RE.match(k):
+            raise ProfileError(
+                f"profile {name!r}: args key {k!r} must be a flag name without leading dashes"
+                " (letters, digits, '.', '_', '-')",
+                [("flag-name", f"flag name {k!r}")],
+            )
     return value
 
 
-def _env_str(value: Any) -> str:
+def _env_str(value: Any) -> Any:
+    """Environment values as strings (true/false as 1/0); anything else is left for render() to refuse."""
     if isinstance(value, bool):
         return "1" if value else "0"
-    return str(value)
+    if isinstance(value, (str, int)) or isinstance(value, float) and math.isfinite(value):
+        return str(value)
+    return value
 
 
 def resolve(name: str, profiles: dict[str, dict]) -> Profile:
     """Merge ``name`` with its ``extends`` ancestors; a child's ``null`` removes an inherited flag or variable."""
     if name not in profiles:
-        raise ProfileError(f"unknown profile {name!r}; available: {', '.join(sorted(profiles)) or '(none)'}")
+        available = ", ".join(sorted(map(str, profiles))) or "(none)"
+        raise ProfileError(f"unknown profile {name!r}; available: {available}", [("unknown-profile", str(name))])
     chain: list[str] = []
     current: str | None = name
     while current is not None:
@@ -135,10 +199,11 @@ def resolve(name: str, profiles: dict[str, dict]) -> Profile:
             raise ProfileError(f"profile {name!r}: extends cycle {' -> '.join(chain + [current])}")
         if current not in profiles:
             raise ProfileError(f"profile {chain[-1]!r} extends unknown profile {current!r}")
+        _check_name(current)
         body = profiles[current]
         if not isinstance(body, dict):
             raise ProfileError(f"profile {current!r} must be a mapping")
-        unknown = set(body) - PROFILE_KEYS
+        unknown = set(map(str, body)) - PROFILE_KEYS
         if unknown:
             raise ProfileError(f"profile {current!r}: unknown keys {sorted(unknown)}; allowed {sorted(PROFILE_KEYS)}")
         parent = body.get("extends")
@@ -149,7 +214,7 @@ def resolve(name: str, profiles: dict[str, dict]) -> Profile:
     chain.reverse()  # root first
 
     args: dict[str, Any] = {}
-    env: dict[str, str] = {}
+    env: dict[str, Any] = {}
     for member in chain:
         body = profiles[member]
         for key, value in _check_mapping(member, "args", body.get("args")).items():
@@ -166,19 +231,141 @@ def resolve(name: str, profiles: dict[str, dict]) -> Profile:
     return Profile(name, description.strip(), args, env, chain)
 
 
-def _argv(args: dict[str, Any]) -> list[str]:
+def _word(value: Any, where: str, problems: list[tuple[str, str]], flag: bool = True) -> str:
+    """``value`` as one argv word or environment value, or a problem: only scalars, finite numbers, no line breaks
+    or NUL, and (argv) nothing that argparse would read as another flag."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        hint = "; give a JSON string in quotes" if isinstance(value, dict) else ""
+        problems.append(("value-type", f"{where}: {type(value).__name__} {_short(value)} is not a single value{hint}"))
+        return ""
+    if isinstance(value, float) and not math.isfinite(value):
+        problems.append(("value-type", f"{where}: {value} is not a finite number"))
+        return ""
+    text = str(value)
+    bad = formats.unsafe_char(text)
+    if bad:
+        problems.append(
+            (
+                "unsafe-value",
+                f"{where}: the value holds {bad} (line break, NUL or a character systemd refuses): remove it",
+            )
+        )
+    elif flag and OPTION_LIKE.match(text):
+        problems.append(
+            (
+                "unsafe-value",
+                f"{where}: the value {_short(text)} begins with '-', which SGLang's parser would read as another"
+                " flag: remove it, or write the flag as its own key",
+            )
+        )
+    return text
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _secret_flag(canonical: str) -> str | None:
+    """Where a secret flag belongs instead of the profile, or None if ``canonical`` is not a secret."""
+    for env_name, flag in SECRET_FLAGS.items():
+        if flag == f"--{canonical}":
+            home = "sglang_api_key" if env_name == API_KEY_ENV else f"{SECRETS_VAR} as {env_name}"
+            return f"set {home} (vault it): the 0600 environment file holds it and the launcher passes it to SGLang"
+    if is_secret_name(canonical):
+        return "a secret has no safe place in argv (every user can read it in /proc): remove it"
+    return None
+
+
+def _argv(args: dict[str, Any], table: flags.FlagTable, problems: list[tuple[str, str]]) -> list[str]:
     argv: list[str] = []
     for key, value in args.items():
+        where = f"--{key}"
+        found = table.lookup(key) or next(
+            (table.lookup(r.old) for r in flags.FLAG_RENAMES if r.new == key and table.lookup(r.old)), None
+        )
+        home = _secret_flag(found[0] if found else key)
+        if home:
+            problems.append(
+                ("secret-in-profile", f"{where} is a secret in a profile (it would reach argv and the results): {home}")
+            )
+            continue
         if value is False:
             continue
-        argv.append(f"--{key}")
+        argv.append(where)
         if value is True:
             continue
         if isinstance(value, (list, tuple)):
-            argv.extend(str(v) for v in value)
+            nargs = found[1]["nargs"] if found else "*"
+            if nargs not in ("+", "*"):
+                problems.append(
+                    (
+                        "flag-list",
+                        f"{where} takes one value in sglang {table.release} but the profile"
+                        f" gives a list {_short(value)}: give one value",
+                    )
+                )
+                continue
+            if not value and nargs == "+":
+                problems.append(("flag-list", f"{where} needs at least one value: give one, or null to remove it"))
+            argv.extend(_word(v, where, problems) for v in value)
         else:
-            argv.append(str(value))
+            argv.append(_word(value, where, problems))
     return argv
+
+
+def _listen(args: dict[str, Any], table: flags.FlagTable) -> dict[str, Any]:
+    """Where the server will listen (the settings unless the profile overrides them), whether that is reachable
+    from other hosts, and the URL to reach it from the host itself."""
+
+    def get(name: str) -> Any:
+        dest = table.flags[name]["dest"] if name in table.flags else name
+        for key, value in args.items():
+            found = table.lookup(key)
+            if (found[1]["dest"] if found else key) == dest:
+                return value
+        return None
+
+    host, port = get("host"), get("port")
+    host = "127.0.0.1" if host is None else str(host)  # SGLang's default (server_args.py: ServerArgs.host)
+    try:
+        port = int(str(port))
+    except ValueError:
+        port = 30000 if port is None else 0  # SGLang's default port; 0: the bad-type rule reports it
+    address = host.strip("[]")
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        ip = None
+    is_open = not (address == "localhost" or (ip is not None and ip.is_loopback))
+    connect = "127.0.0.1" if ip is None and address in ("", "0") or ip is not None and ip.is_unspecified else address
+    if ":" in connect:
+        connect = f"[{connect}]"
+    return {"host": host, "port": port, "open": is_open, "url": f"http://{connect}:{port}"}
+
+
+def check_api_key(key: Any) -> list[tuple[str, str]]:
+    """Problems with sglang_api_key (never its value): the launcher masks the key in the server's output, which a
+    short key would turn into masking ordinary text."""
+    if key in (None, ""):
+        return []
+    text = str(key)
+    if len(text) < MIN_KEY_LENGTH:
+        return [
+            (
+                "api-key",
+                f"sglang_api_key has {len(text)} characters: use at least {MIN_KEY_LENGTH}"
+                " (e.g. `openssl rand -hex 24`) and keep it in a vault",
+            )
+        ]
+    if formats.unsafe_char(text) or any(c.isspace() for c in text):
+        return [
+            (
+                "api-key",
+                "sglang_api_key holds whitespace, a line break or NUL: use letters, digits and punctuation only",
+            )
+        ]
+    return []
 
 
 def render(
@@ -187,25 +374,39 @@ def render(
     settings: dict[str, Any],
     sglang_version: str | None = None,
 ) -> Launch:
-    """Render ``profile_name`` for ``sglang_version`` (default 0.5.23, the newest stable release)."""
+    """Render ``profile_name`` for ``sglang_version`` (default 0.5.23, the newest stable release).
+
+    Raises ProfileError, with every problem in ``problems``, for anything that cannot be launched safely: bad
+    names, values that are not single scalars, line breaks or NUL, lists on one-value flags, values that begin
+    with '--', secrets in the profile, a short API key.
+    """
     profile = resolve(profile_name, profiles)
-    version = str(sglang_version or DEFAULT_SGLANG_VERSION)
+    version = str(sglang_version or DEFAULT_SGLANG_VERSION).strip()
     try:
         table = flags.flag_table(version)
     except flags.FlagError as exc:
-        raise ProfileError(str(exc)) from exc
+        raise ProfileError(str(exc), [("sglang-version", str(exc))]) from exc
 
+    problems: list[tuple[str, str]] = []
     merged: dict[str, Any] = {}
     for var, flag in SETTING_FLAGS.items():
         value = settings.get(var)
         if value not in (None, ""):
             merged[flag] = value
     merged.update(profile.args)
+    for key in profile.env:
+        if is_secret_name(key):
+            home = SECRET_ENV_HOMES.get(key, SECRETS_VAR)
+            message = f"env {key} looks like a secret (profiles reach results and logs): remove it and set {home}"
+            problems.append(("secret-in-profile", message + " (vault it), written only to the 0600 environment file"))
     translated = flags.translate(merged, profile.env, version)
-
+    env = {key: _word(value, f"env {key}", problems, flag=False) for key, value in translated.env.items()}
+    argv = _argv(translated.args, table, problems)
     api_key = settings.get("sglang_api_key")
+    problems += check_api_key(api_key)
+    if problems:
+        raise ProfileError(f"profile {profile_name!r}: " + "; ".join(message for _, message in problems), problems)
     secret_env = {API_KEY_ENV: str(api_key)} if api_key else {}
-    argv = _argv(translated.args)
     notes = list(translated.notes)
     if table.release != version:
         notes.insert(0, f"sglang {version}: no recorded flag list, using the nearest lower one ({table.release})")
@@ -215,8 +416,9 @@ def render(
         flags_release=table.release,
         args=translated.args,
         argv=argv,
-        env=translated.env,
+        env=env,
         secret_env=secret_env,
         notes=notes,
         dropped=translated.dropped,
+        listen=_listen(translated.args, table),
     )

@@ -8,6 +8,8 @@
     model_architecture "Qwen3_5MoeForConditionalGeneration"   (config.json architectures[0])
     model_quantization "modelopt_fp4"    (config.json quantization_config / hf_quant_config.json; "none")
     model_path_exists  True              (checked on the host)
+    api_key_set        True              (sglang_api_key is set, when the launch is rendered without it)
+    allow_open_bind    False             (sglang_server_allow_open_bind)
 
 A rule whose facts are unknown is skipped with an ``info`` finding that says which facts it needed.
 Sources for every rule: /work/shared/research/sglang.md sections 2, 3 and 8 (file:function noted there).
@@ -23,7 +25,7 @@ from typing import Any, Callable, Iterable
 from packaging.version import Version
 
 from .flags import FLAG_RENAMES, SPEC_V2_ENV, flag_table, is_truthy
-from .profiles import Launch
+from .profiles import Launch, ProfileError, render
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 
@@ -228,9 +230,15 @@ def _dropped(ctx: Ctx):
         )
 
 
-def _api_key_in_args(ctx: Ctx):
-    if "api-key" in ctx.args or "admin-api-key" in ctx.args:
-        yield "an API key in the profile's args ends up in argv and `ps`: remove it and set sglang_api_key (vault)"
+def _open_bind(ctx: Ctx):
+    listen = ctx.launch.listen
+    has_key = ctx.launch.secret_env or ctx.facts.get("api_key_set")
+    if listen["open"] and not has_key and not ctx.facts.get("allow_open_bind"):
+        yield (
+            f"the launch listens on {listen['host'] or '(all interfaces)'}, reachable from other hosts, and"
+            " sglang_api_key is empty: anyone who reaches this host can use the server. Set sglang_api_key (vault it),"
+            " bind to 127.0.0.1, or acknowledge with sglang_server_allow_open_bind=true"
+        )
 
 
 # --- speculative decoding ---------------------------------------------------------------------
@@ -489,7 +497,7 @@ RULES: tuple[Rule, ...] = (
     Rule("bad-type", ERROR, "non-numeric value for an int/float flag", (), _bad_type),
     Rule("spec-algorithm", WARNING, "speculative algorithm not builtin", (), _spec_algorithm),
     Rule("dropped-by-version", WARNING, "profile flag/env var dropped for this release", (), _dropped),
-    Rule("api-key-in-args", ERROR, "API key in profile args (would be in argv)", (), _api_key_in_args),
+    Rule("open-bind", ERROR, "reachable from other hosts without an API key", (), _open_bind),
     Rule("spec-triple", ERROR, "topk/draft tokens without num-steps (seed crash 1)", (), _spec_triple),
     Rule("spec-v2-topk", ERROR, "spec v2 with topk > 1 raises (<= 0.5.10.post1)", (), _spec_v2_topk),
     Rule("spec-v1-fallback", WARNING, "topk > 1 falls back to spec v1 (0.5.11-0.5.12)", (), _spec_v1_fallback),
@@ -549,27 +557,69 @@ def errors(findings: Iterable[Finding]) -> list[Finding]:
 # --- facts from files -------------------------------------------------------------------------
 
 
-def model_facts(config: dict[str, Any], hf_quant: dict[str, Any] | None = None) -> dict[str, Any]:
-    """model_architecture / model_quantization from a checkpoint's config.json (and hf_quant_config.json)."""
+class ModelConfigError(ValueError):
+    """A checkpoint config.json (or hf_quant_config.json) of the wrong shape."""
+
+
+def _mapping(value: Any, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ModelConfigError(f"{what} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _name(value: Any, what: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ModelConfigError(f"{what} must be a string, not {type(value).__name__}")
+    return value
+
+
+def model_facts(config: Any, hf_quant: Any = None) -> dict[str, Any]:
+    """model_architecture / model_quantization from a checkpoint's config.json (and hf_quant_config.json).
+    Raises ModelConfigError for files of the wrong shape (the keys read by SGLang's ModelConfig)."""
+    config = _mapping(config, "config.json")
+    hf_quant = _mapping(hf_quant, "hf_quant_config.json")
     archs = config.get("architectures") or []
-    qc = config.get("quantization_config") or (config.get("text_config") or {}).get("quantization_config") or {}
-    method = str(qc.get("quant_method") or "").lower() or None
-    algo = str(qc.get("quant_algo") or (hf_quant or {}).get("quantization", {}).get("quant_algo") or "").upper()
+    if not isinstance(archs, list):
+        raise ModelConfigError(f"config.json architectures must be a list, not {type(archs).__name__}")
+    arch = _name(archs[0], "config.json architectures[0]") if archs else None
+    qc = _mapping(config.get("quantization_config"), "config.json quantization_config") or _mapping(
+        _mapping(config.get("text_config"), "config.json text_config").get("quantization_config"),
+        "config.json text_config.quantization_config",
+    )
+    method = (_name(qc.get("quant_method"), "config.json quant_method") or "").lower() or None
+    algo = _name(qc.get("quant_algo"), "config.json quant_algo") or _name(
+        _mapping(hf_quant.get("quantization"), "hf_quant_config.json quantization").get("quant_algo"),
+        "hf_quant_config.json quant_algo",
+    )
+    algo = (algo or "").upper()
     if method is None and hf_quant:
         method = "modelopt"
     if method == "modelopt" and algo:
         method = {"NVFP4": "modelopt_fp4", "FP8": "modelopt_fp8", "MIXED_PRECISION": "modelopt_mixed"}.get(algo, method)
-    return {"model_architecture": archs[0] if archs else None, "model_quantization": method or "none"}
+    return {"model_architecture": arch, "model_quantization": method or "none"}
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file, or ModelConfigError naming the file (unreadable, not UTF-8, not JSON)."""
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise ModelConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ModelConfigError(f"{path} is not UTF-8 JSON: {exc}") from exc
 
 
 def model_facts_from_path(path: str | Path) -> dict[str, Any]:
     """model_facts() for a config.json file or a checkpoint directory holding one."""
     path = Path(path)
     config_file = path / "config.json" if path.is_dir() else path
-    config = json.loads(config_file.read_text())
     hf_quant_file = config_file.parent / "hf_quant_config.json"
-    hf_quant = json.loads(hf_quant_file.read_text()) if hf_quant_file.exists() else None
-    return model_facts(config, hf_quant)
+    hf_quant = read_json(hf_quant_file) if hf_quant_file.exists() else None
+    return model_facts(read_json(config_file), hf_quant)
 
 
 def gpu_facts(sglang_gpu: dict[str, Any] | None) -> dict[str, Any]:
@@ -577,3 +627,21 @@ def gpu_facts(sglang_gpu: dict[str, Any] | None) -> dict[str, Any]:
     if not sglang_gpu or not sglang_gpu.get("count"):
         return {}
     return {"gpu_arch": sglang_gpu.get("arch"), "gpu_count": int(sglang_gpu["count"]), "nvlink": sglang_gpu.get("nvlink")}
+
+
+def check(
+    profile: str,
+    profiles: dict[str, dict],
+    settings: dict[str, Any],
+    sglang_version: str | None = None,
+    facts: dict[str, Any] | None = None,
+    concurrency: int | None = None,
+) -> tuple[Launch | None, list[Finding]]:
+    """Render and validate in one call that never raises for bad input: (launch or None, findings). A profile that
+    cannot be rendered safely gives None and one error finding per problem (rule ids such as unsafe-value,
+    flag-list, secret-in-profile, value-type, env-name, unknown-profile)."""
+    try:
+        launch = render(profile, profiles, settings, sglang_version)
+    except ProfileError as exc:
+        return None, [Finding(rule, ERROR, message) for rule, message in exc.problems]
+    return launch, validate(launch, facts, concurrency)

@@ -1,15 +1,57 @@
-"""What counts as a secret by its name, and masking it (extra variables, environment variables in results)."""
+"""What counts as a secret by its name, and masking it (extra variables, environment variables in results, profiles).
+
+A name is split into words (``_``, ``-``, ``.``, camelCase): ``HF_TOKEN`` -> HF TOKEN. It is a secret when a word
+says so anywhere (PASSWORD, SECRET, CREDENTIALS, APIKEY, ...), when an API/ACCESS/PRIVATE/SECRET key is named, or
+when its last word is a secret's noun (TOKEN, KEY, PAT, PASS) and not a count (PER_TOKEN). Plurals and longer words are not: TOKENS,
+TOKENIZER, KEYFILE (``max-total-tokens``, ``speculative-token-map``, ``KEY_VALUE_CACHE`` are ordinary).
+"""
 
 from __future__ import annotations
 
 import re
 
-SECRET_NAME_RE = re.compile(r"api_key|apikey|token|password|passwd|secret|credential", re.IGNORECASE)
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+SECRET_WORDS = frozenset(
+    {
+        "PASSWORD",
+        "PASSWD",
+        "PASSPHRASE",
+        "SECRET",
+        "SECRETS",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "APIKEY",
+        "PRIVATEKEY",
+        "ACCESSKEY",
+    }
+)
+LAST_WORDS = frozenset({"TOKEN", "KEY", "PAT", "PASS", "PWD"})
+# A last word after these is a count or a data-structure key, not a credential (bucket-time-to-first-token,
+# SGLANG_USE_AITER_FP8_PER_TOKEN, SGLANG_LOG_DECODE_GRAPH_KEY).
+NOT_SECRET_BEFORE = frozenset({"PER", "FIRST", "LAST", "NEXT", "EACH", "GRAPH", "CACHE", "SORT", "HASH"})
+KEY_QUALIFIERS = frozenset({"API", "ACCESS", "PRIVATE", "SECRET", "SIGNING", "ENCRYPTION", "AUTH"})
+# Suffixes that still name the secret itself (GITHUB_TOKEN_2, API_TOKEN_VALUE, SIGNING_KEY_B64).
+SUFFIXES = frozenset({"VALUE", "STRING", "STR", "RAW", "B64", "BASE64", "ENCODED", "DATA"})
 MASK = "***"
 
 
+def words(name: object) -> list[str]:
+    return [w.upper() for w in _WORDS.findall(str(name))]
+
+
 def is_secret_name(name: object) -> bool:
-    return bool(SECRET_NAME_RE.search(str(name)))
+    parts = words(name)
+    while len(parts) > 1 and (parts[-1].isdigit() or parts[-1] in SUFFIXES):
+        parts.pop()
+    if not parts:
+        return False
+    if SECRET_WORDS.intersection(parts):
+        return True
+    if any(a in KEY_QUALIFIERS and b == "KEY" for a, b in zip(parts, parts[1:])):
+        return True
+    if parts[-1] not in LAST_WORDS or len(parts) > 1 and parts[-2] in NOT_SECRET_BEFORE:
+        return False
+    return parts[-1] != "PWD" or len(parts) > 1  # PWD alone is the shell's working directory
 
 
 def mask(mapping: dict) -> dict:

@@ -23,8 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Print a profile's launch; notes on translated/dropped flags go to stderr.")
     _add_target(p)
     p.add_argument("--format", choices=["argv", "shell", "unit", "env"], default="argv",
-                   help="argv: JSON array after `python -m sglang.launch_server`; env: KEY=VALUE lines (argv)")
-    p.add_argument("--python", default=profile_cmd.DEFAULT_PYTHON, help="interpreter for shell/unit formats")
+                   help="argv: JSON array after `python -m sglang.launch_server`; env: the profile's lines of the 0600"
+                   " environment file; shell: a command line; unit: the [Service] launch lines the role writes")
+    p.add_argument("--python", help="interpreter for shell/unit formats (default: the sglang_server role's"
+                   " sglang_server_python)")
     p.set_defaults(func=render)
 
     p = sub.add_parser("validate", help="check a profile's launch against the rules (exit 1 if refused)",
@@ -101,7 +103,7 @@ def _facts(args: argparse.Namespace) -> dict[str, Any]:
     if args.model_config:
         try:
             facts.update(rules.model_facts_from_path(args.model_config))
-        except (OSError, ValueError) as exc:
+        except ValueError as exc:
             raise UsageError(f"--model-config {args.model_config}: {exc}") from exc
     return {k: v for k, v in facts.items() if v is not None}
 

@@ -1,0 +1,23 @@
+"""A running process is found older than a file changed after it started (the lost-restart check)."""
+
+import subprocess
+import sys
+import time
+
+from sglang_deploy.process_age import newer_files, process_start
+
+
+def test_files_changed_after_the_process_started_are_newer(tmp_path):
+    before, after = tmp_path / "unit", tmp_path / "env"
+    before.write_text("old")
+    time.sleep(0.1)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        time.sleep(0.1)
+        after.write_text("new")
+        started = process_start(proc.pid)
+        assert abs(started - time.time()) < 5
+        assert newer_files(started, [str(before), str(after), str(tmp_path / "absent")]) == [str(after)]
+    finally:
+        proc.kill()
+        proc.wait()
