@@ -52,6 +52,10 @@ class ActionModule(ActionBase):
         settings = {**args["settings"], "sglang_api_key": args["api_key"]}
         try:
             launch = prof.render(args["profile"], args["profiles"], settings, args["sglang_version"])
+        except prof.UnknownProfile as exc:  # fields for the caller (sglang_deploy.api reads them)
+            result.update(failed=True, msg=f"sglang_profile: {exc}", unknown_profile=exc.name,
+                          available_profiles=exc.available)
+            return result
         except prof.ProfileError as exc:
             raise AnsibleActionFail(f"sglang_profile: {exc}") from exc
         findings = rules.validate(launch, _facts(args["facts"]), args["concurrency"])

@@ -87,42 +87,53 @@ listen:
   description:
     - Host and port the rendered launch listens on (a profile's args may override the settings), whether that is
       reachable from other hosts (C(open): anything but a loopback address), and the URL to reach it on the host.
-  returned: always
+  returned: when the profile resolves
   type: dict
   sample: {host: 127.0.0.1, port: 30000, open: false, url: "http://127.0.0.1:30000"}
 argv:
   description: Arguments after C(python -m sglang.launch_server).
-  returned: always
+  returned: when the profile resolves
   type: list
   elements: str
   sample: ["--model-path", "/data/models/Qwen3.5-397B-A17B-NVFP4", "--tp-size", "8", "--speculative-algorithm", "NEXTN"]
 env:
   description: Environment variables of the launch (not secret).
-  returned: always
+  returned: when the profile resolves
   type: dict
   sample: {"OMP_NUM_THREADS": "16"}
 secret_env_keys:
   description: Names of secret variables the unit's 0600 EnvironmentFile must hold (values never returned).
-  returned: always
+  returned: when the profile resolves
   type: list
   elements: str
   sample: ["SGLANG_API_KEY"]
 notes:
   description: Flags and variables translated or dropped for the target release.
-  returned: always
+  returned: when the profile resolves
   type: list
   elements: str
 sglang_version:
   description: The release rendered for.
-  returned: always
+  returned: when the profile resolves
   type: str
 flags_release:
   description: The recorded flag list used (nearest lower recorded release).
-  returned: always
+  returned: when the profile resolves
   type: str
 findings:
   description: Every rule finding (rule, level error/warning/info, message).
-  returned: always
+  returned: when the profile resolves
   type: list
   elements: dict
+unknown_profile:
+  description: The profile name asked for when it is not in O(profiles) (the task fails).
+  returned: when the profile is unknown
+  type: str
+  sample: ghost
+available_profiles:
+  description: The profile names there are, when O(profile) is not one of them.
+  returned: when the profile is unknown
+  type: list
+  elements: str
+  sample: [baseline, nextn]
 """

@@ -162,12 +162,12 @@ def test_parse_extravars(tmp_path):
 
 
 def test_parse_status():
-    unit = ("Description=SGLang server, profile nextn\nLoadState=loaded\nActiveState=active\nSubState=running\n")
+    unit = ("Description=SGLang server, profile other\nLoadState=loaded\nActiveState=active\nSubState=running\n")
     got = api.parse_status({"sglang_status": {
-        "a": {"unit": unit, "local": {"sglang_server": {"last_good_profile": "baseline"},
+        "a": {"unit": unit, "local": {"sglang_server": {"profile": "nextn", "last_good_profile": "baseline"},
                                       "sglang_host": {"emulated": True}}, "manifest": {"bundle": "b", "bundle_id": "1"}},
         "b": {"unit": "Description=sglang.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n",
-              "local": {}, "manifest": {}}}})
+              "local": {"sglang_server": {"profile": "gone"}}, "manifest": {}}}})
     assert (got["a"].profile, got["a"].serving, got["a"].last_good_profile, got["a"].emulated) == (
         "nextn", True, "baseline", True)
     assert (got["b"].profile, got["b"].serving, got["b"].manifest, got["b"].active_state) == (None, False, None, "inactive")
@@ -229,8 +229,8 @@ def test_deploy_with_an_api_key_leaves_no_secret_on_disk(baseline_with_key):
 def test_unknown_profile_fails_with_the_list_of_profiles(baseline_with_key):
     r = api.deploy("no-such-profile", extravars=SMALL)
     assert not r.ok and r.hosts[LAB_HOST].state == "failed"
-    assert r.failures[0].unknown_profile and "baseline" in r.failures[0].message
-    assert api.unknown_profile([r])[0] == "no-such-profile" and "baseline" in api.unknown_profile([r])[1]
+    assert r.failures[0].unknown_profile == "no-such-profile" and "baseline" in r.failures[0].available_profiles
+    assert api.unknown_profile([r]) == ("no-such-profile", r.failures[0].available_profiles)
 
 
 @lab

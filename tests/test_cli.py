@@ -57,8 +57,8 @@ def test_unknown_profile_exits_2_with_the_available_profiles(capsys, monkeypatch
     failed = api.RunResult(
         playbook="site.yml", status="failed", rc=2, hosts={"h": api.HostOutcome(ok=3, failed=1)},
         failures=[api.Failure("h", "Validate the profile and render its launch for this host",
-                                 "sglang_profile: unknown profile 'nope'; available: baseline, nextn",
-                                 "sglang_profile")])
+                              "sglang_profile: unknown profile 'nope'; available: baseline, nextn",
+                              "sglang_profile", unknown_profile="nope", available_profiles=["baseline", "nextn"])])
     monkeypatch.setattr(api, "run_playbook", lambda *a, **k: failed)
     assert cli.main(["deploy", "nope"]) == 2
     err = capsys.readouterr().err
@@ -81,19 +81,20 @@ def test_deploy_prints_tables_synthetic_line_and_exit_0(capsys, monkeypatch):
     assert '"ok": true' in capsys.readouterr().out
 
 
-def test_unknown_profile_failures_are_recognised():
-    msg = "unknown profile 'nope'; available: baseline, nextn"
-    assert api.Failure("h", "Validate the profile and render its launch for this host", msg).unknown_profile
-    assert not api.Failure("h", "t", "profile 'a' extends unknown profile 'b'").unknown_profile
-    r = api.RunResult(playbook="site.yml", status="failed", rc=2, failures=[api.Failure("h", "t", msg)])
+def test_unknown_profile_is_read_from_the_failure_fields_not_its_message():
+    fields = api.Failure("h", "Validate the profile", "any wording", unknown_profile="nope",
+                         available_profiles=["baseline", "nextn"])
+    worded = api.Failure("h", "t", "sglang_profile: unknown profile 'nope'; available: baseline, nextn")
+    r = api.RunResult(playbook="site.yml", status="failed", rc=2, failures=[worded, fields])
     assert runs._unknown_profile([r]) == ("unknown profile 'nope'. Available profiles: baseline, nextn "
                                           "(sglang_profiles, group_vars/all/profiles.yml)")
+    assert runs._unknown_profile([api.RunResult(playbook="site.yml", status="failed", rc=2, failures=[worded])]) is None
 
 
 def test_status_table():
-    unit = "Description=SGLang server, profile nextn\nLoadState=loaded\nActiveState=active\nSubState=running\n"
+    unit = "Description=SGLang server, profile other\nLoadState=loaded\nActiveState=active\nSubState=running\n"
     got = api.parse_status({"sglang_status": {
-        "a": {"unit": unit, "local": {"sglang_server": {"last_good_profile": "baseline"},
+        "a": {"unit": unit, "local": {"sglang_server": {"profile": "nextn", "last_good_profile": "baseline"},
                                       "sglang_host": {"emulated": True}}, "manifest": {"bundle": "b", "bundle_id": "1"}}}})
     assert "a (lab)  nextn    active/running  baseline   b-1" in runs.format_status(got)
 

@@ -37,6 +37,18 @@ def test_render_argv_is_the_json_argv_with_notes_on_stderr(capsys):
     assert "renamed to --mamba-radix-cache-strategy" in cap.err and "SGLANG_ENABLE_SPEC_V2" in cap.err
 
 
+def test_render_defaults_to_sglang_version_default_of_group_vars(capsys):
+    """The --sglang-version help names group_vars' sglang_version_default; the playbooks' sglang_version falls
+    back to the same variable."""
+    assert cli.main(["validate", "nextn"]) == 0
+    default = prof.load_settings()["sglang_version_default"]
+    assert f"for sglang {default} " in capsys.readouterr().out
+    assert "default(sglang_version_default)" in (prof.SETTINGS_FILE).read_text()
+    with pytest.raises(SystemExit):
+        cli.main(["render", "--help"])
+    assert "sglang_version_default in group_vars/all/sglang.yml" in " ".join(capsys.readouterr().out.split())
+
+
 def test_render_env_shell_unit(capsys):
     assert cli.main(["render", "nextn", "--sglang-version", "0.5.10.post1", "--format", "env"]) == 0
     assert capsys.readouterr().out.splitlines() == ['OMP_NUM_THREADS="16"', 'SGLANG_ENABLE_SPEC_V2="1"']

@@ -79,9 +79,11 @@ def test_api_key_never_in_argv():
     assert prof.render("baseline", SHIPPED, SETTINGS, "0.5.23").secret_env == {}
 
 
-def test_version_defaults_to_newest_stable_and_nearest_lower_release():
+def test_version_defaults_to_the_settings_default_and_nearest_lower_release():
     assert prof.render("baseline", SHIPPED, SETTINGS, "0.5.10.post1").sglang_version == "0.5.10.post1"
-    assert prof.render("baseline", SHIPPED, {}).sglang_version == prof.DEFAULT_SGLANG_VERSION
+    assert prof.render("baseline", SHIPPED, {"sglang_version_default": "0.5.9"}).sglang_version == "0.5.9"
+    with pytest.raises(prof.ProfileError, match="sglang_version_default"):
+        prof.render("baseline", SHIPPED, {})
     launch = prof.render("baseline", SHIPPED, SETTINGS, "0.5.99")
     assert launch.flags_release == flags.recorded_releases()[-1]
     assert "nearest lower" in launch.notes[0]

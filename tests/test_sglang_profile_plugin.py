@@ -71,6 +71,7 @@ def test_plugin_refuses_with_every_error(tmp_path):
 def test_plugin_unknown_profile_fails_cleanly(tmp_path):
     rc, res = play(tmp_path, {**COMMON, "profile": "ghost"}, GPU)
     assert rc == 2 and "unknown profile 'ghost'" in res["msg"]
+    assert res["unknown_profile"] == "ghost" and {"baseline", "nextn"} <= set(res["available_profiles"])
 
 
 def test_plugin_never_returns_the_api_key(tmp_path):

@@ -3,7 +3,8 @@
 Every run gets a fresh private data dir under REPO/.runner/ (gitignored) with project_dir=REPO, so the repo's
 ansible.cfg, roles, library and collections apply. Results are read from events, never from stdout:
 per-host outcome from `playbook_on_stats`, failures from `runner_on_failed` / `runner_on_unreachable`, data the
-playbooks publish with `set_stats` from the stats event's `artifact_data` (`sglang_benchmark`, `sglang_status`).
+playbooks publish with `set_stats` from the stats event's `artifact_data` (`sglang_benchmark`,
+`sglang_benchmark_file`, `sglang_status`).
 
 Secrets: an extra variable whose name, or the name of any key nested in it, looks secret (api_key, token,
 password, secret...: sglang_deploy.secret_names) goes to a 0600 file passed as `-e @file` (ansible-runner's
@@ -42,8 +43,6 @@ KEEP_RUNS = 50  # private data dirs kept under RUNNER_DIR, newest first
 DEFAULT_INVENTORY = REPO / "inventory" / "lab.yml"
 REDACTED = "[redacted secret]"
 PHASE_EVENT = "sglang_deploy_phase"
-# profiles.resolve()'s message (through the sglang_profile action plugin) for a name not in sglang_profiles.
-UNKNOWN_PROFILE_RE = re.compile(r"(?<!extends )unknown profile '([^']*)'(?:; available: ([^\n]*))?")
 
 EventHandler = Callable[[dict], object]
 
@@ -82,11 +81,10 @@ class Failure:
     message: str
     action: str | None = None
     unreachable: bool = False
-
-    @property
-    def unknown_profile(self) -> bool:
-        """The profile name is not in sglang_profiles (a usage error, not a broken host)."""
-        return bool(UNKNOWN_PROFILE_RE.search(self.message))
+    # The sglang_profile action plugin's fields when the profile name is not in sglang_profiles (a usage error,
+    # not a broken host): the name asked for and the names there are.
+    unknown_profile: str | None = None
+    available_profiles: list | None = None
 
 
 @dataclass
@@ -115,6 +113,11 @@ class RunResult:
         return self.data.get("sglang_benchmark") or {}
 
     @property
+    def result_files(self) -> dict:
+        """host -> controller path of the benchmark result JSON, from set_stats `sglang_benchmark_file`."""
+        return self.data.get("sglang_benchmark_file") or {}
+
+    @property
     def emulated(self) -> bool:
         return any(r.get("server_emulated") for r in self.benchmarks.values())
 
@@ -131,7 +134,7 @@ class HostStatus:
     """What one host serves (playbooks/status.yml)."""
 
     host: str
-    profile: str | None  # the profile of the installed unit
+    profile: str | None  # the profile of the installed unit (local fact sglang_server.profile)
     active_state: str | None
     sub_state: str | None
     last_good_profile: str | None
@@ -201,7 +204,8 @@ def parse_events(events: list) -> tuple[dict, list, list, dict]:
             seen.setdefault(d.get("host", "?"), []).append(Failure(
                 host=d.get("host", "?"), task=d.get("task") or "?", message=failure_message(res),
                 action=d.get("resolved_action") or d.get("task_action"),
-                unreachable=kind == "runner_on_unreachable"))
+                unreachable=kind == "runner_on_unreachable",
+                unknown_profile=res.get("unknown_profile"), available_profiles=res.get("available_profiles")))
         elif kind == "playbook_on_stats":
             data = d.get("artifact_data") or {}
             names = set()
@@ -228,13 +232,13 @@ def parse_status(data: dict) -> dict:
     out = {}
     for host, raw in sorted((data.get("sglang_status") or {}).items()):
         unit = parse_systemctl_show(raw.get("unit") or "")
-        m = re.search(r"profile (\S+)$", unit.get("Description", ""))
         local = raw.get("local") or {}
+        server = local.get("sglang_server") or {}  # the sglang_server role's local fact
         out[host] = HostStatus(
             host=host,
-            profile=m.group(1) if m and unit.get("LoadState") == "loaded" else None,
+            profile=server.get("profile") if unit.get("LoadState") == "loaded" else None,
             active_state=unit.get("ActiveState"), sub_state=unit.get("SubState"),
-            last_good_profile=(local.get("sglang_server") or {}).get("last_good_profile"),
+            last_good_profile=server.get("last_good_profile"),
             manifest=raw.get("manifest") or None,
             emulated=bool((local.get("sglang_host") or {}).get("emulated")))
     return out
@@ -517,16 +521,6 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:40] or "x"
 
 
-def available_profiles() -> list:
-    """Profile names of the repo's sglang_profiles (group_vars/all/profiles.yml), [] when unreadable."""
-    from sglang_deploy import profiles
-
-    try:
-        return sorted(profiles.load_profiles())
-    except profiles.ProfileError:
-        return []
-
-
 def parse_extravars(items: list) -> dict:
     """-e items in order, later ones winning: key=value (value read as YAML: numbers, booleans, [lists]; kept
     a string for a secret key), @file.yml (a mapping), or an inline YAML/JSON mapping. ValueError if bad."""
@@ -579,20 +573,9 @@ def unknown_profile(results: list) -> tuple[str, list] | None:
     """(name, available profile names) when a run failed because a profile name is not in sglang_profiles."""
     for r in results:
         for f in r.failures:
-            m = UNKNOWN_PROFILE_RE.search(f.message)
-            if m:
-                names = m.group(2).split(", ") if m.group(2) else available_profiles()
-                return m.group(1), names
+            if f.unknown_profile is not None:
+                return f.unknown_profile, list(f.available_profiles or [])
     return None
-
-
-def result_file(host: str, result: dict, profile: str) -> Path | None:
-    """Where the sglang_benchmark role fetched this result (its naming rule), if it is there."""
-    from sglang_deploy.paths import RESULTS
-
-    stamp = re.sub(r"\.\d+", "", re.sub(r"[-:]", "", result.get("started_at", "")))
-    path = RESULTS / host / f"{stamp}-{profile}.json"
-    return path if path.exists() else None
 
 
 # --------------------------------------------------------------------------------------------------

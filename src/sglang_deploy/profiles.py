@@ -39,7 +39,6 @@ from .secret_names import is_secret_name
 PROFILES_FILE = GROUP_VARS / "all" / "profiles.yml"
 SETTINGS_FILE = GROUP_VARS / "all" / "sglang.yml"
 PROFILES_VAR = "sglang_profiles"
-DEFAULT_SGLANG_VERSION = "0.5.23"
 API_KEY_ENV = "SGLANG_API_KEY"
 PROFILE_KEYS = {"description", "extends", "args", "env"}
 # Profile and flag names: they land in the unit's Description and comments and in argv.
@@ -69,6 +68,15 @@ class ProfileError(ValueError):
     def __init__(self, message: str, problems: list[tuple[str, str]] | None = None):
         super().__init__(message)
         self.problems = problems or [("profile", message)]
+
+
+class UnknownProfile(ProfileError):
+    """The asked-for profile is not in sglang_profiles: its name and the names that are."""
+
+    def __init__(self, name: str, available: list[str]):
+        self.name, self.available = name, available
+        super().__init__(f"unknown profile {name!r}; available: {', '.join(available) or '(none)'}",
+                         [("unknown-profile", name)])
 
 
 @dataclass
@@ -190,8 +198,7 @@ def _env_str(value: Any) -> Any:
 def resolve(name: str, profiles: dict[str, dict]) -> Profile:
     """Merge ``name`` with its ``extends`` ancestors; a child's ``null`` removes an inherited flag or variable."""
     if name not in profiles:
-        available = ", ".join(sorted(map(str, profiles))) or "(none)"
-        raise ProfileError(f"unknown profile {name!r}; available: {available}", [("unknown-profile", str(name))])
+        raise UnknownProfile(str(name), sorted(map(str, profiles)))
     chain: list[str] = []
     current: str | None = name
     while current is not None:
@@ -374,14 +381,17 @@ def render(
     settings: dict[str, Any],
     sglang_version: str | None = None,
 ) -> Launch:
-    """Render ``profile_name`` for ``sglang_version`` (default 0.5.23, the newest stable release).
+    """Render ``profile_name`` for ``sglang_version`` (default: the settings' sglang_version_default).
 
     Raises ProfileError, with every problem in ``problems``, for anything that cannot be launched safely: bad
     names, values that are not single scalars, line breaks or NUL, lists on one-value flags, values that begin
     with '--', secrets in the profile, a short API key.
     """
     profile = resolve(profile_name, profiles)
-    version = str(sglang_version or DEFAULT_SGLANG_VERSION).strip()
+    if not (sglang_version or settings.get("sglang_version_default")):
+        raise ProfileError("no SGLang release given: pass one (--sglang-version) or set sglang_version_default "
+                           "in group_vars/all/sglang.yml")
+    version = str(sglang_version or settings["sglang_version_default"]).strip()
     try:
         table = flags.flag_table(version)
     except flags.FlagError as exc:

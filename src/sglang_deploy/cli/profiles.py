@@ -50,7 +50,7 @@ def _add_profiles_file(p: argparse.ArgumentParser) -> None:
 def _add_target(p: argparse.ArgumentParser) -> None:
     p.add_argument("profile", help="profile name (see `sglang-deploy profiles`)")
     p.add_argument("--sglang-version", metavar="V",
-                   help="target SGLang release (default: sglang_version in group_vars/all/sglang.yml)")
+                   help="target SGLang release (default: sglang_version_default in group_vars/all/sglang.yml)")
     _add_profiles_file(p)
 
 

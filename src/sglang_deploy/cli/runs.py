@@ -118,7 +118,7 @@ def deploy(args: argparse.Namespace) -> int:
         for host, res in sorted(result.benchmarks.items()):
             print(f"\n{host}: profile {args.profile}")
             print(bench.format_table(res))
-            path = api.result_file(host, res, args.profile)
+            path = result.result_files.get(host)
             if path:
                 print(f"result: {path}")
         if result.emulated:
