@@ -76,6 +76,7 @@ def test_plugin_unknown_profile_fails_cleanly(tmp_path):
 
 def test_plugin_never_returns_the_api_key(tmp_path):
     settings = {"sglang_model_path": "/m", "sglang_tp": 8}
-    rc, res = play(tmp_path, {**COMMON, "profile": "baseline", "settings": settings, "api_key": "s3cret-key-0123456"}, GPU)
+    rc, res = play(tmp_path, {**COMMON, "profile": "baseline", "settings": settings, "api_key": "s3cret-key-0123456",
+                              "sglang_version": "0.5.23"}, GPU)
     assert rc == 0 and "s3cret-key" not in json.dumps(res)
     assert "--api-key" not in res["argv"] and res["secret_env_keys"] == ["SGLANG_API_KEY"]
