@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How fast the seed's failing launches are refused: render + validate, in-process and through the CLI.
 
-Prints figures (ms); the issue's target is "well under a second".
+Prints figures (ms); the target is "well under a second".
 """
 
 from __future__ import annotations

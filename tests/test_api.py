@@ -131,11 +131,11 @@ def test_scrub_catches_escaped_quoted_and_nested_forms(tmp_path, value):
 
 
 def test_split_secrets_looks_into_nested_keys():
-    plain, secret = api.split_secrets({
+    public, secret = api.split_secrets({
         "sglang_api_key": "k1", "hf_token": "t", "sglang_profiles": {"x": {"env": {"HF_TOKEN": "t2"}}},
         "sglang_benchmark_requests": 4, "db": {"user": "u", "Password": "pw12"}})
     assert set(secret) == {"sglang_api_key", "hf_token", "sglang_profiles", "db"}
-    assert plain == {"sglang_benchmark_requests": 4}
+    assert public == {"sglang_benchmark_requests": 4}
     assert api.secret_values(secret) == ["pw12"]  # shorter values are not scrubbed (they would hit anything)
 
 

@@ -40,8 +40,8 @@ def terminal_writes(tree: ast.AST) -> list:
     return lines
 
 
-def modules(folder: Path):
-    for path in sorted(folder.glob("*.py")):
+def modules(folder: Path, recursive: bool = False):
+    for path in sorted(folder.rglob("*.py") if recursive else folder.glob("*.py")):
         yield path, ast.parse(path.read_text(encoding="utf-8"))
 
 
@@ -74,3 +74,15 @@ def test_the_scan_sees_what_it_forbids():
                      "print(1)\nsys.stderr.write('x')\n")
     assert {layer_of(n) for n in imported(tree)} >= {"sglang_deploy.cli", "sglang_deploy.api"}
     assert terminal_writes(tree) == [4, 5]
+
+
+def top_level_calls(tree: ast.Module) -> list:
+    """Lines of statements that call something when the module is imported (outside `if __name__ == ...`)."""
+    return [node.lineno for node in tree.body if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)]
+
+
+def test_importing_a_module_runs_nothing():
+    bad = {str(p.relative_to(PACKAGE)): lines for p, tree in modules(PACKAGE, recursive=True)
+           if p.name != "__main__.py" for lines in [top_level_calls(tree)] if lines}
+    assert bad == {}
+    assert top_level_calls(ast.parse("def main():\n    pass\n\n\nmain()\n")) == [5]

@@ -17,7 +17,7 @@ from sglang_deploy.paths import REPO
 SHIPPED = prof.load_profiles()
 SETTINGS = prof.load_settings()
 FIXTURES = Path(__file__).parent / "fixtures"
-# The releases the shipped profiles must render for (issue 4), each with its own recorded list.
+# The releases the shipped profiles must render for, each with its own recorded list.
 TARGETS = ["0.5.9", "0.5.10.post1", "0.5.23"]
 OPERATOR_HOST = {
     "gpu_arch": "sm_120",

@@ -249,7 +249,7 @@ def parse_status(data: dict) -> dict:
 
 
 def split_secrets(extravars: dict) -> tuple[dict, dict]:
-    """(plain, secret): a variable is secret when its name or any nested key names a secret."""
+    """(public, secret): a variable is secret when its name or any nested key names a secret."""
     def secret(key, value) -> bool:
         if is_secret_name(key):
             return True
@@ -259,10 +259,10 @@ def split_secrets(extravars: dict) -> tuple[dict, dict]:
             return any(secret("", v) for v in value)
         return False
 
-    plain, hidden = {}, {}
+    public, hidden = {}, {}
     for key, value in extravars.items():
-        (hidden if secret(key, value) else plain)[key] = value
-    return plain, hidden
+        (hidden if secret(key, value) else public)[key] = value
+    return public, hidden
 
 
 def secret_values(secret_vars: dict) -> list:
@@ -382,7 +382,7 @@ def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, ext
 
     inventory_path = _inventory_path(inventory)
     pdd = _new_private_dir(kind)
-    plain, hidden = split_secrets(dict(extravars or {}))
+    public, hidden = split_secrets(dict(extravars or {}))
     scrub = secret_forms(secret_values(hidden))
     events: list = []
     tick = getattr(on_event, "tick", None)
@@ -413,7 +413,7 @@ def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, ext
     try:
         r = ansible_runner.run(
             private_data_dir=str(pdd), project_dir=str(REPO), playbook=playbook,
-            inventory=inventory_path, limit=limit, extravars=plain or None, quiet=True,
+            inventory=inventory_path, limit=limit, extravars=public or None, quiet=True,
             event_handler=handle, cancel_callback=cancel, settings={"pexpect_timeout": 1},
             envvars={"PATH": _path_with_this_python()},
             **kwargs)
@@ -490,10 +490,10 @@ def compare(profiles: list, inventory=None, limit: str | None = None, extravars:
         if runs[name].status == "canceled":  # Ctrl-C: stop here, restore nothing
             return report.build_comparison(profiles, runs, settings=_bench_settings(extravars))
     restores = []
-    plain = {**(extravars or {}), "sglang_benchmark_enabled": False}
+    no_benchmark = {**(extravars or {}), "sglang_benchmark_enabled": False}
     if restore is not None:
         phase(f"restore {restore}")
-        restores.append(deploy(restore, inventory=inventory, limit=limit, extravars=plain, on_event=on_event))
+        restores.append(deploy(restore, inventory=inventory, limit=limit, extravars=no_benchmark, on_event=on_event))
     else:
         by_profile: dict = {}
         for host, name in sorted(before.items()):
@@ -501,7 +501,7 @@ def compare(profiles: list, inventory=None, limit: str | None = None, extravars:
                 by_profile.setdefault(name, []).append(host)
         for name, hosts in by_profile.items():
             phase(f"restore {name} on {', '.join(hosts)}")
-            restores.append(deploy(name, inventory=inventory, limit=",".join(hosts), extravars=plain,
+            restores.append(deploy(name, inventory=inventory, limit=",".join(hosts), extravars=no_benchmark,
                                    on_event=on_event))
     return report.build_comparison(profiles, runs, restores=restores, settings=_bench_settings(extravars))
 

@@ -92,7 +92,8 @@ class Rename:
     since: str
 
 
-# sglang.md 2c. Both directions are translated, so a profile may use either era's name.
+# Renamed in SGLang 0.5.14 (python/sglang/srt/server_args.py, ServerArgs.add_cli_args); the old names were
+# deprecated aliases until 0.5.20 removed them. Both directions are translated, so a profile may use either era's name.
 FLAG_RENAMES = (
     Rename("mamba-scheduler-strategy", "mamba-radix-cache-strategy", "0.5.14"),
     Rename("cuda-graph-max-bs", "cuda-graph-max-bs-decode", "0.5.14"),

@@ -12,7 +12,8 @@
     allow_open_bind    False             (sglang_server_allow_open_bind)
 
 A rule whose facts are unknown is skipped with an ``info`` finding that says which facts it needed.
-Sources for every rule: /work/shared/research/sglang.md sections 2, 3 and 8 (file:function noted there).
+Sources: SGLang's own argument checks, python/sglang/srt/server_args.py (ServerArgs.__post_init__ and its
+_handle_* methods; from 0.5.14 also python/sglang/srt/arg_groups/*_hook.py).
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("validate", help="check a profile's launch against the rules (exit 1 if refused)",
                        description="Exit 0 valid (warnings allowed), 1 refused, 2 usage error. "
-                       "Rules whose facts are not given are skipped (shown with -v).")
+                       "Rules whose facts are not given are skipped (shown with -v).",
+                       epilog=_rules_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_target(p)
     p.add_argument("--gpu-arch", metavar="ARCH", help="GPU architecture, e.g. sm_120")
     p.add_argument("--gpus", type=int, metavar="N", help="GPU count of the host")
@@ -40,6 +41,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, metavar="N", help="highest benchmark concurrency planned")
     p.add_argument("-v", "--verbose", action="store_true", help="also print info findings (skipped rules)")
     p.set_defaults(func=validate)
+
+
+def _rules_help() -> str:
+    """The rules, one per line: id, level, what it refuses or warns about, and the facts it needs."""
+    lines = ["rules (src/sglang_deploy/rules.py):"]
+    for rule in rules.RULES:
+        needs = f" [needs {', '.join(rule.needs)}]" if rule.needs else ""
+        lines.append(f"  {rule.id} ({rule.level}): {rule.summary}{needs}")
+    return "\n".join(lines)
 
 
 def _add_profiles_file(p: argparse.ArgumentParser) -> None:

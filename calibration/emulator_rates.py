@@ -15,7 +15,7 @@ rate or the aggregate misses its configuration by more than the tolerance. TTFT 
 excess over the configured value: the emulator counts TTFT from the moment it has parsed a request, so
 the client sees in addition the time the server spends reading the requests that arrived at once.
 
-    python benchmarks/emulator_rates.py [--levels 1 32 256] [--seconds 8] [--tolerance 0.5] [--pin]
+    python calibration/emulator_rates.py [--levels 1 32 256] [--seconds 8] [--tolerance 0.5] [--pin]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 emulated server set to known rates and prints reported vs configured figures and the CPU time used by
 the client (this process, resource.getrusage) and by the emulator (/proc).
 
-    python benchmarks/bench_client.py [--levels 1,32,256] [--output-len 256] [--accept-lengths 1,3]
+    python calibration/bench_client.py [--levels 1,32,256] [--output-len 256] [--accept-lengths 1,3]
 
 Configured: 172 tok/s per stream, TTFT 80 ms; accept length 1 (one token per chunk) and 3 (NEXTN,
 3 tokens per chunk). The emulator runs with --max-running-requests = the largest level, so no request
