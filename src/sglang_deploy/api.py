@@ -1,7 +1,7 @@
 """Python API over ansible-runner: deploy, compare, status, rollback, lab, tune.
 
-Every run gets a fresh private data dir under REPO/.runner/ (gitignored) with project_dir=REPO, so the repo's
-ansible.cfg, roles, library and collections apply. Results are read from events, never from stdout:
+Every run gets a fresh private data dir under REPO/.runner/ (gitignored) with project_dir=REPO (the project
+folder, sglang_deploy.paths), so the project's ansible.cfg, roles, library and collections apply. Results are read from events, never from stdout:
 per-host outcome from `playbook_on_stats`, failures from `runner_on_failed` / `runner_on_unreachable`, data the
 playbooks publish with `set_stats` from the stats event's `artifact_data` (`sglang_benchmark`,
 `sglang_benchmark_file`, `sglang_status`).
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from sglang_deploy import tune as tuning
-from sglang_deploy.paths import REPO
+from sglang_deploy.paths import REPO, require_project
 from sglang_deploy.readiness import parse_systemctl_show
 from sglang_deploy.secret_names import is_secret_name
 
@@ -380,6 +380,7 @@ def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, ext
     import ansible_runner
     from ansible_runner.utils import signal_handler
 
+    require_project()
     inventory_path = _inventory_path(inventory)
     pdd = _new_private_dir(kind)
     public, hidden = split_secrets(dict(extravars or {}))

@@ -1,11 +1,49 @@
-"""Where the project's files live: the checkout this package was installed from (pip install -e .)."""
+"""Where the project's files live: the folder holding site.yml, playbooks/, roles/, group_vars/ and stacks/.
+
+Found in this order: the environment variable SGLANG_DEPLOY_HOME; the source checkout this package runs from
+(`pip install -e .`, or src/ on the path); the current folder or the nearest parent of it that holds site.yml
+and roles/ (a wheel install run from a checkout of the playbooks). `require_project()` says how to fix a miss.
+Results go to SGLANG_DEPLOY_RESULTS, else <project>/results.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-REPO = Path(os.environ.get("SGLANG_DEPLOY_HOME") or Path(__file__).resolve().parents[2])
+HOME_ENV = "SGLANG_DEPLOY_HOME"
+
+
+class ProjectNotFound(RuntimeError):
+    """No project folder: the commands that run playbooks or read profiles need one."""
+
+
+def is_project(path: Path) -> bool:
+    return (path / "site.yml").is_file() and (path / "roles").is_dir()
+
+
+def find_project() -> Path | None:
+    if os.environ.get(HOME_ENV):
+        return Path(os.environ[HOME_ENV]).expanduser().resolve()
+    checkout = Path(__file__).resolve().parents[2]
+    if is_project(checkout):
+        return checkout
+    cwd = Path.cwd().resolve()
+    return next((p for p in (cwd, *cwd.parents) if is_project(p)), None)
+
+
+PROJECT = find_project()
+REPO = PROJECT or Path.cwd()  # files under it are missing when no project was found: see require_project()
 GROUP_VARS = REPO / "group_vars"
 STACKS = REPO / "stacks"
 RESULTS = Path(os.environ.get("SGLANG_DEPLOY_RESULTS") or REPO / "results")
+
+
+def require_project() -> Path:
+    """The project folder, or ProjectNotFound naming the fix."""
+    if PROJECT is None or not is_project(PROJECT):
+        where = f"{HOME_ENV}={PROJECT} holds no site.yml and roles/" if PROJECT else \
+            f"no folder holding site.yml and roles/ here ({Path.cwd()}) or above, and {HOME_ENV} is not set"
+        raise ProjectNotFound(f"sglang-deploy project not found: {where}. Run from a checkout of the project "
+                              f"(its playbooks, roles and group_vars) or set {HOME_ENV}=/path/to/it")
+    return PROJECT

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import formats
+from . import formats, paths
 from . import profiles as prof
 
 
@@ -15,6 +15,7 @@ class CommandError(Exception):
 
 def load(profiles_file: Path | None = None) -> tuple[dict, dict]:
     """(sglang_profiles, settings) from the profiles file (default: group_vars) and group_vars/all/sglang.yml."""
+    paths.require_project()
     try:
         return prof.load_profiles(profiles_file), prof.load_settings()
     except prof.ProfileError as exc:

@@ -11,6 +11,7 @@ import sys
 
 from sglang_deploy.cli import bench, profiles, runs, tune
 from sglang_deploy.cli.errors import UsageError
+from sglang_deploy.paths import ProjectNotFound
 
 GROUPS = (runs, tune, bench, profiles)  # the order of `sglang-deploy --help`
 
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except UsageError as exc:
+    except (UsageError, ProjectNotFound) as exc:
         print(f"sglang-deploy {args.command}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
