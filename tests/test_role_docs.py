@@ -1,5 +1,8 @@
 """Role variables: defaults and argument_specs agree, and README.md documents them as generated."""
 
+import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,3 +29,28 @@ def test_every_default_is_specified(role):
 def test_readme_role_variables_are_generated_from_the_specs():
     proc = subprocess.run([sys.executable, str(REPO / "tools" / "role_docs.py"), "--check"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_role_defaults_do_not_reach_outside_the_role_by_relative_path(role):
+    text = (REPO / "roles" / role / "defaults" / "main.yml").read_text()
+    assert not re.search(r"(role_path|playbook_dir)\W+[^\n]*\.\./", text)
+
+
+def test_role_defaults_name_the_project_folders_wherever_the_playbook_is(tmp_path):
+    """sglang_project_path (filter_plugins/sglang_project.py) points the defaults at the project, not at paths
+    relative to the playbook: a playbook outside the project gets the project's stacks/ and results/."""
+    playbook = tmp_path / "elsewhere.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "hosts": "localhost", "gather_facts": False,
+        "tasks": [{"ansible.builtin.debug": {"msg": "{{ sglang_stack_bundles_dir }} {{ sglang_benchmark_results_dir }}"}},
+                  {"ansible.builtin.import_role": {"name": "sglang_stack"}, "when": False},
+                  {"ansible.builtin.import_role": {"name": "sglang_benchmark"}, "when": False}]}]))
+    env = {k: v for k, v in os.environ.items() if k != "SGLANG_DEPLOY_RESULTS"}
+    env.update(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
+    playbook_bin = Path(sys.executable).parent / "ansible-playbook"
+    out = subprocess.run([str(playbook_bin), "-i", "localhost,", "-c", "local", str(playbook)], capture_output=True,
+                         text=True, env=env, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stdout[-2000:]
+    msg = json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
+    assert msg == f"{REPO / 'stacks'} {REPO / 'results'}"
