@@ -137,3 +137,18 @@ def test_progress_on_a_terminal_redraws_one_line():
     p.__exit__(None, None, None)
     assert out.getvalue().count("\r\x1b[K") >= 3
     assert "[0:03] h1 | Load (0:03)" in out.getvalue() and "\n" not in out.getvalue()
+
+
+def test_deploy_tags_select_phases(monkeypatch, capsys):
+    seen = {}
+
+    def run_playbook(playbook, **kwargs):
+        seen.update(kwargs)
+        return api.RunResult(playbook=playbook, status="successful", rc=0, hosts={"h": api.HostOutcome(ok=1)})
+    monkeypatch.setattr(api, "run_playbook", run_playbook)
+    assert cli.main(["deploy", "baseline", "--tags", "configure,restart"]) == 0
+    assert seen["tags"] == "configure,restart"
+    with pytest.raises(SystemExit):
+        cli.main(["deploy", "baseline", "--tags", "reboot"])
+    assert "unknown phase reboot" in capsys.readouterr().err
+

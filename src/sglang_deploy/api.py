@@ -42,6 +42,8 @@ RUNNER_DIR = REPO / ".runner"
 KEEP_RUNS = 50  # private data dirs kept under RUNNER_DIR, newest first
 DEFAULT_INVENTORY = REPO / "inventory" / "lab.yml"
 REDACTED = "[redacted secret]"
+# The tags of site.yml's phases, for deploy(tags=...).
+PHASES = ("install", "configure", "restart", "benchmark")
 PHASE_EVENT = "sglang_deploy_phase"
 
 EventHandler = Callable[[dict], object]
@@ -373,7 +375,8 @@ def _tail(path: Path, lines: int = 15) -> str | None:
 
 
 def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, extravars: dict | None = None,
-                 on_event: EventHandler | None = None, kind: str = "run", profile: str | None = None) -> RunResult:
+                 on_event: EventHandler | None = None, kind: str = "run", profile: str | None = None,
+                 tags: str | None = None) -> RunResult:
     """Run a playbook of the repo through ansible_runner.run and read its events into a RunResult."""
     import signal
 
@@ -414,7 +417,7 @@ def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, ext
     try:
         r = ansible_runner.run(
             private_data_dir=str(pdd), project_dir=str(REPO), playbook=playbook,
-            inventory=inventory_path, limit=limit, extravars=public or None, quiet=True,
+            inventory=inventory_path, limit=limit, extravars=public or None, tags=tags, quiet=True,
             event_handler=handle, cancel_callback=cancel, settings={"pexpect_timeout": 1},
             envvars={"PATH": _path_with_this_python()},
             **kwargs)
@@ -437,11 +440,14 @@ def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, ext
 
 
 def deploy(profile: str, inventory=None, limit: str | None = None, extravars: dict | None = None,
-           on_event: EventHandler | None = None) -> RunResult:
-    """Deploy a launch profile with site.yml and benchmark it (unless sglang_benchmark_enabled is false)."""
+           on_event: EventHandler | None = None, tags: str | None = None) -> RunResult:
+    """Deploy a launch profile with site.yml and benchmark it (unless sglang_benchmark_enabled is false).
+
+    tags: only these phases, comma-separated: install, configure, restart, benchmark (PHASES); validation runs
+    always."""
     ev = {**(extravars or {}), "profile": profile}
     return run_playbook("site.yml", inventory=inventory, limit=limit, extravars=ev, on_event=on_event,
-                        kind=f"deploy-{_safe(profile)}", profile=profile)
+                        kind=f"deploy-{_safe(profile)}", profile=profile, tags=tags)
 
 
 def status(inventory=None, limit: str | None = None, on_event: EventHandler | None = None) -> StatusResult:

@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        epilog="Small sweep: -e 'sglang_benchmark_concurrency=[1,4]' -e sglang_benchmark_requests=4. "
                        "Deploy only: -e sglang_benchmark_enabled=false.")
     p.add_argument("profile", help="launch profile, a key of sglang_profiles (group_vars/all/profiles.yml)")
+    p.add_argument("--tags", type=_phases, metavar="PHASES",
+                   help=f"only these phases, comma-separated: {', '.join(api.PHASES)} (validation always runs)")
     p.set_defaults(func=deploy)
 
     p = sub.add_parser("compare", parents=[common], help="benchmark several profiles in turn and report",
@@ -58,6 +60,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "inventory group `lab`; down: remove them (the image stays). " + PROGRESS)
     p.add_argument("action", choices=["up", "down"])
     p.set_defaults(func=lab)
+
+
+def _phases(text: str) -> str:
+    wrong = [t for t in text.split(",") if t not in api.PHASES]
+    if wrong:
+        raise argparse.ArgumentTypeError(f"unknown phase {', '.join(wrong)}: choose from {', '.join(api.PHASES)}")
+    return text
 
 
 def _extravars(args: argparse.Namespace) -> dict:
@@ -110,7 +119,7 @@ def deploy(args: argparse.Namespace) -> int:
     extravars = _extravars(args)
     with Progress() as progress:
         result = api.deploy(args.profile, inventory=args.inventory, limit=args.limit, extravars=extravars,
-                            on_event=progress)
+                            on_event=progress, tags=args.tags)
     usage = _unknown_profile([result])
     if args.json:
         _emit_json(result.to_dict())

@@ -1,0 +1,48 @@
+"""site.yml's phases (tags install, configure, restart, benchmark): each selects its own tasks, and the
+validation runs with every one of them (ansible-playbook --list-tasks, no host needed)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sglang_deploy import api
+
+REPO = Path(__file__).resolve().parents[1]
+PLAYBOOK_BIN = Path(sys.executable).parent / "ansible-playbook"
+VALIDATE = "sglang_server : Validate the profile and render its launch for this host"
+# phase -> (a task it runs, a task of another phase it leaves out)
+PHASE_TASKS = {
+    "install": ("sglang_server : Create the service account", "sglang_server : Write the systemd unit of the profile"),
+    "configure": ("sglang_server : Write the systemd unit of the profile", "sglang_server : Install the launcher"),
+    "restart": ("sglang_server : Wait for the server to be ready and to answer sanely",
+                "sglang_server : Write the systemd unit of the profile"),
+    "benchmark": ("sglang_benchmark : Run the benchmark sweep",
+                  "sglang_server : Wait for the server to be ready and to answer sanely"),
+}
+
+
+def listed(*args: str) -> str:
+    out = subprocess.run([str(PLAYBOOK_BIN), "site.yml", "--list-tasks", "-e", "profile=baseline", *args],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_the_phases_are_the_tags_of_site_yml():
+    tags = set(re.findall(r"TAGS: \[([^\]]*)\]", listed()))
+    used = {t.strip() for group in tags for t in group.split(",") if t.strip()} - {"always"}
+    assert used == set(api.PHASES)
+
+
+@pytest.mark.parametrize("phase", api.PHASES)
+def test_each_phase_runs_its_tasks_after_the_validation(phase):
+    out = listed("--tags", phase)
+    runs, other = PHASE_TASKS[phase]
+    assert VALIDATE in out and runs in out and other not in out
+    if phase == "benchmark":  # the benchmark reads what the server role published
+        assert "sglang_server : Publish what is deployed for the benchmark and the caller" in out
