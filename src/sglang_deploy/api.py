@@ -1,8 +1,9 @@
 """Python API over ansible-runner: deploy, compare, status, rollback, lab, tune.
 
 Every run gets a fresh private data dir under REPO/.runner/ (gitignored) with project_dir=REPO (the project
-folder, sglang_deploy.paths), so the project's ansible.cfg, roles, library and collections apply. Results are read from events, never from stdout:
-per-host outcome from `playbook_on_stats`, failures from `runner_on_failed` / `runner_on_unreachable`, data the
+folder, sglang_deploy.paths), so the project's ansible.cfg, roles, library and collections apply. Results are
+read from events, never from stdout: per-host outcome from `playbook_on_stats`, failures from `runner_on_failed`
+/ `runner_on_unreachable` (with the fields a module returns, e.g. sglang_profile's `unknown_profile`), data the
 playbooks publish with `set_stats` from the stats event's `artifact_data` (`sglang_benchmark`,
 `sglang_benchmark_file`, `sglang_status`).
 
