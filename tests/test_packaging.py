@@ -18,7 +18,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "sglang_deploy"
 # Import name -> distribution name, where they differ.
-DISTRIBUTIONS = {"yaml": "pyyaml", "ansible": "ansible-core", "ansible_runner": "ansible-runner"}
+DISTRIBUTIONS = {"yaml": "pyyaml", "ansible": "ansible-core", "ansible_runner": "ansible-runner", "ruamel": "ruamel.yaml"}
 # Needed without an import from the package: ansible-runner starts ansible-playbook, and the project's plugins
 # import ansible.
 COMMANDS = {"ansible-core"}

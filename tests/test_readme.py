@@ -22,7 +22,8 @@ PLACEHOLDERS = {"PROFILE": "baseline", "INVENTORY": "inventory/lab.yml", "HOSTS"
 def command_lines(prefix: str) -> list:
     """Lines of the README's code blocks and inline code that start with `prefix`, comments cut off."""
     found = [m.group(1) for m in re.finditer(rf"^    ({re.escape(prefix)} .*?)(?:\s+#.*)?$", README, re.M)]
-    found += re.findall(rf"`({re.escape(prefix)} [^`]*)`", README)
+    # Inline code with arguments (a bare `sglang-deploy tune` names the command, it is not a command line).
+    found += re.findall(rf"`({re.escape(prefix)} [^`\s]+ [^`]*)`", README)
     return found
 
 

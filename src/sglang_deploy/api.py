@@ -683,7 +683,7 @@ def _tune_deployer(search: tuning.Search, inventory, limit, extravars: dict, on_
 
 def _tune_restore(before: dict, planned: list, inventory, extravars: dict, on_event) -> list:
     """Deploy (no benchmark) what each host served before the search; a tune candidate by its flat profile."""
-    plain = {**extravars, "sglang_benchmark_enabled": False}
+    no_benchmark = {**extravars, "sglang_benchmark_enabled": False}
     bodies = {p.profile: p.body for p in planned if p.profile}
     by_profile: dict = {}
     for host, name in sorted(before.items()):
@@ -691,7 +691,7 @@ def _tune_restore(before: dict, planned: list, inventory, extravars: dict, on_ev
             by_profile.setdefault(name, []).append(host)
     runs = []
     for name, hosts in by_profile.items():
-        ev = {**plain, "sglang_profiles": {name: bodies[name]}} if name in bodies else plain
+        ev = {**no_benchmark, "sglang_profiles": {name: bodies[name]}} if name in bodies else no_benchmark
         runs.append(deploy(name, inventory=inventory, limit=",".join(hosts), extravars=ev, on_event=on_event))
     return runs
 
