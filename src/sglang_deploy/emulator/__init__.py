@@ -18,6 +18,7 @@ Modules (relative imports only, so the package runs under any name):
                 generate (streamed or not)
     engine      what a request produces (Plan) and when each token is due (Pacer, Engine)
     metrics     counters and their Prometheus text; faults: the SGLANG_EMU_FAULT behaviours
+    perf        the SYNTHETIC performance model (SGLANG_EMU_PERF_MODEL): flags that scale the rates or fault
 
 Launch flags honoured: --host, --port, --model-path/--model, --served-model-name, --api-key,
 --speculative-algorithm, --speculative-num-steps, --speculative-eagle-topk,
@@ -44,6 +45,9 @@ Emulation settings (environment variable, or the ``--emu-*`` flag that overrides
     SGLANG_EMU_FAULT           --emu-fault           none: crash_on_load | crash_mid_stream | garbage |
                                                            never_ready | http_500
     SGLANG_EMU_FAULT_MESSAGE   --emu-fault-message   text of the crash_on_load / http_500 error
+    SGLANG_EMU_PERF_MODEL      (environment only)    JSON rules: launch flags / environment that multiply
+                                                           the decode, aggregate and TTFT settings, or set
+                                                           a fault (perf.py; the lab's group_vars/lab.yml)
 
 Faults: crash_on_load prints a Python traceback to stderr halfway through the load time and exits 1;
 crash_mid_stream exits the process (os._exit) halfway through a generation; garbage makes every token
