@@ -10,6 +10,8 @@ short_description: Validate a stack bundle and plan its versioned venv (read-onl
 description:
   - Validates a stack bundle (a C(stacks/*.yml) file loaded on the controller) and derives its content hash,
     the versioned venv C(<root>/venvs/<name>-<hash12>), the pip runs that build it, and the wheelhouse folder.
+  - For a locked bundle, the offline install (no index, no dependency resolution, hashes required) of the lock's
+    wheels from O(wheelhouse), and the per-package drift between the serving venv and the lock (shown with --diff).
   - Reads the serving stack from C(<root>/venv) (a symlink) and C(<root>/manifest.json), and reports the drift
     between that manifest and the bundle.
   - Lists the venvs to prune once the new one is active (all but the new, the current and the newest others
@@ -29,9 +31,19 @@ options:
     description: Venvs to keep in all (the serving one and the previous one count).
     type: int
     default: 2
+  lock:
+    description: The bundle's lock (C(stacks/<name>.lock.yml)), for a bundle with a C(lock) key; checked against its id.
+    type: dict
+    default: {}
   wheelhouse:
-    description: Wheelhouse root on the host; the bundle's wheels live in C(<wheelhouse>/<name>-<hash12>/).
+    description: Folder on the host that receives the lock's wheels from the controller wheelhouse.
     type: path
+    default: /var/cache/sglang/wheelhouse
+  installer:
+    description: Installer of a locked bundle (uv is faster, see benchmarks/stack_install.py).
+    type: str
+    choices: [uv, pip]
+    default: uv
 notes:
   - Read-only; check mode is fully supported. Stdlib only. Bundle rules live in module_utils/sglang_deploy/stack.py.
 """
@@ -39,7 +51,8 @@ notes:
 EXAMPLES = r"""
 - name: Plan the stack
   sglang_stack_plan:
-    bundle: "{{ lookup('file', 'stacks/stable-0.5.23.yml') | from_yaml }}"
+    bundle: "{{ lookup('file', 'stacks/stable-0.5.23-2026-11-30.yml') | from_yaml }}"
+    lock: "{{ lookup('file', 'stacks/stable-0.5.23-2026-11-30.lock.yml') | from_yaml }}"
   register: __plan
 """
 
@@ -53,7 +66,7 @@ venv:
   description: The versioned venv for this bundle.
   returned: success
   type: str
-  sample: /opt/sglang/venvs/stable-0.5.23-3f1c2a9b8e7d
+  sample: /opt/sglang/venvs/stable-0.5.23-2026-11-30-3f1c2a9b8e7d
 link:
   description: The stable symlink services use.
   returned: success
@@ -78,16 +91,40 @@ pip_steps:
   description: Argument lists for C(python -m pip), in order.
   returned: success
   type: list
-wheel_dir:
-  description: This bundle's wheelhouse folder (empty without O(wheelhouse)).
+locked:
+  description: The bundle has a lock; it installs offline from O(wheelhouse).
   returned: success
-  type: str
-wheel_steps:
-  description: Argument lists for C(python -m pip) that fill the wheelhouse from C(<wheel_dir>/freeze.txt).
+  type: bool
+wheels:
+  description: Lock entries (file, sha256, ...) the host needs, the installer's own wheel included.
   returned: success
   type: list
-offline_step:
-  description: Argument list for C(python -m pip) that installs C(<wheel_dir>/requirements.lock) offline with hashes.
+requirements:
+  description: The --require-hashes requirements file of the lock's wheels in O(wheelhouse).
+  returned: success
+  type: str
+requirements_file:
+  description: Where the role writes O(requirements) (inside the new venv).
+  returned: success
+  type: str
+install_argv:
+  description: Argument list of the offline install.
+  returned: success
+  type: list
+install_env:
+  description: Environment of the offline install (no host pip configuration).
+  returned: success
+  type: dict
+installer_dir:
+  description: Venv that holds the locked uv (O(installer=uv)); empty otherwise.
+  returned: success
+  type: str
+installer_requirements:
+  description: The --require-hashes requirements file of the locked uv wheel.
+  returned: success
+  type: str
+package_drift:
+  description: Per package, where the serving venv differs from the lock (empty without a lock).
   returned: success
   type: list
 drift:
@@ -109,14 +146,19 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_deploy.stack import (
+    INSTALL_ENV,
+    VENV_BOOTSTRAP,
     bundle_id,
+    check_lock,
     drift,
-    offline_step,
+    install_argv,
+    lock_files,
+    package_drift,
     pip_steps,
     prune_list,
+    requirements_text,
     validate,
     venv_name,
-    wheelhouse_steps,
 )
 
 
@@ -132,14 +174,16 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "bundle": {"type": "dict", "required": True},
+            "lock": {"type": "dict", "default": {}},
             "root": {"type": "path", "default": "/opt/sglang"},
             "keep": {"type": "int", "default": 2},
-            "wheelhouse": {"type": "path"},
+            "wheelhouse": {"type": "path", "default": "/var/cache/sglang/wheelhouse"},
+            "installer": {"type": "str", "choices": ["uv", "pip"], "default": "uv"},
         },
         supports_check_mode=True,
     )
-    bundle, root = module.params["bundle"], module.params["root"]
-    errors = validate(bundle)
+    bundle, lock, root = module.params["bundle"], module.params["lock"], module.params["root"]
+    errors = validate(bundle) + check_lock(bundle, lock)
     if errors:
         module.fail_json(msg=f"stack bundle {bundle.get('name')!r} is not usable: " + "; ".join(errors), errors=errors)
 
@@ -151,11 +195,37 @@ def main() -> None:
     built = _read_json(os.path.join(venv, "manifest.json")).get("bundle_id") == bundle_id(bundle)
     manifest = _read_json(os.path.join(root, "manifest.json")) if current else {}
     keep_names = [name, os.path.basename(current) if current and current != venv else ""]
-    wheelhouse = module.params["wheelhouse"]
-    wheel_dir = os.path.join(wheelhouse, name) if wheelhouse else ""
-    lock = os.path.join(wheel_dir, "requirements.lock")
+    locked = bool(bundle.get("lock"))
+    wheelhouse, installer = module.params["wheelhouse"], module.params["installer"]
+    requirements = os.path.join(venv, "requirements.lock.txt")
+    uv_entries = list(lock.get("installer", [])) if locked else []
+    installer_dir = (
+        os.path.join(root, "installers", f"uv-{uv_entries[0]['version']}")
+        if locked and installer == "uv" and uv_entries
+        else ""
+    )
+    if locked and installer == "uv" and not installer_dir:
+        module.fail_json(
+            msg=f"the lock of bundle {bundle['name']} has no uv wheel: lock it again, or set sglang_stack_installer: pip"
+        )
+    per_package = package_drift(lock, manifest.get("packages", {})) if locked and manifest else []
+    found = drift(bundle, manifest) + per_package
+    diff = {}
+    if module._diff and locked:
+        installed = {
+            key: value for key, value in manifest.get("packages", {}).items() if key.lower() not in VENV_BOOTSTRAP
+        }
+        diff = {
+            "before_header": f"{link} ({manifest.get('bundle', 'none')})",
+            "after_header": f"lock {bundle['lock']['file']}",
+            "before": "".join(f"{key}=={installed[key]}\n" for key in sorted(installed, key=str.lower)),
+            "after": "".join(
+                f"{entry['name']}=={entry['version']}\n"
+                for entry in sorted(lock["packages"], key=lambda e: e["name"].lower())
+            ),
+        }
     module.exit_json(
-        changed=False,
+        changed=module.check_mode and bool(found),
         bundle_id=bundle_id(bundle),
         venv=venv,
         link=link,
@@ -163,13 +233,22 @@ def main() -> None:
         built=built,
         installed=built and current == os.path.realpath(venv),
         partial=os.path.isdir(venv) and not built,
-        pip_steps=pip_steps(bundle),
-        wheel_dir=wheel_dir,
-        wheel_steps=wheelhouse_steps(bundle, wheel_dir, os.path.join(wheel_dir, "freeze.txt")) if wheel_dir else [],
-        offline_step=offline_step(wheel_dir, lock) if wheel_dir else [],
-        drift=drift(bundle, manifest),
+        pip_steps=[] if locked else pip_steps(bundle),
+        locked=locked,
+        wheels=lock_files(lock) if locked else [],
+        requirements=requirements_text(lock, wheelhouse) if locked else "",
+        requirements_file=requirements,
+        install_argv=install_argv(installer, venv, requirements, os.path.join(installer_dir, "bin", "uv"))
+        if locked
+        else [],
+        install_env=INSTALL_ENV,
+        installer_dir=installer_dir,
+        installer_requirements=requirements_text({"packages": uv_entries}, wheelhouse) if installer_dir else "",
+        drift=found,
+        package_drift=per_package,
         manifest=manifest,
         prune=prune_list(venvs_dir, keep_names, module.params["keep"]),
+        diff=diff,
     )
 
 

@@ -20,6 +20,7 @@ def load(name: str) -> dict:
 
 def test_stable_bundle_is_complete():
     assert stack.validate(load("stable-0.5.23")) == []
+    assert load("stable-0.5.23-2026-11-30")["locked_from"] == "stable-0.5.23"
 
 
 def test_operator_bundle_needs_its_unknown_commit():
@@ -28,13 +29,21 @@ def test_operator_bundle_needs_its_unknown_commit():
     assert len(errors) == 1 and errors[0].startswith("sglang.commit")
     bundle["sglang"]["commit"] = "a" * 40
     assert stack.validate(bundle) == []
-    assert stack.sglang_requirement(bundle) == f"sglang @ git+https://github.com/sgl-project/sglang@{'a' * 40}#subdirectory=python"
+    assert (
+        stack.sglang_requirement(bundle)
+        == f"sglang @ git+https://github.com/sgl-project/sglang@{'a' * 40}#subdirectory=python"
+    )
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
-    [({"name": "Bad Name"}, "name"), ({"sglang": {}}, "exactly one"), ({"sglang": {"version": "1", "git": "x"}}, "exactly one"),
-     ({"torch": {}}, "torch.version"), ({"extra_packages": "x"}, "extra_packages")],
+    [
+        ({"name": "Bad Name"}, "name"),
+        ({"sglang": {}}, "exactly one"),
+        ({"sglang": {"version": "1", "git": "x"}}, "exactly one"),
+        ({"torch": {}}, "torch.version"),
+        ({"extra_packages": "x"}, "extra_packages"),
+    ],
 )
 def test_validate_names_the_problem(change, message):
     bundle = {**load("stable-0.5.23"), **change}
@@ -69,39 +78,83 @@ def test_override_pins_installs_torch_and_flashinfer_after_sglang():
     assert second.count("--extra-index-url") == 1
 
 
-def wheel(folder, name: str, body: bytes = b"x") -> str:
-    path = os.path.join(folder, name)
-    with open(path, "wb") as handle:
-        handle.write(body)
-    return hashlib.sha256(body).hexdigest()
+def test_the_default_bundle_is_locked_and_its_lock_matches():
+    bundle = load("stable-0.5.23-2026-11-30")
+    lock = yaml.safe_load((STACKS / bundle["lock"]["file"]).read_text())
+    assert stack.validate(bundle) == [] and stack.check_lock(bundle, lock) == []
+    assert len(lock["packages"]) > 150 and all(
+        len(entry["sha256"]) == 64 and entry["file"].endswith(".whl") for entry in lock["packages"]
+    )
+    versions = {entry["name"]: entry["version"] for entry in lock["packages"]}
+    assert (versions["torch"], versions["flashinfer-python"], versions["sglang"]) == ("2.14.1", "0.7.2", "0.5.23")
+    assert [entry["name"] for entry in lock["installer"]] == ["uv"]
 
 
-def test_lock_text_hashes_every_wheel_and_checks_bundle_hashes(tmp_path):
-    torch_hash = wheel(tmp_path, "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl", b"torch")
-    wheel(tmp_path, "Flashinfer_Python-0.7.2-py3-none-any.whl", b"fi")
-    (tmp_path / "freeze.txt").write_text("ignored\n")
-    text = stack.lock_text(str(tmp_path), {"torch==2.14.1": torch_hash})
-    assert text.splitlines() == [
-        f"flashinfer-python==0.7.2 --hash=sha256:{hashlib.sha256(b'fi').hexdigest()}",
-        f"torch==2.14.1 --hash=sha256:{torch_hash}",
+def test_an_edited_lock_or_another_bundles_lock_is_refused():
+    bundle = load("stable-0.5.23-2026-11-30")
+    lock = yaml.safe_load((STACKS / bundle["lock"]["file"]).read_text())
+    edited = copy.deepcopy(lock)
+    edited["packages"][0]["sha256"] = "0" * 64
+    assert "does not match the id" in stack.check_lock(bundle, edited)[0]
+    assert "missing or not a lock" in stack.check_lock(bundle, None)[0]
+    assert stack.check_lock(load("stable-0.5.23"), None) == []  # no lock key: nothing to check
+
+
+def wheel(folder, name: str, body: bytes = b"x") -> dict:
+    (folder / name).write_bytes(body)
+    return {
+        "name": name.split("-")[0],
+        "version": name.split("-")[1],
+        "file": name,
+        "sha256": hashlib.sha256(body).hexdigest(),
+    }
+
+
+def test_wheelhouse_problems_name_missing_and_altered_files(tmp_path):
+    good = wheel(tmp_path, "idna-3.20-py3-none-any.whl", b"idna")
+    altered = wheel(tmp_path, "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl", b"torch")
+    (tmp_path / altered["file"]).write_bytes(b"torch!")
+    missing = {**good, "file": "six-1.17.0-py2.py3-none-any.whl"}
+    problems = stack.wheelhouse_problems(str(tmp_path), [good, altered, missing])
+    assert len(problems) == 2
+    assert problems[0].startswith(altered["file"] + ": sha256 ") and "altered" in problems[0]
+    assert problems[1] == f"six-1.17.0-py2.py3-none-any.whl: missing from {tmp_path}"
+
+
+def test_the_offline_install_needs_every_hash_and_no_index(tmp_path):
+    entry = wheel(tmp_path, "idna-3.20-py3-none-any.whl", b"idna")
+    text = stack.requirements_text({"packages": [entry]}, "/var/cache/w")
+    assert text == f"/var/cache/w/idna-3.20-py3-none-any.whl --hash=sha256:{entry['sha256']}\n"
+    for installer in ("uv", "pip"):
+        argv = stack.install_argv(installer, "/opt/sglang/venvs/x", "/r.txt", "/opt/uv/bin/uv")
+        assert {"--no-index", "--no-deps", "--require-hashes"} <= set(argv) and argv[-2:] == ["-r", "/r.txt"]
+    assert stack.install_argv("uv", "/v", "/r", "/uv")[:5] == ["/uv", "pip", "install", "--no-config", "--python"]
+    assert stack.INSTALL_ENV == {"PIP_CONFIG_FILE": os.devnull}
+
+
+def test_package_drift_per_package():
+    lock = {
+        "packages": [
+            {"name": "torch", "version": "2.14.1"},
+            {"name": "Flashinfer_Python", "version": "0.7.2"},
+            {"name": "idna", "version": "3.20"},
+        ]
+    }
+    installed = {"torch": "2.14.0", "flashinfer-python": "0.7.2", "six": "1.17.0", "pip": "25.0"}
+    assert stack.package_drift(lock, installed) == [
+        "idna: not installed, lock 3.20",
+        "six: installed 1.17.0, not in the lock",
+        "torch: installed 2.14.0, lock 2.14.1",
     ]
-    with pytest.raises(ValueError, match="mismatch"):
-        stack.lock_text(str(tmp_path), {"torch==2.14.1": "0" * 64})
-    with pytest.raises(ValueError, match="no such wheel"):
-        stack.lock_text(str(tmp_path), {"sglang==0.5.23": "0" * 64})
-
-
-def test_lock_text_refuses_two_versions_of_one_package(tmp_path):
-    wheel(tmp_path, "six-1.16.0-py2.py3-none-any.whl")
-    wheel(tmp_path, "six-1.17.0-py2.py3-none-any.whl")
-    with pytest.raises(ValueError, match="two wheels"):
-        stack.lock_text(str(tmp_path))
 
 
 def test_drift_names_each_difference():
     bundle = load("stable-0.5.23")
-    manifest = {"bundle": "stable-0.5.23", "bundle_id": stack.bundle_id(bundle),
-                "versions": {"torch": "2.14.1+cu130", "flashinfer": "0.7.2", "sglang": "0.5.23"}}
+    manifest = {
+        "bundle": "stable-0.5.23",
+        "bundle_id": stack.bundle_id(bundle),
+        "versions": {"torch": "2.14.1+cu130", "flashinfer": "0.7.2", "sglang": "0.5.23"},
+    }
     assert stack.drift(bundle, manifest) == []  # torch.__version__ carries the +cu130 local tag
     manifest["versions"]["torch"] = "2.13.0"
     manifest["bundle_id"] = "0" * 12
@@ -110,10 +163,17 @@ def test_drift_names_each_difference():
     assert stack.drift(bundle, {})[0].startswith("no stack installed")
 
 
-@pytest.mark.parametrize(("installed", "pin", "ok"), [("2.14.1+cu130", "2.14.1", True), ("2.14.1", "2.14.1", True),
-                                                      ("2.12.0.dev20260307+cu130", "2.12.0.dev20260307+cu130", True),
-                                                      ("2.12.0.dev20260307+cu129", "2.12.0.dev20260307+cu130", False),
-                                                      ("2.14.10", "2.14.1", False), (None, "2.14.1", False)])
+@pytest.mark.parametrize(
+    ("installed", "pin", "ok"),
+    [
+        ("2.14.1+cu130", "2.14.1", True),
+        ("2.14.1", "2.14.1", True),
+        ("2.12.0.dev20260307+cu130", "2.12.0.dev20260307+cu130", True),
+        ("2.12.0.dev20260307+cu129", "2.12.0.dev20260307+cu130", False),
+        ("2.14.10", "2.14.1", False),
+        (None, "2.14.1", False),
+    ],
+)
 def test_version_matches_like_a_pip_pin(installed, pin, ok):
     assert stack.version_matches(installed, pin) is ok
 
@@ -123,8 +183,14 @@ def test_prune_keeps_new_previous_and_newest_others(tmp_path):
         (tmp_path / name).mkdir()
         os.utime(tmp_path / name, (time.time() - age * 100, time.time() - age * 100))
     (tmp_path / "stray-file").write_text("")
-    assert stack.prune_list(str(tmp_path), ["new", "previous"], keep=2) == sorted(str(tmp_path / n) for n in ["old1", "old2", "old3"])
-    assert stack.prune_list(str(tmp_path), ["new", "previous"], keep=3) == sorted(str(tmp_path / n) for n in ["old2", "old3"])
+    assert stack.prune_list(str(tmp_path), ["new", "previous"], keep=2) == sorted(
+        str(tmp_path / n) for n in ["old1", "old2", "old3"]
+    )
+    assert stack.prune_list(str(tmp_path), ["new", "previous"], keep=3) == sorted(
+        str(tmp_path / n) for n in ["old2", "old3"]
+    )
     # no previous venv named: the newest other one (previous) is kept in its place
-    assert stack.prune_list(str(tmp_path), ["new", ""], keep=2) == sorted(str(tmp_path / n) for n in ["old1", "old2", "old3"])
+    assert stack.prune_list(str(tmp_path), ["new", ""], keep=2) == sorted(
+        str(tmp_path / n) for n in ["old1", "old2", "old3"]
+    )
     assert stack.prune_list(str(tmp_path / "absent"), ["new"], keep=2) == []

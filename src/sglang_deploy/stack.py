@@ -10,13 +10,15 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 HASH_LENGTH = 12
 # Keys that describe a bundle without changing what gets installed: left out of its content hash.
 NON_CONTENT_KEYS = ("description",)
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
-_WHEEL = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
 
 
 def _text(value) -> bool:
@@ -111,23 +113,29 @@ def pip_steps(bundle: dict) -> list[list[str]]:
     return [install + indexes + [torch, flashinfer, sglang_requirement(bundle)] + extras]
 
 
-def wheelhouse_steps(bundle: dict, wheel_dir: str, freeze_file: str) -> list[list[str]]:
-    """pip runs that fill a bundle's wheelhouse with exactly the frozen set of a built venv."""
-    return [["wheel", "--no-deps", "--no-input", "-w", wheel_dir, "-r", freeze_file] + _index_args(index_urls(bundle))]
+def lock_id(lock: dict) -> str:
+    """sha256 of a lock's canonical JSON: the locked bundle names it, so an edited lock is refused."""
+    return hashlib.sha256(json.dumps(lock, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def offline_step(wheel_dir: str, lock_file: str) -> list[str]:
-    """pip run that installs a locked wheelhouse: no index, every file hash-checked."""
-    return ["install", "--no-input", "--no-index", "--find-links", wheel_dir, "--require-hashes", "--no-deps", "-r", lock_file]
+def check_lock(bundle: dict, lock: dict | None) -> list[str]:
+    """Problems between a locked bundle and its lock file (empty when the bundle has no lock, or they agree)."""
+    ref = bundle.get("lock")
+    if not ref:
+        return []
+    if not isinstance(lock, dict) or not isinstance(lock.get("packages"), list):
+        return [f"lock {ref.get('file')}: missing or not a lock (run: sglang-deploy stack lock)"]
+    if lock_id(lock) != ref.get("id"):
+        return [
+            f"lock {ref.get('file')}: its content does not match the id in bundle {bundle.get('name')} (edited by hand?)"
+        ]
+    if lock.get("bundle") != bundle.get("name"):
+        return [f"lock {ref.get('file')}: written for bundle {lock.get('bundle')}, not {bundle.get('name')}"]
+    return []
 
 
 def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def parse_wheel_name(filename: str) -> tuple[str, str] | None:
-    match = _WHEEL.match(filename)
-    return (normalize(match.group("name")), match.group("version")) if match else None
 
 
 def sha256_file(path: str) -> str:
@@ -138,32 +146,123 @@ def sha256_file(path: str) -> str:
     return digest.hexdigest()
 
 
-def lock_text(wheel_dir: str, expected: dict | None = None) -> str:
-    """A --require-hashes requirements file for every wheel in wheel_dir.
+def lock_files(lock: dict) -> list[dict]:
+    """Every wheel a lock needs on the host: the stack's packages, then the installer's own wheel (uv)."""
+    return list(lock["packages"]) + list(lock.get("installer", []))
 
-    expected maps "name==version" to a sha256 (the bundle's `hashes`); a mismatch or a pinned
-    package missing from the wheelhouse raises ValueError.
-    """
-    lines, seen = [], {}
-    for filename in sorted(os.listdir(wheel_dir)):
-        parsed = parse_wheel_name(filename)
-        if parsed is None:
+
+def wheelhouse_problems(wheel_dir: str, entries: list[dict]) -> list[str]:
+    """Each lock entry whose wheel is missing from wheel_dir or whose sha256 differs, naming the file."""
+    problems = []
+    for entry in entries:
+        path = os.path.join(wheel_dir, entry["file"])
+        if not os.path.isfile(path):
+            problems.append(f"{entry['file']}: missing from {wheel_dir}")
             continue
-        name, version = parsed
-        if name in seen:
-            raise ValueError(f"two wheels for {name} in {wheel_dir}: {seen[name]} and {filename}")
-        seen[name] = filename
-        digest = sha256_file(os.path.join(wheel_dir, filename))
-        lines.append(f"{name}=={version} --hash=sha256:{digest}")
-    found = {line.split(" ")[0]: line.rsplit(":", 1)[1] for line in lines}
-    for pin, digest in (expected or {}).items():
-        name, _, version = pin.partition("==")
-        key = f"{normalize(name)}=={version}"
-        if key not in found:
-            raise ValueError(f"bundle hash for {pin}: no such wheel in {wheel_dir}")
-        if found[key] != digest.lower():
-            raise ValueError(f"sha256 mismatch for {pin}: bundle {digest}, wheelhouse {found[key]}")
-    return "\n".join(lines) + "\n"
+        digest = sha256_file(path)
+        if digest != entry["sha256"]:
+            problems.append(f"{entry['file']}: sha256 {digest}, the lock says {entry['sha256']} (altered or truncated)")
+    return problems
+
+
+def download(url: str, dest: str) -> int:
+    """Download url to dest through a temporary file; returns the size."""
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    tmp = dest + ".part"
+    with urllib.request.urlopen(url, timeout=300) as response, open(tmp, "wb") as handle:
+        shutil.copyfileobj(response, handle, 1 << 20)
+    os.replace(tmp, dest)
+    return os.path.getsize(dest)
+
+
+def fetch_wheels(wheel_dir: str, entries: list[dict], jobs: int = 4) -> dict:
+    """Download each lock entry missing from wheel_dir or altered there, and check it against the lock.
+
+    Returns downloaded (count), bytes, and problems: each wheel that could not be downloaded (a wheel built at lock
+    time has no URL) or whose download does not match the lock (deleted), naming the file.
+    """
+    todo = [entry for entry in entries if wheelhouse_problems(wheel_dir, [entry])]
+    problems = [
+        f"{entry['file']}: built when the bundle was locked and not in {wheel_dir}; copy it from the wheelhouse "
+        "it was locked into, or lock the bundle again"
+        for entry in todo
+        if not entry.get("url")
+    ]
+    todo = [entry for entry in todo if entry.get("url")]
+
+    def get(entry: dict) -> int:
+        try:
+            return download(entry["url"], os.path.join(wheel_dir, entry["file"]))
+        except OSError as exc:
+            problems.append(f"{entry['file']}: download from {entry['url']} failed: {exc}")
+            return 0
+
+    with ThreadPoolExecutor(jobs) as pool:
+        sizes = list(pool.map(get, todo))
+    for problem in wheelhouse_problems(wheel_dir, [entry for entry, size in zip(todo, sizes) if size]):
+        os.unlink(os.path.join(wheel_dir, problem.split(": ", 1)[0]))
+        problems.append(problem + "; deleted")
+    return {"downloaded": sum(1 for size in sizes if size), "bytes": sum(sizes), "problems": problems}
+
+
+def requirements_text(lock: dict, wheel_dir: str) -> str:
+    """A --require-hashes requirements file naming each locked wheel file in wheel_dir."""
+    return "".join(
+        f"{os.path.join(wheel_dir, entry['file'])} --hash=sha256:{entry['sha256']}\n" for entry in lock["packages"]
+    )
+
+
+# Environment of an offline install: the lock is the whole truth, so no pip configuration file of the host
+# (a global constraint file, find-links) takes part; pip's --isolated drops PIP_* variables, uv's --no-config uv.toml.
+INSTALL_ENV = {"PIP_CONFIG_FILE": os.devnull}
+
+
+def install_argv(installer: str, venv: str, requirements: str, uv: str = "") -> list[str]:
+    """Offline install of a locked requirements file into venv: no index, no dependency resolution, hashes required
+    (run with INSTALL_ENV). Bytecode is compiled at install, as pip does by default: the service account cannot
+    write __pycache__ in the root-owned venv, so uncompiled modules would be compiled again at every start."""
+    common = ["--no-index", "--no-deps", "--require-hashes", "-r", requirements]
+    if installer == "uv":
+        return [
+            uv,
+            "pip",
+            "install",
+            "--no-config",
+            "--python",
+            os.path.join(venv, "bin", "python"),
+            "--offline",
+            "--no-cache",
+            "--compile-bytecode",
+        ] + common
+    return [
+        os.path.join(venv, "bin", "python"),
+        "-m",
+        "pip",
+        "install",
+        "--isolated",
+        "--no-input",
+        "--disable-pip-version-check",
+    ] + common
+
+
+# What `python -m venv` puts in every venv: not part of a lock, never reported as drift.
+VENV_BOOTSTRAP = ("pip", "setuptools", "wheel")
+
+
+def package_drift(lock: dict, installed: dict) -> list[str]:
+    """Per package, where installed (name -> version, from the host's manifest) differs from the lock."""
+    wanted = {normalize(entry["name"]): entry["version"] for entry in lock["packages"]}
+    have = {normalize(name): version for name, version in installed.items()}
+    found = []
+    for name in sorted(set(wanted) | set(have)):
+        if name not in have:
+            found.append(f"{name}: not installed, lock {wanted[name]}")
+        elif name not in wanted:
+            if name not in VENV_BOOTSTRAP:
+                found.append(f"{name}: installed {have[name]}, not in the lock")
+        elif have[name] != wanted[name]:
+            found.append(f"{name}: installed {have[name]}, lock {wanted[name]}")
+    return found
 
 
 def version_matches(installed: str | None, pin: str) -> bool:
@@ -203,9 +302,7 @@ def prune_list(venvs_dir: str, keep_names: list[str], keep: int) -> list[str]:
     if not os.path.isdir(venvs_dir):
         return []
     others = [
-        entry
-        for entry in os.scandir(venvs_dir)
-        if entry.is_dir(follow_symlinks=False) and entry.name not in keep_names
+        entry for entry in os.scandir(venvs_dir) if entry.is_dir(follow_symlinks=False) and entry.name not in keep_names
     ]
     others.sort(key=lambda entry: entry.stat(follow_symlinks=False).st_mtime, reverse=True)
     room = max(keep - len([name for name in keep_names if name]), 0)

@@ -38,6 +38,7 @@ json.dump(
         },
         "torch_cuda": torch.version.cuda,
         "sglang_git_sha": git_sha(),
+        "packages": {dist.metadata["Name"]: dist.version for dist in metadata.distributions()},
     },
     sys.stdout,
 )

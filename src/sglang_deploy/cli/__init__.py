@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sglang_deploy.cli import bench, profiles, runs, tune
+from sglang_deploy.cli import bench, profiles, runs, stack, tune
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.paths import ProjectNotFound
 
-GROUPS = (runs, tune, bench, profiles)  # the order of `sglang-deploy --help`
+GROUPS = (runs, tune, bench, profiles, stack)  # the order of `sglang-deploy --help`
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,108 @@
+"""`sglang-deploy stack lock | fetch`: resolve a floating bundle into a hash lock; download its wheels (stack_lock)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from sglang_deploy import stack_lock
+from sglang_deploy.cli.errors import UsageError
+from sglang_deploy.paths import STACKS
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("stack", help="lock a stack bundle and fetch its wheels (see README, Stacks)")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    lock = actions.add_parser(
+        "lock",
+        help="resolve a floating bundle with uv into a new dated, hash-locked bundle",
+        description="Writes STACKS/<name>.yml (exact pins, SGLang commit) and <name>.lock.yml "
+        "(every wheel: version, file, URL, sha256). Wheels from extra indexes and SGLang "
+        "built from git are downloaded or built into the wheelhouse and hashed there.",
+    )
+    _common(lock)
+    lock.add_argument("--name", help="name of the locked bundle (default BUNDLE-YYYY-MM-DD)")
+    lock.set_defaults(func=run_lock)
+
+    fetch = actions.add_parser(
+        "fetch",
+        help="download every wheel of a locked bundle into the wheelhouse",
+        description="Each wheel is checked against the lock's sha256; the ones already "
+        "there and intact are kept. Exit 1 when a download does not match.",
+    )
+    _common(fetch)
+    fetch.add_argument("--jobs", type=int, default=4, help="parallel downloads (4)")
+    fetch.set_defaults(func=run_fetch)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("bundle", help="bundle name (stacks/<name>.yml)")
+    p.add_argument("--stacks-dir", type=Path, default=STACKS, help=f"folder of bundle files ({STACKS})")
+    p.add_argument(
+        "--wheelhouse",
+        type=Path,
+        default=stack_lock.default_wheelhouse(),
+        help="controller wheelhouse (SGLANG_DEPLOY_WHEELHOUSE or ~/.cache/sglang-deploy/wheelhouse)",
+    )
+
+
+def _bundle(args: argparse.Namespace) -> dict:
+    try:
+        return stack_lock.load_bundle(args.bundle, args.stacks_dir)
+    except stack_lock.LockError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def run_lock(args: argparse.Namespace) -> int:
+    bundle = _bundle(args)
+    errors = stack_lock.floating_errors(bundle)
+    if errors:
+        raise UsageError(f"bundle {args.bundle} cannot be locked: " + "; ".join(errors))
+    start = time.monotonic()
+    try:
+        result = stack_lock.lock(bundle, args.stacks_dir, args.wheelhouse, name=args.name)
+    except stack_lock.LockError as exc:
+        print(f"sglang-deploy stack lock: {exc}", file=sys.stderr)
+        return 1
+    packages = result.lock["packages"]
+    by_source = {source: sum(p["sha256_from"] == source for p in packages) for source in ("index", "download", "build")}
+    print(
+        f"locked {bundle['name']} as {result.bundle['name']} in {time.monotonic() - start:.1f} s: {len(packages)} "
+        f"packages (sha256 from the index {by_source['index']}, from the download {by_source['download']}, "
+        f"from a build {by_source['build']})"
+    )
+    print(
+        f"  torch {result.bundle['torch']['version']}, {result.bundle['flashinfer'].get('package', 'flashinfer-python')} "
+        f"{result.bundle['flashinfer']['version']}, sglang "
+        f"{result.bundle['sglang'].get('version') or result.bundle['sglang'].get('commit')}"
+    )
+    for note in result.notes:
+        print(f"  note: {note}")
+    print(f"wrote {result.bundle_file} and {result.lock_file}")
+    print(
+        f"next: sglang-deploy stack fetch {result.bundle['name']}; then deploy with -e sglang_stack_bundle={result.bundle['name']}"
+    )
+    return 0
+
+
+def run_fetch(args: argparse.Namespace) -> int:
+    bundle = _bundle(args)
+    try:
+        lock = stack_lock.load_lock(bundle, args.stacks_dir)
+    except stack_lock.LockError as exc:
+        raise UsageError(str(exc)) from exc
+    start = time.monotonic()
+    try:
+        result = stack_lock.fetch(lock, args.wheelhouse, jobs=args.jobs)
+    except (stack_lock.LockError, OSError) as exc:
+        print(f"sglang-deploy stack fetch: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"{result.files} wheels of {bundle['name']} in {result.wheelhouse} ({result.total_bytes / 1e9:.2f} GB), all "
+        f"matching the lock; downloaded {result.downloaded} ({result.bytes_downloaded / 1e9:.2f} GB) "
+        f"in {time.monotonic() - start:.1f} s"
+    )
+    return 0

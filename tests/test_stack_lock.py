@@ -1,0 +1,164 @@
+"""Locking and fetching (src/sglang_deploy/stack_lock.py): wheel choice, bundle checks, downloads checked against
+the lock. The whole path (uv resolving a stand-in nightly index, git build, role install) is molecule/lock."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import threading
+
+import pytest
+import yaml
+
+from sglang_deploy import stack_lock
+from sglang_deploy.cli import main
+from sglang_deploy.paths import STACKS
+
+BASE = "https://files.pythonhosted.org/x/"
+
+
+def test_pick_wheel_takes_the_best_tag_for_the_target():
+    wheels = [
+        {"url": BASE + "charset_normalizer-3.5.3-py3-none-any.whl"},
+        {"url": BASE + "charset_normalizer-3.5.3-cp37-abi3-manylinux1_x86_64.manylinux_2_28_x86_64.whl"},
+        {"url": BASE + "charset_normalizer-3.5.3-cp311-cp311-manylinux1_x86_64.manylinux_2_28_x86_64.whl"},
+        {"url": BASE + "charset_normalizer-3.5.3-cp312-cp312-manylinux_2_28_x86_64.whl"},
+    ]
+    ranked = stack_lock._target_tags("3.11", "x86_64-manylinux_2_35")
+    assert stack_lock.pick_wheel(wheels, ranked)["file"].startswith("charset_normalizer-3.5.3-cp311-cp311-")
+    # a wheel for a newer glibc than the target's is never chosen
+    newer = [{"url": BASE + "torch-2.14.1-cp311-cp311-manylinux_2_39_x86_64.whl"}]
+    assert stack_lock.pick_wheel(newer, ranked) is None
+    assert stack_lock.pick_wheel(newer, stack_lock._target_tags("3.11", "x86_64-manylinux_2_39")) is not None
+    quoted = [{"url": BASE + "torch-2.15.0.dev20261130%2Bcu130-cp311-cp311-manylinux_2_28_x86_64.whl"}]
+    assert (
+        stack_lock.pick_wheel(quoted, ranked)["file"]
+        == "torch-2.15.0.dev20261130+cu130-cp311-cp311-manylinux_2_28_x86_64.whl"
+    )
+
+
+def test_floating_bundles_may_name_a_branch_and_version_ranges():
+    operator = yaml.safe_load((STACKS / "operator-2026-03.yml").read_text())
+    assert stack_lock.floating_errors(operator) == ["sglang: a git source needs ref (branch or tag) or commit to lock"]
+    nightly = yaml.safe_load((STACKS / "nightly.yml").read_text())
+    assert stack_lock.floating_errors(nightly) == []
+    assert nightly["sglang"]["ref"] == "main" and nightly["torch"]["version"].startswith(">=")
+    locked = yaml.safe_load((STACKS / "stable-0.5.23-2026-11-30.yml").read_text())
+    assert "already locked" in stack_lock.floating_errors(locked)[0]
+
+
+def test_cli_refuses_an_unknown_or_locked_bundle(capsys):
+    assert main(["stack", "lock", "no-such-bundle"]) == 2
+    assert "bundles there: " in capsys.readouterr().err
+    assert main(["stack", "lock", "stable-0.5.23-2026-11-30"]) == 2
+    assert "already locked" in capsys.readouterr().err
+    assert main(["stack", "fetch", "stable-0.5.23"]) == 2
+    assert "is not locked: run sglang-deploy stack lock stable-0.5.23" in capsys.readouterr().err
+
+
+@pytest.fixture
+def served(tmp_path):
+    """A local HTTP server over tmp_path/served (a stand-in for an index's file host)."""
+    root = tmp_path / "served"
+    root.mkdir()
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+def entry(root, url, name, body, sha=None):
+    (root / name).write_bytes(body)
+    return {
+        "name": name.split("-")[0],
+        "version": "1",
+        "file": name,
+        "url": url + name,
+        "sha256": sha or hashlib.sha256(body).hexdigest(),
+    }
+
+
+def test_fetch_checks_every_download_and_keeps_intact_wheels(served, tmp_path):
+    root, url = served
+    lock = {
+        "packages": [entry(root, url, "a-1-py3-none-any.whl", b"a"), entry(root, url, "b-1-py3-none-any.whl", b"b")],
+        "installer": [entry(root, url, "uv-1-py3-none-any.whl", b"uv")],
+    }
+    house = tmp_path / "house"
+    result = stack_lock.fetch(lock, house)
+    assert (result.files, result.downloaded, result.bytes_downloaded) == (3, 3, 4)
+    (house / "b-1-py3-none-any.whl").write_bytes(b"altered")
+    result = stack_lock.fetch(lock, house)
+    assert (result.downloaded, (house / "b-1-py3-none-any.whl").read_bytes()) == (1, b"b")
+
+
+def test_fetch_refuses_a_download_that_does_not_match(served, tmp_path):
+    root, url = served
+    lock = {"packages": [entry(root, url, "a-1-py3-none-any.whl", b"a", sha="0" * 64)]}
+    with pytest.raises(stack_lock.LockError, match="a-1-py3-none-any.whl: sha256 .* the lock says 0{64}"):
+        stack_lock.fetch(lock, tmp_path / "house")
+    assert not (tmp_path / "house" / "a-1-py3-none-any.whl").exists()
+
+
+def test_fetch_names_a_built_wheel_it_cannot_download(tmp_path):
+    lock = {
+        "packages": [
+            {
+                "name": "sglang",
+                "version": "0.6",
+                "file": "sglang-abc/sglang-0.6-py3-none-any.whl",
+                "url": None,
+                "sha256": "0" * 64,
+            }
+        ]
+    }
+    with pytest.raises(
+        stack_lock.LockError, match="sglang-abc/sglang-0.6-py3-none-any.whl: built when the bundle was locked"
+    ):
+        stack_lock.fetch(lock, tmp_path)
+
+
+def test_lock_hashes_what_it_downloads_from_an_extra_index(served, tmp_path):
+    """The PyTorch-index trap: wheels of an extra index published with a wrong hash or none."""
+    root, url = served
+    (root / "torch-2.15.0.dev1-py3-none-any.whl").write_bytes(b"torch")
+    (root / "fi-1-py3-none-any.whl").write_bytes(b"fi")
+    pylock = {
+        "packages": [
+            {
+                "name": "torch",
+                "version": "2.15.0.dev1",
+                "wheels": [{"url": url + "torch-2.15.0.dev1-py3-none-any.whl", "hashes": {"sha256": "0" * 64}}],
+            },
+            {"name": "fi", "version": "1", "wheels": [{"url": url + "fi-1-py3-none-any.whl"}]},
+            {
+                "name": "idna",
+                "version": "3.20",
+                "wheels": [
+                    {
+                        "url": "https://files.pythonhosted.org/x/idna-3.20-py3-none-any.whl",
+                        "hashes": {"sha256": "a" * 64},
+                    }
+                ],
+            },
+        ]
+    }
+    notes = []
+    entries = stack_lock._entries(pylock, {"python": "3.11"}, tmp_path, None, notes)
+    by_name = {entry["name"]: entry for entry in entries}
+    assert (
+        by_name["torch"]["sha256"] == hashlib.sha256(b"torch").hexdigest()
+        and by_name["torch"]["sha256_from"] == "download"
+    )
+    assert by_name["fi"]["sha256"] == hashlib.sha256(b"fi").hexdigest()
+    assert by_name["idna"] == {**by_name["idna"], "sha256": "a" * 64, "sha256_from": "index"}  # PyPI: as published
+    assert sorted(notes) == [
+        "fi-1-py3-none-any.whl: the index published no sha256; locked the hash of the download",
+        f"torch-2.15.0.dev1-py3-none-any.whl: the index published sha256 {'0' * 64}, the download has "
+        f"{hashlib.sha256(b'torch').hexdigest()}; locked the download's",
+    ]
+    assert (tmp_path / "torch-2.15.0.dev1-py3-none-any.whl").read_bytes() == b"torch"  # kept in the wheelhouse
