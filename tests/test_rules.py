@@ -222,3 +222,28 @@ def test_renamed_flag_accepted_between_recorded_releases(monkeypatch):
     assert not [f for f in findings if f.rule == "unknown-flag"]
     findings = run(case({"mamba-radix-cache-strategy": "extra_buffer", "enable-ep-moe": True}, version="0.5.16"))
     assert [f.message.split()[0] for f in findings if f.rule == "unknown-flag"] == ["--enable-ep-moe"]
+
+
+REAL = Path(__file__).parent / "fixtures" / "sglang-0.5.16-h200"
+
+
+def _args_of(argv: list) -> dict:
+    """A rendered argv back into profile args (values as strings, bare switches true)."""
+    args, i = {}, 0
+    while i < len(argv):
+        takes_value = i + 1 < len(argv) and not argv[i + 1].startswith("--")
+        args[argv[i][2:]] = argv[i + 1] if takes_value else True
+        i += 2 if takes_value else 1
+    return args
+
+
+@pytest.mark.parametrize("row", json.loads((REAL / "verdicts.json").read_text())["rows"], ids=lambda r: r["case"])
+def test_rules_predict_what_real_sglang_did(row):
+    """Recorded by tests/gpu/test_rules_real.py: sglang 0.5.16 on an H200 refused these launches at startup or
+    served them; the rules must refuse exactly the ones it refused."""
+    profiles = {"t": {"description": "recorded", "args": _args_of(row["argv"]), "env": {}}}
+    launch = prof.render("t", profiles, {}, "0.5.16")
+    facts = {**json.loads((REAL / "verdicts.json").read_text())["gpu"], "model_path_exists": True,
+             **rules.model_facts_from_path(REAL / "models" / row["model"])}
+    refused = rules.errors(rules.validate(launch, facts))
+    assert bool(refused) == (row["outcome"] == "refused at startup"), (row["outcome"], refused)

@@ -44,9 +44,7 @@ def ours(server: Server, levels, out: Path, input_len: int, output_len: int) -> 
     ]
     if server.api_key:
         cmd += ["--api-key-env", "GPU_SUITE_KEY"]
-    proc = subprocess.run(
-        cmd, capture_output=True, check=False, text=True, env=env, timeout=600
-    )
+    proc = subprocess.run(cmd, capture_output=True, check=False, text=True, env=env, timeout=600)
     out.with_suffix(".txt").write_text(proc.stdout + proc.stderr)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(out.read_text())
@@ -60,6 +58,7 @@ def bench_serving(
     out: Path,
     input_len: int,
     output_len: int,
+    extra_body: dict | None = None,
 ) -> dict:
     """`python -m sglang.bench_serving` (sglang-oai-chat backend, random-ids, fixed lengths) per level."""
     env = {**os.environ, "OPENAI_API_KEY": server.api_key or ""}
@@ -96,9 +95,9 @@ def bench_serving(
             "--output-file",
             str(jsonl),
         ]
-        proc = subprocess.run(
-            cmd, capture_output=True, check=False, text=True, env=env, timeout=600
-        )
+        if extra_body:
+            cmd += ["--extra-request-body", json.dumps(extra_body)]
+        proc = subprocess.run(cmd, capture_output=True, check=False, text=True, env=env, timeout=600)
         log.append(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         rows[str(c)] = json.loads(jsonl.read_text().strip().splitlines()[-1])
@@ -116,9 +115,7 @@ def side_by_side(our_result: dict, theirs: dict) -> list[dict]:
             "concurrency": c,
             "requests_ours": level["completed"],
             "requests_bench_serving": other.get("completed"),
-            "decode_tok_s_per_request_p50": (
-                level["decode_tok_s_per_request"] or {}
-            ).get("p50"),
+            "decode_tok_s_per_request_p50": (level["decode_tok_s_per_request"] or {}).get("p50"),
         }
         for key, stat, their_key in FIGURES:
             mine = level[key] if stat is None else (level[key] or {}).get(stat)
@@ -144,9 +141,7 @@ def plot(rows: list[dict], path: Path, title: str) -> Path:
     conc = [r["concurrency"] for r in rows]
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4))
     for ax, (key, label) in zip(axes, panels):
-        ax.plot(
-            conc, [r[f"{key}_ours"] for r in rows], "o-", label="sglang-deploy bench"
-        )
+        ax.plot(conc, [r[f"{key}_ours"] for r in rows], "o-", label="sglang-deploy bench")
         ax.plot(
             conc,
             [r[f"{key}_bench_serving"] for r in rows],

@@ -50,9 +50,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "gpu: needs an NVIDIA GPU and an installed SGLang (tests/gpu)"
-    )
+    config.addinivalue_line("markers", "gpu: needs an NVIDIA GPU and an installed SGLang (tests/gpu)")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -48,9 +48,7 @@ def render(
     env: dict | None = None,
 ) -> profiles.Launch:
     """The project's rendering of a launch for sglang 0.5.16 (a one-profile mapping, the suite's settings)."""
-    profile = {
-        "gpu-suite": {"description": "GPU suite launch", "args": args, "env": env or {}}
-    }
+    profile = {"gpu-suite": {"description": "GPU suite launch", "args": args, "env": env or {}}}
     settings = {
         "sglang_model_path": str(model),
         "sglang_served_model_name": name,
@@ -134,11 +132,7 @@ class Server:
                 group.add(int(entry.name))
         grew = True
         while grew:
-            more = {
-                pid
-                for pid, ppid in parents.items()
-                if ppid in group and pid not in group
-            }
+            more = {pid for pid, ppid in parents.items() if ppid in group and pid not in group}
             group |= more
             grew = bool(more)
         return sorted(group)
@@ -237,9 +231,7 @@ class ProcessUnit:
 
 
 def smi(*args: str) -> str:
-    return subprocess.run(
-        ["nvidia-smi", *args], capture_output=True, text=True, timeout=60, check=True
-    ).stdout
+    return subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=60, check=True).stdout
 
 
 def gpu_facts() -> dict:

@@ -103,28 +103,17 @@ def test_api_key_never_in_argv_and_masked_in_output(dense, rec_dir):
     cmdlines = {}
     for pid in pids:
         try:
-            cmdlines[pid] = (
-                Path(f"/proc/{pid}/cmdline")
-                .read_bytes()
-                .replace(b"\0", b" ")
-                .decode(errors="replace")
-            )
+            cmdlines[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-    assert len(cmdlines) >= 3, (
-        cmdlines
-    )  # launcher (the server), its output filter, SGLang's workers
+    assert len(cmdlines) >= 3, cmdlines  # launcher (the server), its output filter, SGLang's workers
     assert not [pid for pid, line in cmdlines.items() if API_KEY in line], cmdlines
     log = dense.log_text()
     assert API_KEY not in log
-    assert "api_key='***'" in log or "api_key=***" in log, (
-        "SGLang's server_args line not found"
-    )
+    assert "api_key='***'" in log or "api_key=***" in log, "SGLang's server_args line not found"
     lines = log.splitlines()
     (rec_dir / "startup_log.txt").write_text("\n".join(lines[:400]) + "\n")
-    harness.write_json(
-        rec_dir / "processes.json", {str(pid): line for pid, line in cmdlines.items()}
-    )
+    harness.write_json(rec_dir / "processes.json", {str(pid): line for pid, line in cmdlines.items()})
 
 
 def test_http_api_recordings(dense, rec_dir):
@@ -195,9 +184,7 @@ def test_streamed_chat_completion_recording(dense, rec_dir):
     name = dense.launch.args["served-model-name"]
     body = {
         "model": name,
-        "messages": [
-            {"role": "user", "content": "Write one short sentence about the sea."}
-        ],
+        "messages": [{"role": "user", "content": "Write one short sentence about the sea."}],
         "max_tokens": 12,
         "ignore_eos": True,
         "temperature": 0,
@@ -210,9 +197,7 @@ def test_streamed_chat_completion_recording(dense, rec_dir):
         rec_dir / "chat_stream_meta.json",
         {"request": body, "status": status, "headers": headers},
     )
-    events = [
-        line[6:] for line in raw.decode().splitlines() if line.startswith("data: ")
-    ]
+    events = [line[6:] for line in raw.decode().splitlines() if line.startswith("data: ")]
     assert status == 200 and events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
     assert chunks[-1]["usage"]["completion_tokens"] == 12
@@ -236,17 +221,13 @@ def test_output_sanity_check_on_real_responses(dense, rec_dir):
         assert exc.check in ("empty", "repeated_char", "not_text"), verdict
         assert readiness.check_output(exc.output)[0] == exc.check
     harness.write_json(rec_dir / "sanity_check.json", verdict)
-    assert verdict["outputs"] and all(
-        o["field"] == "content" for o in verdict["outputs"]
-    )
+    assert verdict["outputs"] and all(o["field"] == "content" for o in verdict["outputs"])
 
 
 def test_bench_side_by_side_with_bench_serving(dense, out_dir, models, rec_dir):
     bench_dir = out_dir / "bench"
     bench_dir.mkdir(exist_ok=True)
-    mine = benchcmp.ours(
-        dense, LEVELS, bench_dir / "dense-ours.json", INPUT_LEN, OUTPUT_LEN
-    )
+    mine = benchcmp.ours(dense, LEVELS, bench_dir / "dense-ours.json", INPUT_LEN, OUTPUT_LEN)
     requests = {c: level["requests"] for c, level in zip(LEVELS, mine["levels"])}
     theirs = benchcmp.bench_serving(
         dense,
@@ -264,20 +245,13 @@ def test_bench_side_by_side_with_bench_serving(dense, out_dir, models, rec_dir):
         bench_dir / "dense-side-by-side.png",
         "H200, small Qwen3-style model (dummy weights), sglang 0.5.16, 256 in / 256 out",
     )
-    (rec_dir / "metrics_after.txt").write_text(
-        dense.request("GET", "/metrics")[2].decode()
-    )
+    (rec_dir / "metrics_after.txt").write_text(dense.request("GET", "/metrics")[2].decode())
     assert mine["server_emulated"] is False
     for level in mine["levels"]:
-        assert level["failed"] == 0 and level["output_len_mismatch"]["count"] == 0, (
-            level
-        )
+        assert level["failed"] == 0 and level["output_len_mismatch"]["count"] == 0, level
     for row in rows:
         assert row["requests_bench_serving"] == row["requests_ours"], row
-        ratio = (
-            row["output_throughput_tok_s_ours"]
-            / row["output_throughput_tok_s_bench_serving"]
-        )
+        ratio = row["output_throughput_tok_s_ours"] / row["output_throughput_tok_s_bench_serving"]
         assert 0.7 < ratio < 1.3, row
 
 
@@ -323,9 +297,7 @@ def test_gpu_facts_and_idle_rule_on_real_nvidia_smi(dense, gpu_count, rec_dir):
     harness.write_json(rec_dir / "gpu_facts.json", record)
 
 
-def test_check_argv_and_recorded_flags_with_the_installed_parser(
-    dense, out_dir, tmp_path
-):
+def test_check_argv_and_recorded_flags_with_the_installed_parser(dense, out_dir, tmp_path):
     launches = {
         "dense": dense.launch.argv,
         "bad": [*dense.launch.argv, "--no-such-flag", "1"],
@@ -359,20 +331,10 @@ def test_check_argv_and_recorded_flags_with_the_installed_parser(
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
-    recorded = json.loads(
-        (tmp_path / f"flags-{harness.SGLANG_VERSION}.json").read_text()
-    )
-    (out_dir / f"flags-{harness.SGLANG_VERSION}.json").write_text(
-        json.dumps(recorded, indent=1)
-    )
+    recorded = json.loads((tmp_path / f"flags-{harness.SGLANG_VERSION}.json").read_text())
+    (out_dir / f"flags-{harness.SGLANG_VERSION}.json").write_text(json.dumps(recorded, indent=1))
     repo = json.loads(
-        (
-            harness.REPO
-            / "src"
-            / "sglang_deploy"
-            / "data"
-            / f"flags-{harness.SGLANG_VERSION}.json"
-        ).read_text()
+        (harness.REPO / "src" / "sglang_deploy" / "data" / f"flags-{harness.SGLANG_VERSION}.json").read_text()
     )
     assert recorded["flags"] == repo["flags"] and recorded["env"] == repo["env"]
 

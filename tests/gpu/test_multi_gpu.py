@@ -91,8 +91,7 @@ def test_tp2_as_two_nodes_on_one_machine(out_dir, models):
     for launch in ranks:
         assert rules.errors(rules.validate(launch, facts)) == []
     servers = [
-        Server(launch, out_dir / "logs", f"node-rank{rank}", gpus=str(rank))
-        for rank, launch in enumerate(ranks)
+        Server(launch, out_dir / "logs", f"node-rank{rank}", gpus=str(rank)) for rank, launch in enumerate(ranks)
     ]
     record: dict = {"dist_init_addr": dist, "argv": [s.launch.argv for s in servers]}
     waits: dict = {}
@@ -104,10 +103,7 @@ def test_tp2_as_two_nodes_on_one_machine(out_dir, models):
             waits[key] = {"error": str(exc)}
 
     try:
-        threads = [
-            threading.Thread(target=wait, args=(s, f"rank{i}"))
-            for i, s in enumerate(servers)
-        ]
+        threads = [threading.Thread(target=wait, args=(s, f"rank{i}")) for i, s in enumerate(servers)]
         for t in threads:
             t.start()
         for t in threads:
@@ -124,17 +120,13 @@ def test_tp2_as_two_nodes_on_one_machine(out_dir, models):
             probes.append(
                 {
                     "t_s": round(time.monotonic() - start, 2),
-                    "stage": readiness.probe(
-                        servers[0].url, harness.API_KEY, timeout=1.0
-                    )[0],
+                    "stage": readiness.probe(servers[0].url, harness.API_KEY, timeout=1.0)[0],
                 }
             )
             time.sleep(0.5)
         record["rank0_after_rank1_stop"] = {
             "probes": probes,
-            "exited_after_s": round(time.monotonic() - start, 2)
-            if servers[0].proc.poll() is not None
-            else None,
+            "exited_after_s": round(time.monotonic() - start, 2) if servers[0].proc.poll() is not None else None,
             "exit_status": servers[0].proc.returncode,
         }
     finally:

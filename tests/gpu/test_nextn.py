@@ -39,9 +39,7 @@ def test_nextn_on_the_hybrid_model(out_dir, models):
         ready = server.wait_ready(timeout=600)
         bench_dir = out_dir / "bench"
         bench_dir.mkdir(exist_ok=True)
-        mine = benchcmp.ours(
-            server, LEVELS, bench_dir / "nextn-ours.json", INPUT_LEN, OUTPUT_LEN
-        )
+        mine = benchcmp.ours(server, LEVELS, bench_dir / "nextn-ours.json", INPUT_LEN, OUTPUT_LEN)
         requests = {c: level["requests"] for c, level in zip(LEVELS, mine["levels"])}
         theirs = benchcmp.bench_serving(
             server,
@@ -57,9 +55,7 @@ def test_nextn_on_the_hybrid_model(out_dir, models):
         rows = benchcmp.side_by_side(mine, theirs)
         for row, level in zip(rows, mine["levels"]):
             row["accept_length_ours"] = level["spec_accept_length"]
-            row["accept_length_bench_serving"] = theirs[str(level["concurrency"])].get(
-                "accept_length"
-            )
+            row["accept_length_bench_serving"] = theirs[str(level["concurrency"])].get("accept_length")
         harness.write_json(bench_dir / "nextn-side-by-side.json", rows)
         harness.write_json(out_dir / "recordings" / "nextn_server_info.json", info)
         (out_dir / "recordings" / "nextn_metrics.txt").write_text(metrics)
@@ -72,10 +68,6 @@ def test_nextn_on_the_hybrid_model(out_dir, models):
     finally:
         server.stop()
     for level in mine["levels"]:
-        assert level["failed"] == 0 and level["output_len_mismatch"]["count"] == 0, (
-            level
-        )
-        assert (
-            level["spec_accept_length"] and level["spec_accept_length"]["value"] >= 1.0
-        ), level
+        assert level["failed"] == 0 and level["output_len_mismatch"]["count"] == 0, level
+        assert level["spec_accept_length"] and level["spec_accept_length"]["value"] >= 1.0, level
     assert all(row["accept_length_bench_serving"] for row in rows), rows

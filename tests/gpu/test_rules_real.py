@@ -141,15 +141,11 @@ def run_case(case, model_dir, args, facts, log_dir, gpus) -> dict:
         reported = time.monotonic()
         while server.exited_at is None and time.monotonic() - reported < 5:
             time.sleep(0.05)
-        error_lines = [
-            line for line in exc.journal if "Error" in line or "error:" in line
-        ]
+        error_lines = [line for line in exc.journal if "Error" in line or "error:" in line]
         row.update(
             outcome="refused at startup",
             reason=exc.reason,
-            report_delay_s=round(reported - server.exited_at, 3)
-            if server.exited_at
-            else None,
+            report_delay_s=round(reported - server.exited_at, 3) if server.exited_at else None,
             traceback="Traceback (most recent call last)" in "\n".join(exc.journal),
             error=error_lines[-1].strip() if error_lines else None,
             exit_status=server.proc.returncode,
@@ -182,9 +178,7 @@ def verdicts(out_dir, models):
     for row, (_, model, _, what) in zip(rows, CASES):
         row["model"] = model
         row["exercises"] = what
-        row["agree"] = bool(row["predicted_errors"]) == (
-            row["outcome"] == "refused at startup"
-        )
+        row["agree"] = bool(row["predicted_errors"]) == (row["outcome"] == "refused at startup")
     harness.write_json(
         out_dir / "verdicts.json",
         {"gpu": facts, "sglang": harness.SGLANG_VERSION, "rows": rows},
@@ -204,7 +198,5 @@ def test_crash_reported_with_traceback_within_3s(verdicts, case):
     row = verdicts[case]
     if row["outcome"] != "refused at startup":
         pytest.skip(f"{case} served")
-    assert (
-        row["report_delay_s"] is not None and row["report_delay_s"] <= REPORT_WITHIN_S
-    ), row
+    assert row["report_delay_s"] is not None and row["report_delay_s"] <= REPORT_WITHIN_S, row
     assert row["error"], row

@@ -107,7 +107,8 @@ async def chat(server: Server, req: Request, out: Responder) -> None:
     body = req.json()
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise openai_error(400, "messages must be a non-empty list", "BadRequestError")
+        # request validation (pydantic) in SGLang answers type "Bad Request", its own checks "BadRequestError"
+        raise openai_error(400, "messages must be a non-empty list", "Bad Request")
     stream, (include_usage, continuous) = _bool_field(body, "stream"), _stream_opts(server.cfg, body)
     check_generation_fault(server.cfg.fault, server.cfg.fault_message, openai=True)
     prompt = " ".join(_content_text(m) for m in messages)
@@ -126,7 +127,8 @@ async def chat(server: Server, req: Request, out: Responder) -> None:
         _bool_field(body, "ignore_eos"),
         reasoning,
     )
-    rid, created, model = f"{uuid.uuid4().hex}", int(time.time()), server.cfg.served_model_name
+    # SGLang answers with the model name the request gave (any name is served by the one model)
+    rid, created, model = f"{uuid.uuid4().hex}", int(time.time()), body.get("model") or server.cfg.served_model_name
     r = plan.reasoning_tokens
     if not stream:
         await server.engine.drain(plan)
@@ -148,12 +150,14 @@ async def chat(server: Server, req: Request, out: Responder) -> None:
                     {"index": 0, "message": message, "logprobs": None, "finish_reason": finish, "matched_stop": matched}
                 ],
                 "usage": _usage(server.cfg, plan, plan.n),
+                "metadata": {"weight_version": "default"},
             },
         )
         return
 
     def chunk(delta: dict, finish=None, matched=None, done: int = 0) -> dict:
-        return {
+        # SGLang 0.5.16's chunks: no "usage" key unless continuous usage stats are asked for
+        out = {
             "id": rid,
             "object": "chat.completion.chunk",
             "created": created,
@@ -161,19 +165,20 @@ async def chat(server: Server, req: Request, out: Responder) -> None:
             "choices": [
                 {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "matched_stop": matched}
             ],
-            "usage": _usage(server.cfg, plan, done) if continuous else None,
         }
+        if continuous:
+            out["usage"] = _usage(server.cfg, plan, done)
+        return out
 
     # token chunks are most of the traffic: render them from a prepared frame (same JSON as chunk())
-    frame = json.dumps(chunk({"role": None, "content": "\0C", "reasoning_content": "\0R"}), separators=(",", ":"))
+    frame = json.dumps(chunk({"reasoning_content": "\0R", "content": "\0C"}), separators=(",", ":"))
 
     def token_chunk(text: str, reasoning_part: bool, done: int):
         if continuous:
             return chunk(
                 {
-                    "role": None,
-                    "content": None if reasoning_part else text,
                     "reasoning_content": text if reasoning_part else None,
+                    "content": None if reasoning_part else text,
                 },
                 done=done,
             )
@@ -185,7 +190,7 @@ async def chat(server: Server, req: Request, out: Responder) -> None:
     async with contextlib.aclosing(server.engine.run(plan)) as steps:
         async for start, end in steps:
             if not sent_role:
-                out.add(chunk({"role": "assistant", "content": ""}))
+                out.add(chunk({"reasoning_content": None, "role": "assistant", "content": ""}))
                 sent_role = True
             if start < r:
                 out.add(token_chunk(plan.text(start, min(end, r)), True, end))
@@ -193,9 +198,9 @@ async def chat(server: Server, req: Request, out: Responder) -> None:
                 out.add(token_chunk(plan.text(max(start, r), end), False, end))
             await out.flush()
     if not sent_role:
-        out.add(chunk({"role": "assistant", "content": ""}))
+        out.add(chunk({"reasoning_content": None, "role": "assistant", "content": ""}))
     finish, matched = plan.finish_json()
-    out.add(chunk({"role": None, "content": None, "reasoning_content": None}, finish, matched, done=plan.n))
+    out.add(chunk({"reasoning_content": None}, finish, matched, done=plan.n))
     if include_usage:
         out.add(
             {
@@ -311,18 +316,24 @@ async def generate(server: Server, req: Request, out: Responder) -> None:
         False,
     )
     rid, cfg = uuid.uuid4().hex, server.cfg
-    start_time = time.monotonic()
+    start_time, received = time.monotonic(), time.time()
 
     def meta(done: int, final: bool) -> dict:
+        # the fields of SGLang 0.5.16's meta_info (tests/fixtures/sglang-0.5.16-h200/http_api.json)
         m = {
             "id": rid,
             "finish_reason": None,
             "prompt_tokens": plan.prompt_tokens,
-            "completion_tokens": done,
-            "cached_tokens": 0,
-            "reasoning_tokens": 0,
             "weight_version": "default",
             "num_retractions": 0,
+            "queue_time": 0.0,
+            "reasoning_tokens": 0,
+            "completion_tokens": done,
+            "cached_tokens": 0,
+            "cached_tokens_details": {"device": 0, "host": 0},
+            "dp_rank": None,
+            "request_received_ts": received,
+            "api_server_dispatch_finish_ts": received,
             "emulated": True,
         }
         if final:
@@ -330,7 +341,9 @@ async def generate(server: Server, req: Request, out: Responder) -> None:
                 m["finish_reason"] = {"type": "stop", "matched": EOS_TOKEN_ID}
             else:
                 m["finish_reason"] = {"type": "length", "length": plan.n}
-            m["e2e_latency"] = time.monotonic() - start_time
+            m["e2e_latency"] = elapsed = time.monotonic() - start_time
+            m["request_finished_ts"] = m["response_sent_to_client_ts"] = received + elapsed
+            m["decode_throughput"] = plan.n / elapsed if elapsed > 0 else 0.0
             if cfg.spec:
                 verify = max(1, math.ceil((plan.n - 1) / cfg.accept_length)) if plan.n > 1 else 0
                 m["spec_verify_ct"] = verify

@@ -77,7 +77,8 @@ def render_metrics(engine: Engine) -> str:
     metric("generation_tokens", "counter", "Number of generation tokens processed.", st.generation_tokens)
     metric("num_requests", "counter", "Number of requests processed.", st.num_requests)
     metric("cached_tokens", "counter", "Number of cached prompt tokens.", 0)
-    metric("num_aborted_requests", "counter", "Number of requests aborted.", st.aborted)
+    if st.aborted:  # a labelled counter: SGLang exports it from the first abort on
+        metric("num_aborted_requests", "counter", "Number of requests aborted.", st.aborted)
     metric("num_running_reqs", "gauge", "The number of running requests.", engine.pacer.running)
     metric("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", st.queued)
     metric("gen_throughput", "gauge", "The generation throughput (token/s).", st.gen_throughput)

@@ -1,0 +1,180 @@
+"""The emulator held to recordings of real SGLang 0.5.16 on an H200 (tests/fixtures/sglang-0.5.16-h200, made by
+tests/gpu): same endpoints and status codes, same field names in JSON bodies and stream chunks, metric names
+SGLang really exports, the same readiness stage order, the same error shapes and startup milestones."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from emulator_proc import Emulator
+
+from sglang_deploy import readiness
+from sglang_deploy.bench import metrics as bench
+
+REAL = Path(__file__).parent / "fixtures" / "sglang-0.5.16-h200"
+KEY = "emu-key"
+
+
+def real(name: str):
+    text = (REAL / name).read_text()
+    return json.loads(text) if name.endswith(".json") else text
+
+
+def shape(value):
+    """The structure of a JSON value: dicts as {key: shape}, lists as [shape of the first item], leaves as None."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shape(value[0])] if value and isinstance(value[0], (dict, list)) else []
+    return None
+
+
+def sse(raw: bytes) -> list:
+    events = [line[6:] for line in raw.decode().splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    return [json.loads(e) for e in events[:-1]]
+
+
+def chunk_kinds(chunks: list) -> dict:
+    """First role chunk, a token chunk, the finish chunk and the usage chunk of a streamed chat completion."""
+    return {
+        "role": chunks[0],
+        "token": chunks[1],
+        "finish": next(c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]),
+        "usage": chunks[-1],
+    }
+
+
+@pytest.fixture(scope="module")
+def emu(tmp_path_factory):
+    server = Emulator(tmp_path_factory.mktemp("emu-real"), "--enable-metrics", "--api-key", KEY).wait_ready()
+    yield server
+    server.stop()
+
+
+def request(emu, method, path, body=None, key=KEY):
+    return readiness.http_request(emu.url, method, path, body, key, 30)
+
+
+def test_endpoint_statuses_and_auth_as_recorded(emu):
+    recorded = real("http_api.json")
+    for label, rec in recorded.items():
+        method, _, path = label.partition(" ") if label.startswith("POST") else ("GET", "", label)
+        if method == "POST":
+            continue
+        path, _, variant = path.partition(" ")
+        key = {"(no key)": None, "(wrong key)": "wrong"}.get(variant, KEY)
+        status, headers, body = request(emu, "GET", path, key=key)
+        assert status == rec["status"], label
+        if rec["status"] in (401, 404):
+            assert json.loads(body) == json.loads(rec["body"]), label
+        if (rec.get("content_type") or "").startswith("application/json"):
+            assert headers.get("content-type", "").startswith("application/json"), label
+
+
+def test_models_list_fields(emu):
+    rec = json.loads(real("http_api.json")["/v1/models"]["body"])
+    got = json.loads(request(emu, "GET", "/v1/models")[2])
+    assert shape(got) == shape(rec)
+    assert got["data"][0]["root"] == got["data"][0]["id"]  # real SGLang: root is the served name
+
+
+def test_model_info_fields(emu):
+    rec = json.loads(real("http_api.json")["/model_info"]["body"])
+    got = json.loads(request(emu, "GET", "/model_info")[2])
+    assert set(got) - {"emulated"} == set(rec)
+
+
+def test_chat_completion_fields_and_model_echo(emu):
+    rec = json.loads(real("http_api.json")["POST /v1/chat/completions (unknown model)"]["body"])
+    body = {"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    got = json.loads(request(emu, "POST", "/v1/chat/completions", body)[2])
+    assert shape(got) == shape(rec)
+    assert got["model"] == rec["model"] == "no-such-model"
+
+
+def test_stream_chunk_fields(emu):
+    meta = real("chat_stream_meta.json")
+    rec = chunk_kinds(sse(real("chat_stream.txt").encode()))
+    status, _, raw = request(emu, "POST", "/v1/chat/completions", meta["request"])
+    assert status == meta["status"] == 200
+    got = chunk_kinds(sse(raw))
+    for kind in rec:
+        assert shape(got[kind]) == shape(rec[kind]), kind
+    assert got["usage"]["usage"]["completion_tokens"] == rec["usage"]["usage"]["completion_tokens"]
+
+
+def test_generate_fields(emu):
+    rec = real("http_api.json")["POST /generate"]
+    got = json.loads(request(emu, "POST", "/generate", rec["request"])[2])
+    real_body = json.loads(rec["body"])
+    assert set(got) == set(real_body)
+    assert set(got["meta_info"]) - {"emulated"} == set(real_body["meta_info"])
+
+
+def test_bad_request_error_shape(emu):
+    rec = real("http_api.json")["POST /v1/chat/completions (bad body)"]
+    status, _, body = request(
+        emu, "POST", "/v1/chat/completions", {"model": "qwen", "messages": "not a list", "max_tokens": 4}
+    )
+    assert status == rec["status"] == 400
+    got, want = json.loads(body), json.loads(rec["body"])
+    assert set(got) == set(want) and got["type"] == want["type"] and got["code"] == want["code"]
+
+
+def metric_names(text: str) -> set:
+    return {re.split(r"[{ ]", line, maxsplit=1)[0] for line in text.splitlines() if line and line[0] != "#"}
+
+
+def test_metric_names_are_real_ones(emu):
+    real_names = metric_names(real("metrics_after.txt")) | metric_names(real("nextn_metrics.txt"))
+    emulated = metric_names(request(emu, "GET", "/metrics")[2].decode())
+    assert emulated and emulated <= real_names, sorted(emulated - real_names)
+    assert {bench.SPEC_TOKENS_COUNTER, bench.SPEC_VERIFY_COUNTER} <= metric_names(real("nextn_metrics.txt"))
+
+
+def test_server_info_fields(emu):
+    rec = json.loads(real("http_api.json")["/server_info"]["body"])
+    got = json.loads(request(emu, "GET", "/server_info")[2])
+    # the emulator's own additions: its label and settings, and the (redacted) command line of the lab
+    assert set(got) - {"emulated", "emulator", "launch_command", "startup_time"} <= set(rec), sorted(set(got) - set(rec))
+    assert {"version", "internal_states", "served_model_name"} <= set(got)
+    nextn = real("nextn_server_info.json")
+    assert bench.server_info_accept_length(nextn) == 1.0  # dummy weights: the draft is never accepted
+
+
+def test_readiness_stage_order(tmp_path):
+    recorded = [c["status"] for c in real("health_sequence.json")["health_changes"]]
+    assert recorded == ["closed", 503, 200]
+    server = Emulator(tmp_path, SGLANG_EMU_LOAD_S=0.8, SGLANG_EMU_WARMUP_S=0.8)
+    try:
+        ready = readiness.wait_ready(server.url, timeout=20, sleep=0.05)
+    finally:
+        server.stop()
+    assert list(ready["first_seen"]) == ["closed", "warming", "ready"]
+
+
+def test_startup_milestones_are_real_log_lines(emu):
+    real_log = real("startup_log.txt")
+    for milestone in (
+        "server_args=ServerArgs(",
+        "Load weight begin",
+        "Load weight end",
+        "Application startup complete",
+        "Uvicorn running on http://",
+        "The server is fired up and ready to roll!",
+    ):
+        assert milestone in real_log, milestone
+        assert milestone in "\n".join(emu.log_lines()), milestone
+    assert "api_key='***'" in real_log  # the launcher's filter masked real SGLang's server_args line
+
+
+def test_crash_logs_end_with_the_error():
+    """What the readiness code reports for a startup refusal: the journal's last lines hold the exception."""
+    for name in ("served-name-with-colon", "hybrid-nextn-no-buffer", "trtllm-mha-on-sm90"):
+        lines = real(f"crash-{name}.log").splitlines()
+        assert "Traceback (most recent call last):" in lines, name
+        assert any(re.match(r"(AssertionError|ValueError): ", line) for line in lines), name
