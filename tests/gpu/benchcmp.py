@@ -59,6 +59,7 @@ def bench_serving(
     input_len: int,
     output_len: int,
     extra_body: dict | None = None,
+    warmup: int = 2,
 ) -> dict:
     """`python -m sglang.bench_serving` (sglang-oai-chat backend, random-ids, fixed lengths) per level."""
     env = {**os.environ, "OPENAI_API_KEY": server.api_key or ""}
@@ -91,7 +92,7 @@ def bench_serving(
             "--max-concurrency",
             str(c),
             "--warmup-requests",
-            "2",
+            str(warmup),
             "--output-file",
             str(jsonl),
         ]
