@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from emulator_proc import Emulator
 
-from sglang_deploy import readiness
+from sglang_deploy import readiness, server_http
 from sglang_deploy.bench import metrics as bench
 
 REAL = Path(__file__).parent / "fixtures" / "sglang-0.5.16-h200"
@@ -56,7 +56,8 @@ def emu(tmp_path_factory):
 
 
 def request(emu, method, path, body=None, key=KEY):
-    return readiness.http_request(emu.url, method, path, body, key, 30)
+    resp = server_http.request(server_http.Endpoint.parse(emu.url), method, path, body, key, 30)
+    return resp.status, resp.headers, resp.body
 
 
 def test_endpoint_statuses_and_auth_as_recorded(emu):
@@ -140,7 +141,9 @@ def test_server_info_fields(emu):
     rec = json.loads(real("http_api.json")["/server_info"]["body"])
     got = json.loads(request(emu, "GET", "/server_info")[2])
     # the emulator's own additions: its label and settings, and the (redacted) command line of the lab
-    assert set(got) - {"emulated", "emulator", "launch_command", "startup_time"} <= set(rec), sorted(set(got) - set(rec))
+    assert set(got) - {"emulated", "emulator", "launch_command", "startup_time"} <= set(rec), sorted(
+        set(got) - set(rec)
+    )
     assert {"version", "internal_states", "served_model_name"} <= set(got)
     nextn = real("nextn_server_info.json")
     assert bench.server_info_accept_length(nextn) == 1.0  # dummy weights: the draft is never accepted

@@ -27,9 +27,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-PART_BYTES = (
-    60_000_000  # a transfer carries 64 MiB with the working tree: leave room for it
-)
+PART_BYTES = 60_000_000  # a transfer carries 64 MiB with the working tree: leave room for it
 PLATFORMS = (
     "manylinux_2_34_x86_64",
     "manylinux_2_28_x86_64",
@@ -168,11 +166,7 @@ def plan(parts: Path) -> list[str]:
     names = sorted(p.name for p in parts.glob("part*"))
     return [
         f"mkdir -p /root/stage && mv {parts.name}/{name} /root/stage/"
-        + (
-            f" && mv {parts.name}/wheels.sha256 /root/stage/"
-            if i == len(names) - 1
-            else ""
-        )
+        + (f" && mv {parts.name}/wheels.sha256 /root/stage/" if i == len(names) - 1 else "")
         for i, name in enumerate(names)
     ]
 
@@ -187,9 +181,7 @@ def install(stage: Path, site: Path) -> None:
             out.write(data)
     expected = (stage / "wheels.sha256").read_text().split()[0]
     if digest.hexdigest() != expected:
-        sys.exit(
-            f"sha256 mismatch: {digest.hexdigest()} != {expected} (a part is missing or broken)"
-        )
+        sys.exit(f"sha256 mismatch: {digest.hexdigest()} != {expected} (a part is missing or broken)")
     with tarfile.open(tar_path) as tar:
         tar.extractall(stage, filter="data")
     wheels = sorted(str(w) for w in (stage / "whl").glob("*.whl"))

@@ -196,9 +196,7 @@ def corpus(lines: int = 4000) -> list[str]:
         for _ in range(8 + i % 9):
             state = (state * 1103515245 + 12345) & 0x7FFFFFFF
             words.append(_CORPUS_WORDS[state % len(_CORPUS_WORDS)])
-        out.append(
-            f"{' '.join(words).capitalize()}, {i % 100} and {(i * 7) % 1000}. What? Yes: 1, 2, 3!"
-        )
+        out.append(f"{' '.join(words).capitalize()}, {i % 100} and {(i * 7) % 1000}. What? Yes: 1, 2, 3!")
     return out
 
 
@@ -330,21 +328,16 @@ def write_model(folder: Path, config: dict, tok) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     tok.save(str(folder / "tokenizer.json"))
-    (folder / "tokenizer_config.json").write_text(
-        json.dumps(tokenizer_config(), indent=2) + "\n"
-    )
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config(), indent=2) + "\n")
     (folder / "special_tokens_map.json").write_text(
-        json.dumps({"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, indent=2)
-        + "\n"
+        json.dumps({"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, indent=2) + "\n"
     )
     generation = {
         "bos_token_id": config["bos_token_id"],
         "eos_token_id": config["eos_token_id"],
         "do_sample": False,
     }
-    (folder / "generation_config.json").write_text(
-        json.dumps(generation, indent=2) + "\n"
-    )
+    (folder / "generation_config.json").write_text(json.dumps(generation, indent=2) + "\n")
     return folder
 
 
