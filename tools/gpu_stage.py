@@ -10,8 +10,9 @@ Steps (each a sub-command; stdlib only):
 
 then `export PYTHONPATH=SITE` (sglang 0.5.16 pins torch==2.11.0, the host's own torch, so the torch stack is
 not carried). Measured 2026-11-30 (H200 machine, 64 MiB per transfer): the wheel set is 76 files, 514 MiB
-(sglang-kernel 0.4.5 alone 383 MB); `download` took 15 s on the networked machine; 9 parts; see `plan`.
-Transfers to the GPU host took about 5 s each back to back; `install` about 13 s.
+(sglang-kernel 0.4.5 alone 383 MB); `download` took 15-37 s on the networked machine, `pack` 6 s; 9 parts (see
+`plan`). On nvidia-h200-x2 a fresh machine took about 30 s to start, each part's transfer call about 4 s back to
+back (9 parts: about 40 s), `install` 15 s; the whole staging about 1.5 minutes of machine time.
 
 The set is sglang's runtime needs that the host's image lacks, all installed with --no-deps (the image's
 torch, triton, numpy, flashinfer's CUDA libraries stay). tokenizers 0.22.2 is pinned because transformers
