@@ -53,6 +53,7 @@ class FilterModule:
     def filters(self):
         return {
             "sglang_exec_start": _format(formats.exec_start),
+            "sglang_unit_value": _format(formats.unit_value),
             "sglang_env_file": _format(formats.env_file),
             "sglang_env_problems": formats.env_problems,
             "sglang_server_command": formats.server_command,

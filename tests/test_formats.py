@@ -105,3 +105,9 @@ def test_lines_systemd_would_drop_are_refused():
         formats.exec_start(["/py"], ["--x", "a" * formats.LINE_MAX])
     with pytest.raises(formats.FormatError, match="systemd ignores lines"):
         formats.env_file({"X": "a" * formats.LINE_MAX})
+
+
+def test_other_unit_settings_are_one_line_with_literal_percent():
+    assert formats.unit_value("/var/lib/50%") == "/var/lib/50%%"
+    with pytest.raises(formats.FormatError):
+        formats.unit_value("sglang\nExecStartPre=+/bin/sh -c id")

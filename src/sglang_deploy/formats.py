@@ -52,6 +52,12 @@ def check_text(text: object, what: str = "value") -> str:
     return text
 
 
+def unit_value(value: object) -> str:
+    """A value for any other unit setting (User=, WorkingDirectory=, Description=, a comment): one line, with `%`
+    kept literal (systemd.unit(5) "Specifiers")."""
+    return check_text(value, "a unit setting").replace("%", "%%")
+
+
 def exec_word(arg: object) -> str:
     """One ExecStart word (systemd.service(5) "Command lines"): `%` and `$` stay literal, quoted unless plain."""
     text = check_text(arg, "a command-line word").replace("%", "%%").replace("$", "$$")
