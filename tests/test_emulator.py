@@ -797,3 +797,28 @@ def test_bad_settings_are_refused_at_start(args, env, names):
         timeout=10,
     )
     assert run.returncode == 2 and names in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+def test_token_budget_over_the_context_length_is_400_like_sglang(plain):
+    # TokenizerManager._validate_one_request (sglang/srt/managers/tokenizer_manager.py); context length 32768
+    status, resp = plain.json("POST", "/v1/chat/completions", chat_body("a b c", max_tokens=40000), timeout=3)
+    assert status == 400 and resp["message"].startswith(
+        "Requested token count exceeds the model's maximum context length of 32768 tokens. You requested a total of "
+        "40003 tokens: 3 tokens from the input messages and 40000 tokens for the completion."
+    )
+    status, resp = plain.json("POST", "/generate", {"input_ids": [1] * 32768}, timeout=3)
+    assert status == 400 and resp["error"]["message"] == (
+        "The input (32768 tokens) is longer than the model's context length (32768 tokens)."
+    )
+
+
+def test_a_reader_that_stalls_does_not_hold_its_running_slot(plain):
+    # SGLang's scheduler finishes a request whether or not its client reads the stream; so does the emulator
+    # /generate streams the text so far in every chunk: megabytes that fill the socket buffers within a second
+    body = json.dumps({"text": "x", "sampling_params": {"max_new_tokens": 1500, "ignore_eos": True}, "stream": True})
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", plain.port))
+        s.sendall(b"POST /generate HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body.encode()))
+        plain.wait(lambda: metrics(plain)["sglang:num_running_reqs"] == 1, timeout=2, what="running")
+        plain.wait(lambda: metrics(plain)["sglang:num_running_reqs"] == 0, timeout=4, what="finished unread")

@@ -80,10 +80,33 @@ def _int_field(body: dict, names: tuple, default, minimum: int = 0):
 
 
 def _plan(
-    cfg: Config, prompt: str, prompt_tokens: int, max_new, min_new: int, ignore_eos: bool, reasoning: bool
+    cfg: Config,
+    prompt: str,
+    prompt_tokens: int,
+    max_new,
+    min_new: int,
+    ignore_eos: bool,
+    reasoning: bool,
+    openai: bool = True,
+    default_new: int | None = None,
 ) -> Plan:
+    """The request's Plan. Without max_new: default_new, else up to the context length. A prompt or an explicit
+    token budget over the context length is a 400 with SGLang's messages (TokenizerManager._validate_one_request,
+    sglang/srt/managers/tokenizer_manager.py)."""
+    context = cfg.context_length
+    if prompt_tokens >= context:
+        message = f"The input ({prompt_tokens} tokens) is longer than the model's context length ({context} tokens)."
+        raise _bad(message) if openai else HttpError(400, {"error": {"message": message}})
     if max_new is None:
-        max_new = max(0, cfg.context_length - prompt_tokens)
+        max_new = min(default_new, context - prompt_tokens) if default_new is not None else context - prompt_tokens
+    elif prompt_tokens + max_new >= context:
+        message = (
+            f"Requested token count exceeds the model's maximum context length of {context} tokens. You requested "
+            f"a total of {prompt_tokens + max_new} tokens: {prompt_tokens} tokens from the input messages and "
+            f"{max_new} tokens for the completion. Please reduce the number of tokens in the input messages or the "
+            f"completion to fit within the limit."
+        )
+        raise _bad(message) if openai else HttpError(400, {"error": {"message": message}})
     return Plan(prompt, prompt_tokens, max_new, min_new, ignore_eos, reasoning, cfg.fault == "garbage")
 
 
@@ -310,10 +333,12 @@ async def generate(server: Server, req: Request, out: Responder) -> None:
         server.cfg,
         prompt_text,
         prompt_tokens,
-        _int_field(sp, ("max_new_tokens",), 128),
+        _int_field(sp, ("max_new_tokens",), None),
         _int_field(sp, ("min_new_tokens",), 0),
         _bool_field(sp, "ignore_eos"),
         False,
+        openai=False,
+        default_new=128,
     )
     rid, cfg = uuid.uuid4().hex, server.cfg
     start_time, received = time.monotonic(), time.time()

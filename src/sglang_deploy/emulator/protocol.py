@@ -10,9 +10,10 @@ from .config import log
 
 EMULATED_HEADER = "x-sglang-emulated"
 # SGLang runs uvicorn with timeout_keep_alive=5 (sglang/srt/entrypoints/http_server.py, launch_server): an idle
-# connection closes after 5 s. The emulator gives a request's head the same 5 s, and its body BODY_TIMEOUT_S.
+# connection closes after 5 s. The emulator gives a request's head the same 5 s, its body BODY_TIMEOUT_S.
 HEAD_TIMEOUT_S = 5.0
 BODY_TIMEOUT_S = 60.0
+WRITE_TIMEOUT_S = 60.0  # after a response, for the client to take it
 MAX_BODY_BYTES = 64 * 1024 * 1024
 HTTP_REASONS = {
     100: "Continue",
@@ -81,8 +82,7 @@ class Responder:
 
     async def send(self, status: int, body: bytes, content_type: str) -> None:
         head = self._head(status, [("content-type", content_type), ("content-length", str(len(body)))])
-        self.writer.write(head + body)
-        await self.writer.drain()
+        self._write(head + body)
 
     async def send_json(self, status: int, obj) -> None:
         await self.send(status, json.dumps(obj, separators=(",", ":")).encode(), "application/json")
@@ -105,9 +105,15 @@ class Responder:
         self._pending.append(payload)
 
     async def flush(self) -> None:
-        self.writer.write(b"".join(self._pending))
+        self._write(b"".join(self._pending))
         self._pending.clear()
-        await self.writer.drain()
+
+    def _write(self, data: bytes) -> None:
+        """Queue bytes without waiting for the client to take them: SGLang's scheduler does not wait for a slow
+        reader either, its output waits in memory. serve_connection bounds that wait after the response."""
+        if self.writer.transport.is_closing():
+            raise ConnectionResetError("the client closed the connection")
+        self.writer.write(data)
 
     async def event(self, obj) -> None:
         self.add(obj)
@@ -144,6 +150,12 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
                 await out.send_json(400, {"detail": "Invalid HTTP request received."})
             else:
                 await _answer(req, out, reader, route)
+            try:
+                async with asyncio.timeout(WRITE_TIMEOUT_S):
+                    await writer.drain()
+            except TimeoutError:
+                writer.transport.abort()  # the client stopped reading: drop what it did not take
+                break
             line = head.split(b"\r\n", 1)[0].decode("latin-1")
             print(
                 f'INFO:     {peer[0]}:{peer[1]} - "{_printable(line)}" {out.status} {HTTP_REASONS.get(out.status, "")}',
