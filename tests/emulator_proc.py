@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import ansible.module_utils
+from ansible.module_utils import _internal
 from ansible.module_utils.testing import patch_module_args
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,11 +75,16 @@ def stop_process(proc: subprocess.Popen) -> int:
 def run_module(module, args: dict, capsys) -> tuple:
     """Run module.main() with args; (failed, result dict)."""
     capsys.readouterr()
+    # As on a host: once controller code was imported in this process (any ansible.errors import), the
+    # module_utils would hand warnings to the controller's display instead of returning them.
+    controller, _internal.is_controller = _internal.is_controller, False
     with patch_module_args(args):
         try:
             module.main()
         except SystemExit:
             pass
+        finally:
+            _internal.is_controller = controller
     out = capsys.readouterr().out
     result = json.loads(out[out.index("{"):])
     return bool(result.get("failed")), result
