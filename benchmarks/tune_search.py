@@ -7,11 +7,14 @@ resume check: results stored when the controller was killed, runs of the re-run,
 flight). Figures are SYNTHETIC (the lab emulator's performance model, group_vars/lab.yml).
 
     flock /tmp/sglang-docker.lock python benchmarks/tune_search.py [--kill-after 5] [--out DIR]
+
+It holds /tmp/sglang-lab-1.lock (as tests/test_api.py does) while it runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import shutil
@@ -44,6 +47,9 @@ def main() -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="tune-bench-"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
 
+    # Hold the lab container as tests/test_api.py does: another run deploying to it meanwhile spoils the figures.
+    lab_lock = open("/tmp/sglang-lab-1.lock", "w")  # noqa: SIM115 (held until the process exits)
+    fcntl.flock(lab_lock, fcntl.LOCK_EX)
     t0 = time.time()
     first = subprocess.Popen(
         cli("--out", str(out), "--json"), cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
