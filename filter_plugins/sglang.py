@@ -7,7 +7,7 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
-from sglang_deploy import formats, gpu, rules, secret_names
+from sglang_deploy import fleet, formats, gpu, rules, secret_names
 
 
 def _slurped_json(result: dict, name: str) -> object:
@@ -49,6 +49,24 @@ def _format(func):
     return run
 
 
+def router_worker(pair: list) -> dict:
+    """(inventory host, URL) -> a worker of the router's manifest."""
+    return {"id": str(pair[0]), "url": str(pair[1])}
+
+
+def fleet_summary(hosts: list, hostvars, profile: str) -> list[dict]:
+    """What each host of a rolling deploy serves: from the facts the sglang_server role and the fleet steps set."""
+    previous, deployed, failed = {}, {}, {}
+    for host in hosts:
+        hv = hostvars[host]
+        previous[host] = ((hv.get("ansible_local") or {}).get("sglang_server") or {}).get("last_good_profile")
+        if hv.get("sglang_fleet_done"):
+            deployed[host] = hv["sglang_server_deployed"]["profile"]
+        elif "sglang_fleet_failed" in hv:
+            failed[host] = hv["sglang_fleet_failed"]
+    return fleet.summary(list(hosts), previous, deployed, failed, profile)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -61,4 +79,8 @@ class FilterModule:
             "sglang_host_rule_facts": host_rule_facts,
             "sglang_stray_gpu_processes": gpu.stray_processes,
             "sglang_mask_secrets": secret_names.mask,
+            "sglang_router_argv": fleet.router_argv,
+            "sglang_router_worker": router_worker,
+            "sglang_router_manifest": fleet.manifest,
+            "sglang_fleet_summary": fleet_summary,
         }

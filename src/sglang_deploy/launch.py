@@ -1,4 +1,4 @@
-"""Start SGLang (or the lab's emulator) with its secrets taken from the environment, never from the command line.
+"""Start SGLang (or the lab's emulator, or the smg router) with its secrets taken from the environment, never from the command line.
 
 systemd would expand `--api-key ${SGLANG_API_KEY}` into the process's argv, which every user can read in
 /proc/PID/cmdline. This launcher, started by the unit, appends the secret flags to sys.argv inside the process
@@ -11,6 +11,7 @@ in their repr and JSON spellings, with *** before they reach the journal.
 
     launch.py -m sglang.launch_server ARGS...      (real hosts)
     launch.py -m emulator ARGS...                  (lab hosts: the emulator package beside launch.py)
+    launch.py -m smg launch ARGS...                (the smg router)
 
 Stdlib only: it runs with the stack venv's Python, which has no sglang_deploy package.
 """
@@ -24,13 +25,16 @@ import runpy
 import signal
 import sys
 
-# Environment variable -> SGLang flag. The variable is removed from the environment once read.
+# Environment variable -> flag of SGLang, or of the smg router (roles/sglang_router). The variable is removed from
+# the environment once read.
 SECRET_FLAGS = {
     "SGLANG_API_KEY": "--api-key",
     "SGLANG_ADMIN_API_KEY": "--admin-api-key",
     "SGLANG_SSL_KEYFILE_PASSWORD": "--ssl-keyfile-password",
+    "SMG_API_KEY": "--api-key",
+    "SMG_CONTROL_PLANE_API_KEYS": "--control-plane-api-keys",
 }
-API_KEYS = ("SGLANG_API_KEY", "SGLANG_ADMIN_API_KEY")
+API_KEYS = ("SGLANG_API_KEY", "SGLANG_ADMIN_API_KEY", "SMG_API_KEY")
 # Shorter API keys are refused: guessable, and masking one would mask ordinary text in the journal.
 MIN_KEY_LENGTH = 16
 MASK = b"***"

@@ -59,6 +59,7 @@ SETTING_FLAGS = {
     "sglang_tp": "tp-size",
     "sglang_host": "host",
     "sglang_port": "port",
+    "sglang_enable_metrics": "enable-metrics",
 }
 
 
@@ -401,7 +402,7 @@ def render(
     merged: dict[str, Any] = {}
     for var, flag in SETTING_FLAGS.items():
         value = settings.get(var)
-        if value not in (None, ""):
+        if value is not False and value not in (None, ""):
             merged[flag] = value
     merged.update(profile.args)
     for key in profile.env:
