@@ -67,15 +67,26 @@ class Load:
                 self.records.append(rec)
 
     def _one(self) -> dict:
-        body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "Tell me about the sea."}],
-                           "max_tokens": self.output_len, "ignore_eos": True, "stream": True,
-                           "stream_options": {"include_usage": True}})
+        body = json.dumps(
+            {
+                "model": MODEL,
+                "messages": [{"role": "user", "content": "Tell me about the sea."}],
+                "max_tokens": self.output_len,
+                "ignore_eos": True,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+        )
         t0 = time.monotonic()
         rec = {"start": t0, "ttft": None, "ok": False, "error": None}
         conn = http.client.HTTPConnection(self.host, PORT, timeout=60)
         try:
-            conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json",
-                                                                 "Authorization": f"Bearer {API_KEY}"})
+            conn.request(
+                "POST",
+                "/v1/chat/completions",
+                body,
+                {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"},
+            )
             resp = conn.getresponse()
             if resp.status != 200:
                 rec["error"] = f"HTTP {resp.status}: {resp.read()[:200]!r}"
@@ -116,10 +127,14 @@ def pct(values: list[float], q: float) -> float:
 
 def figures(records: list[dict]) -> dict:
     ttft = [r["ttft"] * 1000 for r in records if r["ttft"] is not None]
-    return {"sent": len(records), "failed": sum(not r["ok"] for r in records),
-            "ttft_p50_ms": round(pct(ttft, 50), 1), "ttft_p99_ms": round(pct(ttft, 99), 1),
-            "ttft_mean_ms": round(statistics.fmean(ttft), 1) if ttft else None,
-            "errors": sorted({r["error"] for r in records if r["error"]})[:5]}
+    return {
+        "sent": len(records),
+        "failed": sum(not r["ok"] for r in records),
+        "ttft_p50_ms": round(pct(ttft, 50), 1),
+        "ttft_p99_ms": round(pct(ttft, 99), 1),
+        "ttft_mean_ms": round(statistics.fmean(ttft), 1) if ttft else None,
+        "errors": sorted({r["error"] for r in records if r["error"]})[:5],
+    }
 
 
 def docker(*args: str) -> str:
@@ -139,8 +154,9 @@ def roll(profile: str, *inventories: Path) -> tuple[int, float, str]:
     for extra in inventories:
         argv += ["-i", str(extra)]
     t0 = time.monotonic()
-    proc = subprocess.run([*argv, str(REPO / "site.yml"), "-e", f"profile={profile}"], cwd=REPO,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [*argv, str(REPO / "site.yml"), "-e", f"profile={profile}"], cwd=REPO, capture_output=True, text=True
+    )
     return proc.returncode, time.monotonic() - t0, proc.stdout + proc.stderr
 
 
@@ -158,9 +174,11 @@ def main() -> int:
     if rc != 0:
         print(out[-3000:])
         sys.exit(f"could not bring the lab fleet to {first} (is it up? ./lab fleet up)")
-    router = docker("inspect", "-f", f"{{{{(index .NetworkSettings.Networks \"{NETWORK}\").IPAddress}}}}", ROUTER)
-    print(f"EMULATED fleet (synthetic numbers): {len(REPLICAS)} replicas behind smg at {router}:{PORT}, "
-          f"{args.streams} streams x {args.output_len} tokens")
+    router = docker("inspect", "-f", f'{{{{(index .NetworkSettings.Networks "{NETWORK}").IPAddress}}}}', ROUTER)
+    print(
+        f"EMULATED fleet (synthetic numbers): {len(REPLICAS)} replicas behind smg at {router}:{PORT}, "
+        f"{args.streams} streams x {args.output_len} tokens"
+    )
 
     load = Load(router, args.streams, args.output_len).start()
     t0 = time.monotonic()
@@ -174,22 +192,32 @@ def main() -> int:
     untouched_before = started(REPLICAS[2])
     with tempfile.TemporaryDirectory() as tmp:
         crash = Path(tmp) / "crash.yml"
-        crash.write_text(json.dumps({"all": {"hosts": {REPLICAS[1]: {
-            "sglang_server_env": {"SGLANG_EMU_FAULT": "crash_on_load"}}}}}))
+        crash.write_text(
+            json.dumps({"all": {"hosts": {REPLICAS[1]: {"sglang_server_env": {"SGLANG_EMU_FAULT": "crash_on_load"}}}}})
+        )
         rc2, wall2, out2 = roll(first, crash)
     t3 = time.monotonic()
     time.sleep(2)
     load.finish()
     after2 = {h: serves(h) for h in REPLICAS}
-    stopped = (rc2 != 0 and after2 == {REPLICAS[0]: first, REPLICAS[1]: second, REPLICAS[2]: second}
-               and started(REPLICAS[2]) == untouched_before and "roll stopped" in out2)
+    stopped = (
+        rc2 != 0
+        and after2 == {REPLICAS[0]: first, REPLICAS[1]: second, REPLICAS[2]: second}
+        and started(REPLICAS[2]) == untouched_before
+        and "roll stopped" in out2
+    )
     ok &= stopped
 
-    phases = {"before": figures(load.between(t0, t1)), f"roll {first}->{second}": figures(load.between(t1, t2)),
-              f"roll {second}->{first}, 2nd crashes": figures(load.between(t2, t3))}
+    phases = {
+        "before": figures(load.between(t0, t1)),
+        f"roll {first}->{second}": figures(load.between(t1, t2)),
+        f"roll {second}->{first}, 2nd crashes": figures(load.between(t2, t3)),
+    }
     print(f"{'phase':34} {'sent':>6} {'failed':>6} {'ttft p50':>9} {'ttft p99':>9}  wall")
     for (name, f), wall in zip(phases.items(), (args.before, wall1, wall2)):
-        print(f"{name:34} {f['sent']:6} {f['failed']:6} {f['ttft_p50_ms']:8.1f}ms {f['ttft_p99_ms']:8.1f}ms  {wall:.1f} s")
+        print(
+            f"{name:34} {f['sent']:6} {f['failed']:6} {f['ttft_p50_ms']:8.1f}ms {f['ttft_p99_ms']:8.1f}ms  {wall:.1f} s"
+        )
         for err in f["errors"]:
             print(f"    error: {err}")
         ok &= f["failed"] == 0

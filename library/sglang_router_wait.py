@@ -84,9 +84,12 @@ def main() -> None:
     try:
         result = wait_router(p["url"], p["api_key"], ready=p["ready"], out=p["out"], timeout=p["timeout"])
     except Unreachable as exc:
-        module.fail_json(msg=f"The router does not answer: {exc}. Start it (playbooks/router.yml, role "
-                             "sglang_router; journalctl -u smg on the router host) or fix sglang_router_port.",
-                         unreachable=True, states={})
+        module.fail_json(
+            msg=f"The router does not answer: {exc}. Start it (playbooks/router.yml, role "
+            "sglang_router; journalctl -u smg on the router host) or fix sglang_router_port.",
+            unreachable=True,
+            states={},
+        )
     except FleetError as exc:
         module.fail_json(msg=str(exc), unreachable=False, states=exc.detail.get("states", {}))
     module.exit_json(changed=False, **result)

@@ -26,12 +26,15 @@ def test_manifest_leaves_out_the_batch():
     assert fleet.manifest(WORKERS, ["gpu-1"]) == {"version": 1, "workers": WORKERS[1:]}
 
 
-@pytest.mark.parametrize("workers", [
-    [{"id": "gpu-1", "url": "10.0.0.11:30000"}],
-    [{"id": "", "url": "http://10.0.0.11:30000"}],
-    [WORKERS[0], {"id": "gpu-1", "url": "http://10.0.0.13:30000"}],
-    [WORKERS[0], {"id": "gpu-3", "url": WORKERS[0]["url"]}],
-])
+@pytest.mark.parametrize(
+    "workers",
+    [
+        [{"id": "gpu-1", "url": "10.0.0.11:30000"}],
+        [{"id": "", "url": "http://10.0.0.11:30000"}],
+        [WORKERS[0], {"id": "gpu-1", "url": "http://10.0.0.13:30000"}],
+        [WORKERS[0], {"id": "gpu-3", "url": WORKERS[0]["url"]}],
+    ],
+)
 def test_manifest_refuses_bad_workers(workers):
     with pytest.raises(ValueError):
         fleet.manifest(workers)
@@ -45,17 +48,26 @@ def test_worker_states_from_a_recorded_smg_listing():
 
 
 def test_in_flight_sums_running_and_queued_over_ranks_only():
-    text = ('# TYPE sglang:num_running_reqs gauge\n'
-            'sglang:num_running_reqs{tp_rank="0"} 3.0\nsglang:num_running_reqs{tp_rank="1"} 2.0\n'
-            'sglang:num_queue_reqs{tp_rank="0"} 1.0\nsglang:num_running_reqs_offline_batch{tp_rank="0"} 7.0\n')
+    text = (
+        "# TYPE sglang:num_running_reqs gauge\n"
+        'sglang:num_running_reqs{tp_rank="0"} 3.0\nsglang:num_running_reqs{tp_rank="1"} 2.0\n'
+        'sglang:num_queue_reqs{tp_rank="0"} 1.0\nsglang:num_running_reqs_offline_batch{tp_rank="0"} 7.0\n'
+    )
     assert fleet.in_flight(text) == 6.0
     assert fleet.in_flight("sglang:num_queue_reqs 1\n") is None
 
 
 def _stream(url: str, tokens: int) -> None:
     """One streamed request; cut off quietly when the server stops."""
-    body = json.dumps({"model": "qwen", "messages": [{"role": "user", "content": "hi"}], "max_tokens": tokens,
-                       "ignore_eos": True, "stream": True}).encode()
+    body = json.dumps(
+        {
+            "model": "qwen",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": tokens,
+            "ignore_eos": True,
+            "stream": True,
+        }
+    ).encode()
     req = urllib.request.Request(url + "/v1/chat/completions", body, {"Content-Type": "application/json"})
     with contextlib.suppress(OSError, http.client.HTTPException), urllib.request.urlopen(req, timeout=30) as resp:
         resp.read()
@@ -96,7 +108,8 @@ def test_router_wait_names_the_fix_when_nothing_answers(capsys):
 
 
 def test_summary_of_a_stopped_roll():
-    rows = fleet.summary(["a", "b", "c"], {"a": "baseline", "b": "baseline", "c": "baseline"},
-                         {"a": "nextn"}, {"b": "baseline"}, "nextn")
+    rows = fleet.summary(
+        ["a", "b", "c"], {"a": "baseline", "b": "baseline", "c": "baseline"}, {"a": "nextn"}, {"b": "baseline"}, "nextn"
+    )
     assert [(r["host"], r["serves"]) for r in rows] == [("a", "nextn"), ("b", "baseline"), ("c", "baseline")]
     assert [r["state"] for r in rows] == ["updated", "nextn failed here, roll stopped", "untouched"]

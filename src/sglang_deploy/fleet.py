@@ -50,8 +50,10 @@ def manifest(workers: list[dict], out: list[str] | tuple = ()) -> dict:
         if wid in seen or url in seen.values():
             raise ValueError(f"router worker {wid} ({url}) is listed twice")
         seen[wid] = url
-    return {"version": MANIFEST_VERSION,
-            "workers": [{"id": wid, "url": url} for wid, url in seen.items() if wid not in set(out)]}
+    return {
+        "version": MANIFEST_VERSION,
+        "workers": [{"id": wid, "url": url} for wid, url in seen.items() if wid not in set(out)],
+    }
 
 
 def router_argv(args: dict) -> list[str]:
@@ -72,8 +74,11 @@ def worker_states(listing: dict) -> dict[str, dict]:
     states = {}
     for worker in listing.get("workers", []):
         key = (worker.get("labels") or {}).get(DISCOVERY_ID_LABEL) or worker.get("url")
-        states[key] = {"url": worker.get("url"), "status": worker.get("status"),
-                       "healthy": bool(worker.get("is_healthy"))}
+        states[key] = {
+            "url": worker.get("url"),
+            "status": worker.get("status"),
+            "healthy": bool(worker.get("is_healthy")),
+        }
     return states
 
 
@@ -108,15 +113,23 @@ def router_workers(router_url: str, api_key: str | None = None) -> dict[str, dic
     """The router's workers (see worker_states); Unreachable when it does not answer, FleetError on 401/403."""
     status, body = _get(router_url.rstrip("/") + "/workers", api_key)
     if status in (401, 403):
-        raise FleetError(f"the router at {router_url} refused the control-plane key (HTTP {status}): set "
-                         "sglang_router_admin_api_key to one of its --control-plane-api-keys")
+        raise FleetError(
+            f"the router at {router_url} refused the control-plane key (HTTP {status}): set "
+            "sglang_router_admin_api_key to one of its --control-plane-api-keys"
+        )
     if status != 200:
         raise FleetError(f"the router at {router_url} answered GET /workers with HTTP {status}: {body[:200]}")
     return worker_states(json.loads(body))
 
 
-def wait_router(router_url: str, api_key: str | None = None, ready: list | tuple = (), out: list | tuple = (),
-                timeout: float = 120, sleep: float = 1.0) -> dict:
+def wait_router(
+    router_url: str,
+    api_key: str | None = None,
+    ready: list | tuple = (),
+    out: list | tuple = (),
+    timeout: float = 120,
+    sleep: float = 1.0,
+) -> dict:
     """Wait until every id in ``ready`` is listed ready and healthy, and every id in ``out`` is gone or
     draining (the router sends it nothing new). Returns {"states", "elapsed"}."""
     start = time.monotonic()
@@ -128,9 +141,11 @@ def wait_router(router_url: str, api_key: str | None = None, ready: list | tuple
         if not pending:
             return {"states": states, "elapsed": round(time.monotonic() - start, 3)}
         if time.monotonic() - start >= timeout:
-            raise FleetError(f"the router at {router_url} did not reach the expected state within {timeout:.0f} s: "
-                             + ", ".join(f"{w} is {states.get(w, {}).get('status', 'not listed')}" for w in pending),
-                             {"states": states, "pending": pending})
+            raise FleetError(
+                f"the router at {router_url} did not reach the expected state within {timeout:.0f} s: "
+                + ", ".join(f"{w} is {states.get(w, {}).get('status', 'not listed')}" for w in pending),
+                {"states": states, "pending": pending},
+            )
         time.sleep(sleep)
 
 
@@ -146,16 +161,22 @@ def wait_drained(server_url: str, timeout: float = 600, sleep: float = 1.0) -> d
             return {"running": 0, "metrics": False, "elapsed": 0.0, "reason": f"server not answering ({exc})"}
         running = in_flight(body) if status == 200 else None
         if running is None:
-            return {"running": None, "metrics": False, "elapsed": 0.0,
-                    "reason": f"no {IN_FLIGHT_GAUGES[0]} at {server_url}/metrics (HTTP {status}): the profile runs "
-                              "without --enable-metrics (set sglang_enable_metrics: true)"}
+            return {
+                "running": None,
+                "metrics": False,
+                "elapsed": 0.0,
+                "reason": f"no {IN_FLIGHT_GAUGES[0]} at {server_url}/metrics (HTTP {status}): the profile runs "
+                "without --enable-metrics (set sglang_enable_metrics: true)",
+            }
         elapsed = round(time.monotonic() - start, 3)
         if running == 0:
             return {"running": 0, "metrics": True, "elapsed": elapsed}
         if elapsed >= timeout:
-            raise FleetError(f"{server_url} still has {running:g} running requests after {timeout:.0f} s out of "
-                             "the router: raise sglang_fleet_drain_timeout, or find the stuck requests",
-                             {"running": running, "elapsed": elapsed})
+            raise FleetError(
+                f"{server_url} still has {running:g} running requests after {timeout:.0f} s out of "
+                "the router: raise sglang_fleet_drain_timeout, or find the stuck requests",
+                {"running": running, "elapsed": elapsed},
+            )
         time.sleep(sleep)
 
 
@@ -168,8 +189,13 @@ def summary(hosts: list[str], previous: dict, deployed: dict, failed: dict, prof
         if host in deployed:
             rows.append({"host": host, "serves": deployed[host], "state": "updated"})
         elif host in failed:
-            rows.append({"host": host, "serves": failed[host], "state": f"{profile} failed here, roll stopped"
-                         + ("" if failed[host] else "; not serving")})
+            rows.append(
+                {
+                    "host": host,
+                    "serves": failed[host],
+                    "state": f"{profile} failed here, roll stopped" + ("" if failed[host] else "; not serving"),
+                }
+            )
         else:
             rows.append({"host": host, "serves": previous.get(host), "state": "untouched"})
     return rows
