@@ -113,3 +113,13 @@ def test_summary_of_a_stopped_roll():
     )
     assert [(r["host"], r["serves"]) for r in rows] == [("a", "nextn"), ("b", "baseline"), ("c", "baseline")]
     assert [r["state"] for r in rows] == ["updated", "nextn failed here, roll stopped", "untouched"]
+
+
+def test_status_lists_what_the_router_routes_to():
+    from sglang_deploy.cli.runs import format_routers
+
+    states = fleet.worker_states(json.loads((FIXTURES / "smg-1.13.0-workers.json").read_text()))
+    states["sglang-fleet-3"].update(status="draining", healthy=False)
+    lines = format_routers({"router-1": {"url": "http://127.0.0.1:8000", "workers": states, "error": None}})
+    assert lines[0] == "router router-1 (http://127.0.0.1:8000): 2/3 workers ready"
+    assert lines[3] == "  sglang-fleet-3  draining (unhealthy)  http://sglang-fleet-3:30000"

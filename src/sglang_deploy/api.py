@@ -151,10 +151,12 @@ class HostStatus:
 
 @dataclass
 class StatusResult:
-    """status(): host -> HostStatus, and the run that read it (failures of unreachable hosts)."""
+    """status(): host -> HostStatus, the run that read it (failures of unreachable hosts), and per router host
+    (inventory group sglang_router) its URL, its workers (id -> url, status, healthy) and an error."""
 
     hosts: dict
     run: RunResult
+    routers: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -162,6 +164,7 @@ class StatusResult:
 
     def to_dict(self) -> dict:
         return {"ok": self.ok, "hosts": {h: {**asdict(s), "serving": s.serving} for h, s in self.hosts.items()},
+                "routers": self.routers,
                 "failures": [asdict(f) for f in self.run.failures], "error": self.run.error,
                 "artifacts": self.run.artifacts}
 
@@ -454,7 +457,7 @@ def deploy(profile: str, inventory=None, limit: str | None = None, extravars: di
 def status(inventory=None, limit: str | None = None, on_event: EventHandler | None = None) -> StatusResult:
     """What each host serves, from playbooks/status.yml (read-only)."""
     run = run_playbook("playbooks/status.yml", inventory=inventory, limit=limit, on_event=on_event, kind="status")
-    return StatusResult(hosts=parse_status(run.data), run=run)
+    return StatusResult(hosts=parse_status(run.data), run=run, routers=run.data.get("sglang_router_status") or {})
 
 
 def rollback(inventory=None, limit: str | None = None, extravars: dict | None = None,

@@ -175,6 +175,18 @@ def format_status(hosts: dict) -> str:
     return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)
 
 
+def format_routers(routers: dict) -> list[str]:
+    lines = []
+    for host, r in sorted(routers.items()):
+        workers = r.get("workers") or {}
+        ready = sum(w.get("status") == "ready" and w.get("healthy") for w in workers.values())
+        lines.append(f"router {host} ({r.get('url') or '?'}): {ready}/{len(workers)} workers ready"
+                     + (f"; {r['error']}" if r.get("error") else ""))
+        lines += [f"  {wid}  {w.get('status')}{'' if w.get('healthy') else ' (unhealthy)'}  {w.get('url')}"
+                  for wid, w in sorted(workers.items())]
+    return lines
+
+
 def status(args: argparse.Namespace) -> int:
     _extravars(args)
     with Progress() as progress:
@@ -183,6 +195,8 @@ def status(args: argparse.Namespace) -> int:
         _emit_json(found.to_dict())
     else:
         print(format_status(found.hosts))
+        for line in format_routers(found.routers):
+            print(line)
     _print_failures(found.run)
     return _exit_code(found.run)
 
