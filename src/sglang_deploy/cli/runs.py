@@ -57,7 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("lab", parents=[common], help="create or remove the lab containers",
                        description="up: build the lab image if needed and start the lab containers of the "
-                       "inventory group `lab`; down: remove them (the image stays). " + PROGRESS)
+                       "inventory group `lab`; down: remove them (the image stays). With -i inventory/fleet-lab.yml: the lab "
+                       "fleet, three replicas and the smg router on the Docker network sglang-fleet. " + PROGRESS)
     p.add_argument("action", choices=["up", "down"])
     p.set_defaults(func=lab)
 
