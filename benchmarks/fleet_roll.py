@@ -38,6 +38,9 @@ ROUTER, NETWORK, PORT = "sglang-fleet-router", "sglang-fleet", 8000
 REPLICAS = ["sglang-fleet-1", "sglang-fleet-2", "sglang-fleet-3"]
 API_KEY = "lab-fleet-key-0123456789"  # group_vars/fleet_lab.yml (lab only)
 MODEL = "qwen3.5-397b"
+# Host vars of the replica whose new server crashes while loading. Given in its own group (an extra inventory
+# source): a host put straight under `all` would move to the front of the roll.
+CRASH = {"sglang_server_env": {"SGLANG_EMU_FAULT": "crash_on_load"}}
 
 
 class Load:
@@ -192,9 +195,7 @@ def main() -> int:
     untouched_before = started(REPLICAS[2])
     with tempfile.TemporaryDirectory() as tmp:
         crash = Path(tmp) / "crash.yml"
-        crash.write_text(
-            json.dumps({"all": {"hosts": {REPLICAS[1]: {"sglang_server_env": {"SGLANG_EMU_FAULT": "crash_on_load"}}}}})
-        )
+        crash.write_text(json.dumps({"all": {"children": {"sglang_replicas": {"hosts": {REPLICAS[1]: CRASH}}}}}))
         rc2, wall2, out2 = roll(first, crash)
     t3 = time.monotonic()
     time.sleep(2)
