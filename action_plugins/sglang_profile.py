@@ -53,8 +53,9 @@ class ActionModule(ActionBase):
         try:
             launch = prof.render(args["profile"], args["profiles"], settings, args["sglang_version"])
         except prof.UnknownProfile as exc:  # fields for the caller (sglang_deploy.api reads them)
-            result.update(failed=True, msg=f"sglang_profile: {exc}", unknown_profile=exc.name,
-                          available_profiles=exc.available)
+            result.update(
+                failed=True, msg=f"sglang_profile: {exc}", unknown_profile=exc.name, available_profiles=exc.available
+            )
             return result
         except prof.ProfileError as exc:
             raise AnsibleActionFail(f"sglang_profile: {exc}") from exc
@@ -77,8 +78,7 @@ class ActionModule(ActionBase):
             result["warnings"] = result.get("warnings", []) + warnings
         if errors:
             result["failed"] = True
-            result["msg"] = (
-                f"launch profile {launch.profile} refused for sglang {launch.sglang_version}: "
-                + "; ".join(f"[{f.rule}] {f.message}" for f in errors)
+            result["msg"] = f"launch profile {launch.profile} refused for sglang {launch.sglang_version}: " + "; ".join(
+                f"[{f.rule}] {f.message}" for f in errors
             )
         return result

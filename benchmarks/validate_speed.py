@@ -16,8 +16,13 @@ from sglang_deploy import profiles as prof
 from sglang_deploy import rules
 
 SEED = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "seed_launches.yml"
-FACTS = {"gpu_arch": "sm_120", "gpu_count": 8, "nvlink": False,
-         "model_architecture": "Qwen3_5MoeForConditionalGeneration", "model_quantization": "modelopt_fp4"}
+FACTS = {
+    "gpu_arch": "sm_120",
+    "gpu_count": 8,
+    "nvlink": False,
+    "model_architecture": "Qwen3_5MoeForConditionalGeneration",
+    "model_quantization": "modelopt_fp4",
+}
 FAILING = ["seed-msg5980", "seed-msg5983", "seed-spec-v2-topk2"]
 
 
@@ -37,10 +42,27 @@ def main() -> int:
         print(f"{name:20} refused by {refused}: median {statistics.median(times):.2f} ms, max {max(times):.2f} ms")
     for name in FAILING:
         t0 = time.perf_counter()
-        rc = subprocess.run([sys.executable, "-m", "sglang_deploy.cli", "validate", name, "--profiles-file", str(SEED),
-                             "--sglang-version", "0.5.10.post1", "--gpu-arch", "sm_120", "--gpus", "8"],
-                            capture_output=True).returncode
-        print(f"CLI validate {name:20} exit {rc} in {(time.perf_counter() - t0) * 1000:.0f} ms (process start included)")
+        rc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "sglang_deploy.cli",
+                "validate",
+                name,
+                "--profiles-file",
+                str(SEED),
+                "--sglang-version",
+                "0.5.10.post1",
+                "--gpu-arch",
+                "sm_120",
+                "--gpus",
+                "8",
+            ],
+            capture_output=True,
+        ).returncode
+        print(
+            f"CLI validate {name:20} exit {rc} in {(time.perf_counter() - t0) * 1000:.0f} ms (process start included)"
+        )
     return 0
 
 

@@ -79,7 +79,13 @@ driver_check:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_deploy.gpu import (
-    APPS_ARGS, QUERY_ARGS, TOPO_ARGS, driver_check, empty_facts, gpu_facts, parse_compute_apps,
+    APPS_ARGS,
+    QUERY_ARGS,
+    TOPO_ARGS,
+    driver_check,
+    empty_facts,
+    gpu_facts,
+    parse_compute_apps,
 )
 
 

@@ -39,9 +39,24 @@ class Emulator:
         settings.update({f"SGLANG_EMU_{k.upper()}": str(v) for k, v in env.items()})
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sglang_deploy.emulator", "--model-path", "Qwen/Qwen3.5-397B-A17B-NVFP4",
-                 "--served-model-name", "qwen", "--host", "127.0.0.1", "--port", str(self.port), *flags],
-                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **settings})
+                [
+                    sys.executable,
+                    "-m",
+                    "sglang_deploy.emulator",
+                    "--model-path",
+                    "Qwen/Qwen3.5-397B-A17B-NVFP4",
+                    "--served-model-name",
+                    "qwen",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    *flags,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **settings},
+            )
         self.exited_at: float | None = None
         threading.Thread(target=self._watch_exit, daemon=True).start()
 
@@ -51,6 +66,7 @@ class Emulator:
 
     def wait_ready(self, timeout: float = 20.0) -> "Emulator":
         from sglang_deploy.readiness import wait_ready
+
         wait_ready(self.url, timeout=timeout, sleep=0.1)
         return self
 
@@ -86,5 +102,5 @@ def run_module(module, args: dict, capsys) -> tuple:
         finally:
             _internal.is_controller = controller
     out = capsys.readouterr().out
-    result = json.loads(out[out.index("{"):])
+    result = json.loads(out[out.index("{") :])
     return bool(result.get("failed")), result

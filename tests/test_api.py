@@ -36,18 +36,24 @@ def private_dir(result: api.RunResult) -> Path:
 
 def test_outcomes_failures_and_set_stats_from_events():
     events = []
-    r = api.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, extravars={"fail_hosts": ["local-b"]},
-                            on_event=events.append, kind="test")
+    r = api.run_playbook(
+        LOCAL_PLAY, inventory=LOCAL_HOSTS, extravars={"fail_hosts": ["local-b"]}, on_event=events.append, kind="test"
+    )
     assert (r.status, r.rc, r.ok) == ("failed", 2, False)
     assert {h: o.state for h, o in r.hosts.items()} == {"local-a": "ok", "local-b": "failed"}
     assert r.hosts["local-a"].rescued == 1
     # The fatal failure, with its task and message; the rescued one apart; the ignored one nowhere.
     assert [(f.host, f.task, f.message) for f in r.failures] == [
-        ("local-b", "Stop with a message", "final failure on local-b")]
-    assert sorted((f.host, f.task) for f in r.rescued) == [("local-a", "Fail inside a block"),
-                                                          ("local-b", "Fail inside a block")]
-    assert r.data["probe"] == {"local-a": {"answer": 42, "secret_length": 0},
-                               "local-b": {"answer": 42, "secret_length": 0}}
+        ("local-b", "Stop with a message", "final failure on local-b")
+    ]
+    assert sorted((f.host, f.task) for f in r.rescued) == [
+        ("local-a", "Fail inside a block"),
+        ("local-b", "Fail inside a block"),
+    ]
+    assert r.data["probe"] == {
+        "local-a": {"answer": 42, "secret_length": 0},
+        "local-b": {"answer": 42, "secret_length": 0},
+    }
     assert Path(r.artifacts, "job_events").is_dir()
     assert any(e["event"] == "playbook_on_task_start" for e in events)
     d = r.to_dict()
@@ -72,8 +78,13 @@ def test_playbook_error_without_a_task_comes_back_as_error():
 
 
 def test_secret_extravars_never_reach_the_files_of_the_run():
-    r = api.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="local-a", kind="test",
-                            extravars={"probe_api_key": SECRET, "plain": "visible"})
+    r = api.run_playbook(
+        LOCAL_PLAY,
+        inventory=LOCAL_HOSTS,
+        limit="local-a",
+        kind="test",
+        extravars={"probe_api_key": SECRET, "plain": "visible"},
+    )
     assert r.ok and r.data["probe"]["local-a"]["secret_length"] == len(SECRET)  # the play did get it
     pdd = private_dir(r)
     assert files_containing(pdd, SECRET) == []
@@ -86,8 +97,14 @@ def test_secret_extravars_never_reach_the_files_of_the_run():
 
 def test_a_leaked_secret_is_scrubbed_from_files_events_and_data():
     seen = []
-    r = api.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="local-a", kind="test",
-                            extravars={"probe_api_key": SECRET, "leak": True}, on_event=seen.append)
+    r = api.run_playbook(
+        LOCAL_PLAY,
+        inventory=LOCAL_HOSTS,
+        limit="local-a",
+        kind="test",
+        extravars={"probe_api_key": SECRET, "leak": True},
+        on_event=seen.append,
+    )
     pdd = private_dir(r)
     assert files_containing(pdd, SECRET) == []
     assert f"the key is {api.REDACTED}" in Path(r.artifacts, "stdout").read_text()
@@ -123,17 +140,26 @@ def test_scrub_catches_escaped_quoted_and_nested_forms(tmp_path, value):
     for name, text in forms.items():
         (tmp_path / f"{len(list(tmp_path.iterdir()))}.txt").write_text(f"{name}: {text}\n", encoding="utf-8")
     api.scrub_tree(tmp_path, api.secret_forms([value]))
-    left = {p.read_text(encoding="utf-8").split(":")[0] for p in tmp_path.iterdir()
-            if api.REDACTED not in p.read_text(encoding="utf-8")}
+    left = {
+        p.read_text(encoding="utf-8").split(":")[0]
+        for p in tmp_path.iterdir()
+        if api.REDACTED not in p.read_text(encoding="utf-8")
+    }
     assert left == set()
     events = api.redact({"stdout": list(forms.values())}, api.secret_forms([value]))["stdout"]
     assert [name for name, text in zip(forms, events) if api.REDACTED not in text] == []
 
 
 def test_split_secrets_looks_into_nested_keys():
-    public, secret = api.split_secrets({
-        "sglang_api_key": "k1", "hf_token": "t", "sglang_profiles": {"x": {"env": {"HF_TOKEN": "t2"}}},
-        "sglang_benchmark_requests": 4, "db": {"user": "u", "Password": "pw12"}})
+    public, secret = api.split_secrets(
+        {
+            "sglang_api_key": "k1",
+            "hf_token": "t",
+            "sglang_profiles": {"x": {"env": {"HF_TOKEN": "t2"}}},
+            "sglang_benchmark_requests": 4,
+            "db": {"user": "u", "Password": "pw12"},
+        }
+    )
     assert set(secret) == {"sglang_api_key", "hf_token", "sglang_profiles", "db"}
     assert public == {"sglang_benchmark_requests": 4}
     assert api.secret_values(secret) == ["pw12"]  # shorter values are not scrubbed (they would hit anything)
@@ -147,11 +173,25 @@ def test_secret_values_are_the_strings_under_secret_keys():
 def test_parse_extravars(tmp_path):
     f = tmp_path / "vars.yml"
     f.write_text("sglang_benchmark_requests: 8\nsglang_api_key: '007'\n")
-    got = api.parse_extravars(["sglang_benchmark_concurrency=[1, 4]", "sglang_benchmark_enabled=false",
-                                  f"@{f}", "sglang_benchmark_requests=4", "sglang_api_key=0123", "name=x=y",
-                                  '{"a": {"b": 1}}'])
-    assert got == {"sglang_benchmark_concurrency": [1, 4], "sglang_benchmark_enabled": False,
-                   "sglang_benchmark_requests": 4, "sglang_api_key": "0123", "name": "x=y", "a": {"b": 1}}
+    got = api.parse_extravars(
+        [
+            "sglang_benchmark_concurrency=[1, 4]",
+            "sglang_benchmark_enabled=false",
+            f"@{f}",
+            "sglang_benchmark_requests=4",
+            "sglang_api_key=0123",
+            "name=x=y",
+            '{"a": {"b": 1}}',
+        ]
+    )
+    assert got == {
+        "sglang_benchmark_concurrency": [1, 4],
+        "sglang_benchmark_enabled": False,
+        "sglang_benchmark_requests": 4,
+        "sglang_api_key": "0123",
+        "name": "x=y",
+        "a": {"b": 1},
+    }
     for bad in ("novalue", "=1", "@/nonexistent.yml", "[1, 2]"):
         with pytest.raises(ValueError):
             api.parse_extravars([bad])
@@ -162,15 +202,38 @@ def test_parse_extravars(tmp_path):
 
 
 def test_parse_status():
-    unit = ("Description=SGLang server, profile other\nLoadState=loaded\nActiveState=active\nSubState=running\n")
-    got = api.parse_status({"sglang_status": {
-        "a": {"unit": unit, "local": {"sglang_server": {"profile": "nextn", "last_good_profile": "baseline"},
-                                      "sglang_host": {"emulated": True}}, "manifest": {"bundle": "b", "bundle_id": "1"}},
-        "b": {"unit": "Description=sglang.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n",
-              "local": {"sglang_server": {"profile": "gone"}}, "manifest": {}}}})
+    unit = "Description=SGLang server, profile other\nLoadState=loaded\nActiveState=active\nSubState=running\n"
+    got = api.parse_status(
+        {
+            "sglang_status": {
+                "a": {
+                    "unit": unit,
+                    "local": {
+                        "sglang_server": {"profile": "nextn", "last_good_profile": "baseline"},
+                        "sglang_host": {"emulated": True},
+                    },
+                    "manifest": {"bundle": "b", "bundle_id": "1"},
+                },
+                "b": {
+                    "unit": "Description=sglang.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n",
+                    "local": {"sglang_server": {"profile": "gone"}},
+                    "manifest": {},
+                },
+            }
+        }
+    )
     assert (got["a"].profile, got["a"].serving, got["a"].last_good_profile, got["a"].emulated) == (
-        "nextn", True, "baseline", True)
-    assert (got["b"].profile, got["b"].serving, got["b"].manifest, got["b"].active_state) == (None, False, None, "inactive")
+        "nextn",
+        True,
+        "baseline",
+        True,
+    )
+    assert (got["b"].profile, got["b"].serving, got["b"].manifest, got["b"].active_state) == (
+        None,
+        False,
+        None,
+        "inactive",
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -238,8 +301,10 @@ def test_crashing_server_fails_with_task_and_message_and_rolls_back(baseline_wit
     # The emulator's fault switch goes in through sglang_server_env: a profile's env keeps only variables that
     # SGLang reads (the flag translation drops SGLANG_EMU_*). Same API key as the last good deploy: the rollback's
     # wait uses this run's key.
-    r = api.deploy("nextn", extravars={**SMALL, "sglang_api_key": SECRET,
-                                          "sglang_server_env": {"SGLANG_EMU_FAULT": "crash_on_load"}})
+    r = api.deploy(
+        "nextn",
+        extravars={**SMALL, "sglang_api_key": SECRET, "sglang_server_env": {"SGLANG_EMU_FAULT": "crash_on_load"}},
+    )
     assert not r.ok and r.benchmarks == {}
     f = r.failures[0]
     assert (f.host, f.unreachable) == (LAB_HOST, False)
@@ -255,11 +320,21 @@ def test_compare_benchmarks_each_profile_and_restores(baseline_with_key, tmp_pat
     comp = api.compare(["baseline", "nextn"], extravars=SMALL)
     assert comp.ok, comp.failures()
     assert [(r["concurrency"], r["profile"]) for r in comp.rows] == [
-        (1, "baseline"), (1, "nextn"), (4, "baseline"), (4, "nextn")]
+        (1, "baseline"),
+        (1, "nextn"),
+        (4, "baseline"),
+        (4, "nextn"),
+    ]
     for r in comp.rows:
         assert r["output_tok_s"] > 0 and r["decode_tok_s"] > 0 and r["ttft_p50_ms"] > 0
-        assert r["decode_ratio"] == pytest.approx(r["decode_tok_s"] / next(
-            b["decode_tok_s"] for b in comp.rows if b["profile"] == "baseline" and b["concurrency"] == r["concurrency"]))
+        assert r["decode_ratio"] == pytest.approx(
+            r["decode_tok_s"]
+            / next(
+                b["decode_tok_s"]
+                for b in comp.rows
+                if b["profile"] == "baseline" and b["concurrency"] == r["concurrency"]
+            )
+        )
     assert comp.emulated and comp.workload["same_for_all"]
     # What served before (baseline) serves again, restored without a benchmark.
     assert [(r.profile, r.ok, r.benchmarks) for r in comp.restores] == [("baseline", True, {})]

@@ -24,13 +24,16 @@ def test_help_lists_the_common_flags(command, capsys):
         assert flag in out
 
 
-@pytest.mark.parametrize("argv", [
-    ["deploy"],                           # no profile
-    ["lab", "sideways"],                  # not up/down
-    ["deploy", "baseline", "--nope"],     # unknown flag
-    ["status", "-e"],                     # -e without a value
-    ["frobnicate"],                       # unknown command
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["deploy"],  # no profile
+        ["lab", "sideways"],  # not up/down
+        ["deploy", "baseline", "--nope"],  # unknown flag
+        ["status", "-e"],  # -e without a value
+        ["frobnicate"],  # unknown command
+    ],
+)
 def test_argparse_usage_errors_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(argv)
@@ -38,16 +41,23 @@ def test_argparse_usage_errors_exit_2(argv, capsys):
     assert "usage: sglang-deploy" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["compare", "baseline"], "at least two profiles"),
-    (["deploy", "baseline", "-e", "no_equals_sign"], "expected key=value"),
-    (["status", "-e", "@/nonexistent/vars.yml"], "cannot read /nonexistent/vars.yml"),
-    (["rollback", "-e", "[1, 2]"], "expected key=value"),
-    (["deploy", "baseline", "--inventory", "/nonexistent/hosts.yml"], "inventory /nonexistent/hosts.yml does not exist"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["compare", "baseline"], "at least two profiles"),
+        (["deploy", "baseline", "-e", "no_equals_sign"], "expected key=value"),
+        (["status", "-e", "@/nonexistent/vars.yml"], "cannot read /nonexistent/vars.yml"),
+        (["rollback", "-e", "[1, 2]"], "expected key=value"),
+        (
+            ["deploy", "baseline", "--inventory", "/nonexistent/hosts.yml"],
+            "inventory /nonexistent/hosts.yml does not exist",
+        ),
+    ],
+)
 def test_bad_input_is_a_usage_error_without_running_anything(argv, message, capsys, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a playbook ran despite bad input")
+
     monkeypatch.setattr(api, "run_playbook", refuse)
     assert cli.main(argv) == 2
     assert message in capsys.readouterr().err
@@ -55,10 +65,21 @@ def test_bad_input_is_a_usage_error_without_running_anything(argv, message, caps
 
 def test_unknown_profile_exits_2_with_the_available_profiles(capsys, monkeypatch):
     failed = api.RunResult(
-        playbook="site.yml", status="failed", rc=2, hosts={"h": api.HostOutcome(ok=3, failed=1)},
-        failures=[api.Failure("h", "Validate the profile and render its launch for this host",
-                              "sglang_profile: unknown profile 'nope'; available: baseline, nextn",
-                              "sglang_profile", unknown_profile="nope", available_profiles=["baseline", "nextn"])])
+        playbook="site.yml",
+        status="failed",
+        rc=2,
+        hosts={"h": api.HostOutcome(ok=3, failed=1)},
+        failures=[
+            api.Failure(
+                "h",
+                "Validate the profile and render its launch for this host",
+                "sglang_profile: unknown profile 'nope'; available: baseline, nextn",
+                "sglang_profile",
+                unknown_profile="nope",
+                available_profiles=["baseline", "nextn"],
+            )
+        ],
+    )
     monkeypatch.setattr(api, "run_playbook", lambda *a, **k: failed)
     assert cli.main(["deploy", "nope"]) == 2
     err = capsys.readouterr().err
@@ -69,9 +90,16 @@ def test_deploy_prints_tables_synthetic_line_and_exit_0(capsys, monkeypatch):
     from sglang_deploy import report
 
     from test_report import level, result
+
     res = {**result([level(1, 100.0, 0.1), level(4, 80.0, 0.1)], emulated=True), "model": "m", "url": "http://x"}
-    ok = api.RunResult(playbook="site.yml", status="successful", rc=0, hosts={"h": api.HostOutcome(ok=20)},
-                          data={"sglang_benchmark": {"h": res}}, profile="baseline")
+    ok = api.RunResult(
+        playbook="site.yml",
+        status="successful",
+        rc=0,
+        hosts={"h": api.HostOutcome(ok=20)},
+        data={"sglang_benchmark": {"h": res}},
+        profile="baseline",
+    )
     monkeypatch.setattr(api, "run_playbook", lambda *a, **k: ok)
     assert cli.main(["deploy", "baseline"]) == 0
     out = capsys.readouterr().out
@@ -82,20 +110,33 @@ def test_deploy_prints_tables_synthetic_line_and_exit_0(capsys, monkeypatch):
 
 
 def test_unknown_profile_is_read_from_the_failure_fields_not_its_message():
-    fields = api.Failure("h", "Validate the profile", "any wording", unknown_profile="nope",
-                         available_profiles=["baseline", "nextn"])
+    fields = api.Failure(
+        "h", "Validate the profile", "any wording", unknown_profile="nope", available_profiles=["baseline", "nextn"]
+    )
     worded = api.Failure("h", "t", "sglang_profile: unknown profile 'nope'; available: baseline, nextn")
     r = api.RunResult(playbook="site.yml", status="failed", rc=2, failures=[worded, fields])
-    assert runs._unknown_profile([r]) == ("unknown profile 'nope'. Available profiles: baseline, nextn "
-                                          "(sglang_profiles, group_vars/all/profiles.yml)")
+    assert runs._unknown_profile([r]) == (
+        "unknown profile 'nope'. Available profiles: baseline, nextn (sglang_profiles, group_vars/all/profiles.yml)"
+    )
     assert runs._unknown_profile([api.RunResult(playbook="site.yml", status="failed", rc=2, failures=[worded])]) is None
 
 
 def test_status_table():
     unit = "Description=SGLang server, profile other\nLoadState=loaded\nActiveState=active\nSubState=running\n"
-    got = api.parse_status({"sglang_status": {
-        "a": {"unit": unit, "local": {"sglang_server": {"profile": "nextn", "last_good_profile": "baseline"},
-                                      "sglang_host": {"emulated": True}}, "manifest": {"bundle": "b", "bundle_id": "1"}}}})
+    got = api.parse_status(
+        {
+            "sglang_status": {
+                "a": {
+                    "unit": unit,
+                    "local": {
+                        "sglang_server": {"profile": "nextn", "last_good_profile": "baseline"},
+                        "sglang_host": {"emulated": True},
+                    },
+                    "manifest": {"bundle": "b", "bundle_id": "1"},
+                }
+            }
+        }
+    )
     assert "a (lab)  nextn    active/running  baseline   b-1" in runs.format_status(got)
 
 
@@ -116,8 +157,12 @@ def test_progress_without_a_terminal_prints_tasks_and_a_heartbeat():
     for _ in range(31):
         clock.t += 1
         p.tick()
-    p({"event": "runner_on_failed", "event_data": {"host": "h1", "task": "Wait for the server",
-                                                   "res": {"msg": "not ready\nmore"}}})
+    p(
+        {
+            "event": "runner_on_failed",
+            "event_data": {"host": "h1", "task": "Wait for the server", "res": {"msg": "not ready\nmore"}},
+        }
+    )
     assert out.getvalue().splitlines() == [
         "[0:00] == profile 1/2: baseline",
         "[0:00] TASK Wait for the server",
@@ -145,10 +190,10 @@ def test_deploy_tags_select_phases(monkeypatch, capsys):
     def run_playbook(playbook, **kwargs):
         seen.update(kwargs)
         return api.RunResult(playbook=playbook, status="successful", rc=0, hosts={"h": api.HostOutcome(ok=1)})
+
     monkeypatch.setattr(api, "run_playbook", run_playbook)
     assert cli.main(["deploy", "baseline", "--tags", "configure,restart"]) == 0
     assert seen["tags"] == "configure,restart"
     with pytest.raises(SystemExit):
         cli.main(["deploy", "baseline", "--tags", "reboot"])
     assert "unknown phase reboot" in capsys.readouterr().err
-

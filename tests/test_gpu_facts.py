@@ -68,7 +68,9 @@ def test_cuda_version_from_nvidia_smi_q_matches_the_table_header():
     assert gpu.parse_cuda_version("no version here") == ""
 
 
-@pytest.mark.parametrize(("cap", "arch"), [("12.0", "sm_120"), ("9.0", "sm_90"), ("10.0", "sm_100"), ("8.9", "sm_89"), ("12.1", "sm_121")])
+@pytest.mark.parametrize(
+    ("cap", "arch"), [("12.0", "sm_120"), ("9.0", "sm_90"), ("10.0", "sm_100"), ("8.9", "sm_89"), ("12.1", "sm_121")]
+)
 def test_arch_of(cap, arch):
     assert gpu.arch_of(cap) == arch
 
@@ -79,8 +81,10 @@ def test_arch_of_rejects_garbage():
 
 
 def test_mixed_host_lists_every_arch_and_reports_gpu0():
-    query = "0, NVIDIA H100 80GB HBM3, 9.0, 580.95.05, 81559 MiB, 00000000:18:00.0\n" \
-            "1, NVIDIA RTX PRO 6000 Blackwell Server Edition, 12.0, 580.95.05, 97887 MiB, 00000000:38:00.0\n"
+    query = (
+        "0, NVIDIA H100 80GB HBM3, 9.0, 580.95.05, 81559 MiB, 00000000:18:00.0\n"
+        "1, NVIDIA RTX PRO 6000 Blackwell Server Edition, 12.0, 580.95.05, 97887 MiB, 00000000:38:00.0\n"
+    )
     facts = gpu.gpu_facts(query)
     assert facts["arch"] == "sm_90" and facts["archs"] == ["sm_90", "sm_120"]
     assert facts["topology"] == {} and facts["nvlink"] is False
@@ -97,8 +101,13 @@ def test_empty_query_gives_no_gpu_facts():
 
 @pytest.mark.parametrize(
     ("driver", "cuda", "ok", "required"),
-    [("580.159.04", "13.0", True, 580), ("550.144.03", "13.0", False, 580), ("550.144.03", "12.4", True, 525),
-     ("575.57.08", "13.0", False, 580), ("590.10", "13.1", True, 580)],
+    [
+        ("580.159.04", "13.0", True, 580),
+        ("550.144.03", "13.0", False, 580),
+        ("550.144.03", "12.4", True, 525),
+        ("575.57.08", "13.0", False, 580),
+        ("590.10", "13.1", True, 580),
+    ],
 )
 def test_driver_check(driver, cuda, ok, required):
     check = gpu.driver_check(driver, cuda)
@@ -108,6 +117,7 @@ def test_driver_check(driver, cuda, ok, required):
 
 
 # --- the module, with a fake nvidia-smi that replays a fixture folder ---
+
 
 class Exit(Exception):
     def __init__(self, failed: bool, result: dict):
@@ -177,6 +187,7 @@ def test_module_with_a_broken_driver_reports_zero_gpus_and_warns(monkeypatch, tm
 
 # --- processes holding the GPUs (recorded on a real H200 with a CUDA context holding 512 MiB, and idle) ---
 
+
 def test_compute_apps_of_a_busy_and_an_idle_gpu():
     busy = gpu.parse_compute_apps((FIXTURES / "h200-x2" / "compute-apps-busy.csv").read_text())
     assert busy == [{"pid": 414, "process_name": "python3", "used_memory_mib": 1030}]
@@ -186,8 +197,10 @@ def test_compute_apps_of_a_busy_and_an_idle_gpu():
 
 
 def test_stray_processes_exclude_the_service_itself():
-    apps = [{"pid": 414, "process_name": "python3", "used_memory_mib": 1030},
-            {"pid": 900, "process_name": "sglang::scheduler_TP0", "used_memory_mib": 80000}]
+    apps = [
+        {"pid": 414, "process_name": "python3", "used_memory_mib": 1030},
+        {"pid": 900, "process_name": "sglang::scheduler_TP0", "used_memory_mib": 80000},
+    ]
     assert gpu.stray_processes(apps, ["900", "901", ""]) == apps[:1]
     assert gpu.stray_processes(apps, [414, 900]) == []
 

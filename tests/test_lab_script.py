@@ -21,8 +21,12 @@ def test_docker_that_cannot_start_is_explained(tmp_path):
     _fake(bin_dir, "debootstrap", "exit 0")
     _fake(bin_dir, "systemctl", "exit 1")
     _fake(bin_dir, "sudo", 'exec "$@"')
-    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", SGLANG_DEPLOY_DOCKER_WAIT="2",
-               SGLANG_DEPLOY_LOGDIR=str(tmp_path / "log"))
+    env = dict(
+        os.environ,
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+        SGLANG_DEPLOY_DOCKER_WAIT="2",
+        SGLANG_DEPLOY_LOGDIR=str(tmp_path / "log"),
+    )
     proc = subprocess.run([str(REPO / "lab"), "run", "baseline"], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert "Docker engine is not running and could not be started" in proc.stderr

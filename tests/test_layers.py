@@ -58,8 +58,13 @@ def layer_of(name: str) -> str | None:
 
 
 def test_the_domain_imports_neither_the_api_nor_the_command_line():
-    bad = [f"{p.relative_to(PACKAGE)} imports {n}" for p, tree in modules(PACKAGE, recursive=True)
-           if part_of(p) not in ("api.py", "cli") for n in imported(tree) if layer_of(n)]
+    bad = [
+        f"{p.relative_to(PACKAGE)} imports {n}"
+        for p, tree in modules(PACKAGE, recursive=True)
+        if part_of(p) not in ("api.py", "cli")
+        for n in imported(tree)
+        if layer_of(n)
+    ]
     assert bad == []
 
 
@@ -69,14 +74,20 @@ def test_the_api_does_not_import_the_command_line():
 
 
 def test_only_the_command_line_and_the_programs_print():
-    bad = {str(p.relative_to(PACKAGE)): lines for p, tree in modules(PACKAGE, recursive=True)
-           if part_of(p) not in PROGRAMS | {"cli"} for lines in [terminal_writes(tree)] if lines}
+    bad = {
+        str(p.relative_to(PACKAGE)): lines
+        for p, tree in modules(PACKAGE, recursive=True)
+        if part_of(p) not in PROGRAMS | {"cli"}
+        for lines in [terminal_writes(tree)]
+        if lines
+    }
     assert bad == {}
 
 
 def test_the_scan_sees_what_it_forbids():
-    tree = ast.parse("from sglang_deploy.cli import runs\nfrom .api import deploy\nimport sys\n"
-                     "print(1)\nsys.stderr.write('x')\n")
+    tree = ast.parse(
+        "from sglang_deploy.cli import runs\nfrom .api import deploy\nimport sys\nprint(1)\nsys.stderr.write('x')\n"
+    )
     assert {layer_of(n) for n in imported(tree)} >= {"sglang_deploy.cli", "sglang_deploy.api"}
     assert terminal_writes(tree) == [4, 5]
 
@@ -87,7 +98,12 @@ def top_level_calls(tree: ast.Module) -> list:
 
 
 def test_importing_a_module_runs_nothing():
-    bad = {str(p.relative_to(PACKAGE)): lines for p, tree in modules(PACKAGE, recursive=True)
-           if p.name != "__main__.py" for lines in [top_level_calls(tree)] if lines}
+    bad = {
+        str(p.relative_to(PACKAGE)): lines
+        for p, tree in modules(PACKAGE, recursive=True)
+        if p.name != "__main__.py"
+        for lines in [top_level_calls(tree)]
+        if lines
+    }
     assert bad == {}
     assert top_level_calls(ast.parse("def main():\n    pass\n\n\nmain()\n")) == [5]

@@ -18,7 +18,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "sglang_deploy"
 # Import name -> distribution name, where they differ.
-DISTRIBUTIONS = {"yaml": "pyyaml", "ansible": "ansible-core", "ansible_runner": "ansible-runner", "ruamel": "ruamel.yaml"}
+DISTRIBUTIONS = {
+    "yaml": "pyyaml",
+    "ansible": "ansible-core",
+    "ansible_runner": "ansible-runner",
+    "ruamel": "ruamel.yaml",
+}
 # Needed without an import from the package: ansible-runner starts ansible-playbook, and the project's plugins
 # import ansible.
 COMMANDS = {"ansible-core"}
@@ -37,12 +42,17 @@ def wheel_site(tmp_path_factory) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp / "dist"), str(src)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp / "dist"), str(src)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     (wheel,) = (tmp / "dist").glob("sglang_deploy-*.whl")
     site = tmp / "site"
-    subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True, capture_output=True, timeout=300
+    )
     return site
 
 
@@ -55,8 +65,12 @@ def run(site: Path, cwd: Path, *argv: str, home: str | None = None) -> subproces
 
 
 def test_the_wheel_runs_from_its_own_folder(wheel_site, tmp_path):
-    where = run(wheel_site, tmp_path, "-c", "import sglang_deploy.cli, sglang_deploy.paths as p; "
-                "print(sglang_deploy.cli.__file__); print(p.PROJECT)")
+    where = run(
+        wheel_site,
+        tmp_path,
+        "-c",
+        "import sglang_deploy.cli, sglang_deploy.paths as p; print(sglang_deploy.cli.__file__); print(p.PROJECT)",
+    )
     lines = where.stdout.splitlines()
     assert lines[0].startswith(str(wheel_site)) and lines[1] == "None", where.stderr
     # The recorded flag lists are package data: `bench` and `--help` need no project.

@@ -19,16 +19,25 @@ VALIDATE = "sglang_server : Validate the profile and render its launch for this 
 PHASE_TASKS = {
     "install": ("sglang_server : Create the service account", "sglang_server : Write the systemd unit of the profile"),
     "configure": ("sglang_server : Write the systemd unit of the profile", "sglang_server : Install the launcher"),
-    "restart": ("sglang_server : Wait for the server to be ready and to answer sanely",
-                "sglang_server : Write the systemd unit of the profile"),
-    "benchmark": ("sglang_benchmark : Run the benchmark sweep",
-                  "sglang_server : Wait for the server to be ready and to answer sanely"),
+    "restart": (
+        "sglang_server : Wait for the server to be ready and to answer sanely",
+        "sglang_server : Write the systemd unit of the profile",
+    ),
+    "benchmark": (
+        "sglang_benchmark : Run the benchmark sweep",
+        "sglang_server : Wait for the server to be ready and to answer sanely",
+    ),
 }
 
 
 def listed(*args: str) -> str:
-    out = subprocess.run([str(PLAYBOOK_BIN), "site.yml", "--list-tasks", "-e", "profile=baseline", *args],
-                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [str(PLAYBOOK_BIN), "site.yml", "--list-tasks", "-e", "profile=baseline", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout
 

@@ -17,9 +17,14 @@ HOST = ["--gpu-arch", "sm_120", "--gpus", "8", "--no-nvlink"]
 
 @pytest.fixture
 def qwen_config(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({
-        "architectures": ["Qwen3_5MoeForConditionalGeneration"],
-        "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"}}))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["Qwen3_5MoeForConditionalGeneration"],
+                "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"},
+            }
+        )
+    )
     return str(tmp_path)
 
 
@@ -69,10 +74,23 @@ def test_render_unknown_profile_is_a_usage_error(capsys):
 
 
 def test_validate_exit_codes(capsys, qwen_config):
-    assert cli.main(["validate", "nextn", "--sglang-version", "0.5.10.post1", *HOST, "--model-config", qwen_config]) == 0
+    assert (
+        cli.main(["validate", "nextn", "--sglang-version", "0.5.10.post1", *HOST, "--model-config", qwen_config]) == 0
+    )
     assert "OK: profile nextn" in capsys.readouterr().out
-    rc = cli.main(["validate", "seed-msg5980", "--profiles-file", SEED, "--sglang-version", "0.5.10.post1", *HOST,
-                   "--model-config", qwen_config])
+    rc = cli.main(
+        [
+            "validate",
+            "seed-msg5980",
+            "--profiles-file",
+            SEED,
+            "--sglang-version",
+            "0.5.10.post1",
+            *HOST,
+            "--model-config",
+            qwen_config,
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 1 and "REFUSED" in out and "[spec-triple]" in out and "[hybrid-spec-extra-buffer]" in out
     assert cli.main(["validate", "nextn", "--model-config", "/nonexistent/x"]) == 2

@@ -43,7 +43,11 @@ def test_extends_merges_parent_first_and_null_removes():
 @pytest.mark.parametrize(
     "profiles, name, match",
     [
-        ({"a": {"description": "a", "extends": "b"}, "b": {"description": "b", "extends": "a"}}, "a", "cycle a -> b -> a"),
+        (
+            {"a": {"description": "a", "extends": "b"}, "b": {"description": "b", "extends": "a"}},
+            "a",
+            "cycle a -> b -> a",
+        ),
         ({"a": {"description": "a", "extends": "a"}}, "a", "cycle"),
         ({"a": {"description": "a", "extends": "ghost"}}, "a", "extends unknown profile 'ghost'"),
         ({"a": {"description": "a"}}, "b", r"unknown profile 'b'; available: a"),
@@ -59,8 +63,12 @@ def test_resolve_errors(profiles, name, match):
 
 
 def test_render_settings_then_profile_and_value_forms():
-    profiles = {"p": {"description": "p", "args": {"tp": 4, "enable-metrics": True, "disable-radix-cache": False,
-                                                    "cuda-graph-bs-decode": [1, 2, 4]}}}
+    profiles = {
+        "p": {
+            "description": "p",
+            "args": {"tp": 4, "enable-metrics": True, "disable-radix-cache": False, "cuda-graph-bs-decode": [1, 2, 4]},
+        }
+    }
     launch = prof.render("p", profiles, SETTINGS, "0.5.23")
     argv = launch.argv
     assert argv[:2] == ["--model-path", SETTINGS["sglang_model_path"]]
@@ -148,7 +156,10 @@ def _parser_pythons() -> dict[str, str]:
         try:
             out = subprocess.run(
                 [python, "-c", "import importlib.metadata as m, sglang.srt.server_args; print(m.version('sglang'))"],
-                capture_output=True, text=True, timeout=120, cwd="/",
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd="/",
             )
         except (OSError, subprocess.TimeoutExpired):
             continue
@@ -161,7 +172,9 @@ CHECK_ARGV = str(Path(prof.__file__).with_name("check_argv.py"))  # the script t
 
 
 def _check_with_real_parser(python: str, launches: dict) -> dict:
-    out = subprocess.run([python, CHECK_ARGV, json.dumps(launches)], capture_output=True, text=True, timeout=300, cwd="/")
+    out = subprocess.run(
+        [python, CHECK_ARGV, json.dumps(launches)], capture_output=True, text=True, timeout=300, cwd="/"
+    )
     assert out.returncode in (0, 2), out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])["refused"]
 
@@ -177,8 +190,7 @@ def test_shipped_profiles_accepted_by_the_real_parser(version, parser_pythons):
     if python is None:
         pytest.skip(f"no interpreter with sglang {version} importable (see tools/record_flags.py for scratch venvs)")
     argvs = {
-        name: prof.render(name, SHIPPED, {**SETTINGS, "sglang_api_key": "k" * 16}, version).argv
-        for name in SHIPPED
+        name: prof.render(name, SHIPPED, {**SETTINGS, "sglang_api_key": "k" * 16}, version).argv for name in SHIPPED
     }
     assert _check_with_real_parser(python, argvs) == {}
 

@@ -15,8 +15,14 @@ from sglang_deploy import profiles as prof
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
 # Placeholders of the README's synopsis lines, filled with values the parser accepts.
-PLACEHOLDERS = {"PROFILE": "baseline", "INVENTORY": "inventory/lab.yml", "HOSTS": "all", "VAR": "KEY", "X": "nextn",
-                "key=value": "a=1"}
+PLACEHOLDERS = {
+    "PROFILE": "baseline",
+    "INVENTORY": "inventory/lab.yml",
+    "HOSTS": "all",
+    "VAR": "KEY",
+    "X": "nextn",
+    "key=value": "a=1",
+}
 
 
 def command_lines(prefix: str) -> list:
@@ -42,8 +48,17 @@ CLI_LINES = [words for line in command_lines("sglang-deploy") for words in varia
 
 
 def test_the_readme_has_cli_lines():
-    assert {w[0] for w in CLI_LINES} >= {"deploy", "compare", "status", "rollback", "bench", "profiles", "render",
-                                         "validate", "lab"}
+    assert {w[0] for w in CLI_LINES} >= {
+        "deploy",
+        "compare",
+        "status",
+        "rollback",
+        "bench",
+        "profiles",
+        "render",
+        "validate",
+        "lab",
+    }
 
 
 @pytest.mark.parametrize("argv", CLI_LINES, ids=" ".join)
@@ -70,9 +85,14 @@ def test_readme_profiles_and_bundles_exist():
 
 
 def test_readme_repo_paths_exist():
-    paths = set(re.findall(r"`((?:\.ci|\.config|src|roles|playbooks|group_vars|inventory|stacks|molecule|tests|tools|"
-                           r"benchmarks|calibration|library|action_plugins|filter_plugins|module_utils)"
-                           r"(?:/[\w.-]+)*/?)`", README))
+    paths = set(
+        re.findall(
+            r"`((?:\.ci|\.config|src|roles|playbooks|group_vars|inventory|stacks|molecule|tests|tools|"
+            r"benchmarks|calibration|library|action_plugins|filter_plugins|module_utils)"
+            r"(?:/[\w.-]+)*/?)`",
+            README,
+        )
+    )
     missing = sorted(p for p in paths if not (REPO / p).exists())
     assert missing == []
 

@@ -10,8 +10,9 @@ from sglang_deploy.api import Failure, HostOutcome, RunResult
 HOST = "gpu-1"
 
 
-def level(concurrency: int, decode_tok_s: float, ttft_s: float, accept: float | None = None,
-          n: int = 4, out: int = 32) -> dict:
+def level(
+    concurrency: int, decode_tok_s: float, ttft_s: float, accept: float | None = None, n: int = 4, out: int = 32
+) -> dict:
     """A level measured by bench.level_metrics from synthetic timelines: `concurrency` requests at a time."""
     timelines = []
     for i in range(n):
@@ -25,14 +26,23 @@ def level(concurrency: int, decode_tok_s: float, ttft_s: float, accept: float | 
 
 
 def result(levels: list, emulated: bool = False) -> dict:
-    return {"server_emulated": emulated, "levels": levels,
-            "workload": {"input_len": 256, "output_len": 32, "requests_per_level": {"1": 4, "4": 4}}}
+    return {
+        "server_emulated": emulated,
+        "levels": levels,
+        "workload": {"input_len": 256, "output_len": 32, "requests_per_level": {"1": 4, "4": 4}},
+    }
 
 
 def run(profile: str, res: dict | None, failure: str | None = None) -> RunResult:
-    r = RunResult(playbook="site.yml", status="failed" if failure else "successful", rc=2 if failure else 0,
-                  hosts={HOST: HostOutcome(ok=30, failed=1 if failure else 0)}, profile=profile,
-                  data={"sglang_benchmark": {HOST: res}} if res else {}, artifacts=f"/tmp/{profile}")
+    r = RunResult(
+        playbook="site.yml",
+        status="failed" if failure else "successful",
+        rc=2 if failure else 0,
+        hosts={HOST: HostOutcome(ok=30, failed=1 if failure else 0)},
+        profile=profile,
+        data={"sglang_benchmark": {HOST: res}} if res else {},
+        artifacts=f"/tmp/{profile}",
+    )
     if failure:
         r.failures = [Failure(HOST, "Wait for the server to be ready and to answer sanely", failure, "sglang_ready")]
     return r
@@ -54,7 +64,13 @@ def row(comp, profile, c):
 
 def test_rows_carry_the_figures_of_each_level(comparison):
     assert [(r["concurrency"], r["profile"]) for r in comparison.rows] == [
-        (1, "baseline"), (1, "nextn"), (1, "broken"), (4, "baseline"), (4, "nextn"), (4, "broken")]
+        (1, "baseline"),
+        (1, "nextn"),
+        (1, "broken"),
+        (4, "baseline"),
+        (4, "nextn"),
+        (4, "broken"),
+    ]
     r = row(comparison, "nextn", 1)
     assert r["decode_tok_s"] == pytest.approx(250.0)
     assert r["ttft_p50_ms"] == pytest.approx(90.0)
@@ -68,7 +84,9 @@ def test_ratios_are_to_the_first_profile(comparison):
     assert row(comparison, "nextn", 1)["decode_ratio"] == pytest.approx(2.5)
     assert row(comparison, "nextn", 4)["decode_ratio"] == pytest.approx(2.0)
     out_base = row(comparison, "baseline", 4)["output_tok_s"]
-    assert row(comparison, "nextn", 4)["output_ratio"] == pytest.approx(row(comparison, "nextn", 4)["output_tok_s"] / out_base)
+    assert row(comparison, "nextn", 4)["output_ratio"] == pytest.approx(
+        row(comparison, "nextn", 4)["output_tok_s"] / out_base
+    )
     assert row(comparison, "broken", 4)["decode_ratio"] is None and row(comparison, "broken", 4)["missing"]
 
 
@@ -91,8 +109,10 @@ def test_table_and_markdown(comparison):
 
 
 def test_emulated_results_are_labelled(tmp_path):
-    runs = {p: run(p, result([level(1, s, 0.08), level(4, s * 0.8, 0.08)], emulated=True))
-            for p, s in (("a", 100.0), ("b", 120.0))}
+    runs = {
+        p: run(p, result([level(1, s, 0.08), level(4, s * 0.8, 0.08)], emulated=True))
+        for p, s in (("a", 100.0), ("b", 120.0))
+    }
     comp = report.build_comparison(["a", "b"], runs)
     assert comp.emulated and comp.ok
     assert report.format_table(comp).splitlines()[0] == report.SYNTHETIC_NOTE

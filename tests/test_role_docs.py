@@ -27,7 +27,9 @@ def test_every_default_is_specified(role):
 
 
 def test_readme_role_variables_are_generated_from_the_specs():
-    proc = subprocess.run([sys.executable, str(REPO / "tools" / "role_docs.py"), "--check"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "role_docs.py"), "--check"], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -41,16 +43,36 @@ def test_role_defaults_name_the_project_folders_wherever_the_playbook_is(tmp_pat
     """sglang_project_path (filter_plugins/sglang_project.py) points the defaults at the project, not at paths
     relative to the playbook: a playbook outside the project gets the project's stacks/ and results/."""
     playbook = tmp_path / "elsewhere.yml"
-    playbook.write_text(yaml.safe_dump([{
-        "hosts": "localhost", "gather_facts": False,
-        "tasks": [{"ansible.builtin.debug": {"msg": "{{ sglang_stack_bundles_dir }} {{ sglang_benchmark_results_dir }}"}},
-                  {"ansible.builtin.import_role": {"name": "sglang_stack"}, "when": False},
-                  {"ansible.builtin.import_role": {"name": "sglang_benchmark"}, "when": False}]}]))
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "localhost",
+                    "gather_facts": False,
+                    "tasks": [
+                        {
+                            "ansible.builtin.debug": {
+                                "msg": "{{ sglang_stack_bundles_dir }} {{ sglang_benchmark_results_dir }}"
+                            }
+                        },
+                        {"ansible.builtin.import_role": {"name": "sglang_stack"}, "when": False},
+                        {"ansible.builtin.import_role": {"name": "sglang_benchmark"}, "when": False},
+                    ],
+                }
+            ]
+        )
+    )
     env = {k: v for k, v in os.environ.items() if k != "SGLANG_DEPLOY_RESULTS"}
     env.update(ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json")
     playbook_bin = Path(sys.executable).parent / "ansible-playbook"
-    out = subprocess.run([str(playbook_bin), "-i", "localhost,", "-c", "local", str(playbook)], capture_output=True,
-                         text=True, env=env, cwd=tmp_path, timeout=120)
+    out = subprocess.run(
+        [str(playbook_bin), "-i", "localhost,", "-c", "local", str(playbook)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout[-2000:]
     msg = json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
     assert msg == f"{REPO / 'stacks'} {REPO / 'results'}"

@@ -14,14 +14,24 @@ SETTINGS = prof.load_settings()
 FIXTURES = Path(__file__).parent / "fixtures"
 HYBRID = {"model_architecture": "Qwen3_5MoeForConditionalGeneration"}
 SPEC_AUTO = {"speculative-algorithm": "NEXTN"}
-SPEC_TREE = {"speculative-algorithm": "NEXTN", "speculative-num-steps": 3, "speculative-eagle-topk": 2,
-             "speculative-num-draft-tokens": 4}
+SPEC_TREE = {
+    "speculative-algorithm": "NEXTN",
+    "speculative-num-steps": 3,
+    "speculative-eagle-topk": 2,
+    "speculative-num-draft-tokens": 4,
+}
 SPEC_CHAIN = {**SPEC_TREE, "speculative-eagle-topk": 1}
 
 
 def case(args=None, env=None, version="0.5.23", facts=None, concurrency=None, settings=None):
-    return {"args": args or {}, "env": env or {}, "version": version, "facts": facts or {},
-            "concurrency": concurrency, "settings": settings or {}}
+    return {
+        "args": args or {},
+        "env": env or {},
+        "version": version,
+        "facts": facts or {},
+        "concurrency": concurrency,
+        "settings": settings or {},
+    }
 
 
 def run(c):
@@ -55,7 +65,10 @@ CASES = {
         case({**SPEC_TREE, "decode-attention-backend": "trtllm_mha"}),
         case({**SPEC_CHAIN, "decode-attention-backend": "trtllm_mha"}),
     ),
-    "spec-running-cap": (case(SPEC_AUTO, concurrency=64), case({**SPEC_AUTO, "max-running-requests": 64}, concurrency=64)),
+    "spec-running-cap": (
+        case(SPEC_AUTO, concurrency=64),
+        case({**SPEC_AUTO, "max-running-requests": 64}, concurrency=64),
+    ),
     "hybrid-spec-extra-buffer": (
         case(SPEC_AUTO, version="0.5.10.post1", facts=HYBRID),
         case({**SPEC_AUTO, "mamba-scheduler-strategy": "extra_buffer"}, version="0.5.10.post1", facts=HYBRID),
@@ -90,8 +103,11 @@ CASES = {
     ),
     "fp4-gemm-nan": (
         case({"quantization": "modelopt_fp4"}, version="0.5.9", facts={"gpu_arch": "sm_120"}),
-        case({"quantization": "modelopt_fp4", "fp4-gemm-backend": "flashinfer_cudnn"}, version="0.5.9",
-             facts={"gpu_arch": "sm_120"}),
+        case(
+            {"quantization": "modelopt_fp4", "fp4-gemm-backend": "flashinfer_cudnn"},
+            version="0.5.9",
+            facts={"gpu_arch": "sm_120"},
+        ),
     ),
     "parallel-gpus": (case(facts={"gpu_count": 4}), case(facts={"gpu_count": 8})),
     "parallel-shape": (
@@ -153,16 +169,28 @@ def test_zero_gpus_counts_as_unknown():
     assert [f.level for f in findings if f.rule == "parallel-gpus"] == [rules.INFO]
     assert rules.gpu_facts({"count": 0, "arch": None}) == {}
     assert rules.gpu_facts({"count": 8, "arch": "sm_120", "nvlink": False}) == {
-        "gpu_arch": "sm_120", "gpu_count": 8, "nvlink": False}
+        "gpu_arch": "sm_120",
+        "gpu_count": 8,
+        "nvlink": False,
+    }
 
 
-@pytest.mark.parametrize(("arch", "version", "refused"), [
-    ("sm_90", "0.5.16", True), ("sm_120", "0.5.16", True), ("sm_100", "0.5.16", False),
-    ("sm_90", "0.5.19", False), ("sm_89", "0.5.23", True),
-])
+@pytest.mark.parametrize(
+    ("arch", "version", "refused"),
+    [
+        ("sm_90", "0.5.16", True),
+        ("sm_120", "0.5.16", True),
+        ("sm_100", "0.5.16", False),
+        ("sm_90", "0.5.19", False),
+        ("sm_89", "0.5.23", True),
+    ],
+)
 def test_trtllm_mha_prefill_outside_sm100(arch, version, refused):
-    found = [f for f in run(case({"attention-backend": "trtllm_mha"}, version=version, facts={"gpu_arch": arch}))
-             if f.rule == "arch-attention-backend"]
+    found = [
+        f
+        for f in run(case({"attention-backend": "trtllm_mha"}, version=version, facts={"gpu_arch": arch}))
+        if f.rule == "arch-attention-backend"
+    ]
     assert bool(found) == refused, found
 
 
@@ -179,8 +207,13 @@ def test_operator_command_unknown_flag_on_0_5_20_style_names():
 
 
 SEED = prof.load_profiles(FIXTURES / "seed_launches.yml")
-SEED_FACTS = {"gpu_arch": "sm_120", "gpu_count": 8, "nvlink": False,
-              "model_architecture": "Qwen3_5MoeForConditionalGeneration", "model_quantization": "modelopt_fp4"}
+SEED_FACTS = {
+    "gpu_arch": "sm_120",
+    "gpu_count": 8,
+    "nvlink": False,
+    "model_architecture": "Qwen3_5MoeForConditionalGeneration",
+    "model_quantization": "modelopt_fp4",
+}
 
 
 @pytest.mark.parametrize(
@@ -203,11 +236,15 @@ def test_seed_launches(name, version, refused_by):
 
 
 def test_model_facts_from_config(tmp_path):
-    config = {"architectures": ["Qwen3_5MoeForConditionalGeneration"],
-              "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"}}
+    config = {
+        "architectures": ["Qwen3_5MoeForConditionalGeneration"],
+        "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"},
+    }
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert rules.model_facts_from_path(tmp_path) == {
-        "model_architecture": "Qwen3_5MoeForConditionalGeneration", "model_quantization": "modelopt_fp4"}
+        "model_architecture": "Qwen3_5MoeForConditionalGeneration",
+        "model_quantization": "modelopt_fp4",
+    }
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
     assert rules.model_facts_from_path(tmp_path / "config.json")["model_quantization"] == "none"
     (tmp_path / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "NVFP4"}}))
@@ -243,7 +280,10 @@ def test_rules_predict_what_real_sglang_did(row):
     served them; the rules must refuse exactly the ones it refused."""
     profiles = {"t": {"description": "recorded", "args": _args_of(row["argv"]), "env": {}}}
     launch = prof.render("t", profiles, {}, "0.5.16")
-    facts = {**json.loads((REAL / "verdicts.json").read_text())["gpu"], "model_path_exists": True,
-             **rules.model_facts_from_path(REAL / "models" / row["model"])}
+    facts = {
+        **json.loads((REAL / "verdicts.json").read_text())["gpu"],
+        "model_path_exists": True,
+        **rules.model_facts_from_path(REAL / "models" / row["model"]),
+    }
     refused = rules.errors(rules.validate(launch, facts))
     assert bool(refused) == (row["outcome"] == "refused at startup"), (row["outcome"], refused)

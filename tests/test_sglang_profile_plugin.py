@@ -15,26 +15,41 @@ import yaml
 from sglang_deploy.paths import GROUP_VARS, REPO
 
 FIXTURES = Path(__file__).parent / "fixtures"
-PLAYBOOK_BIN = shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) or shutil.which("ansible-playbook")
+PLAYBOOK_BIN = shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) or shutil.which(
+    "ansible-playbook"
+)
 pytestmark = pytest.mark.skipif(PLAYBOOK_BIN is None, reason="ansible-playbook not installed")
 
 
 def play(tmp_path: Path, task_args: dict, extra_vars: dict | None = None) -> tuple[int, dict]:
-    playbook = [{
-        "name": "Render a profile",
-        "hosts": "localhost",
-        "gather_facts": False,
-        "vars_files": [str(GROUP_VARS / "all" / "sglang.yml"), str(GROUP_VARS / "all" / "profiles.yml")],
-        "vars": extra_vars or {},
-        "tasks": [{"name": "Render and validate", "sglang_profile": task_args, "register": "launch"}],
-    }]
+    playbook = [
+        {
+            "name": "Render a profile",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars_files": [str(GROUP_VARS / "all" / "sglang.yml"), str(GROUP_VARS / "all" / "profiles.yml")],
+            "vars": extra_vars or {},
+            "tasks": [{"name": "Render and validate", "sglang_profile": task_args, "register": "launch"}],
+        }
+    ]
     path = tmp_path / "play.yml"
     path.write_text(yaml.safe_dump(playbook, sort_keys=False))
-    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
-           "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false"}
-    out = subprocess.run([PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", str(path)], capture_output=True,
-                         text=True, env=env, cwd=tmp_path, timeout=300)
-    doc = json.loads(out.stdout[out.stdout.index("{"):])
+    env = {
+        **os.environ,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
+        "ANSIBLE_LOCALHOST_WARNING": "false",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+    }
+    out = subprocess.run(
+        [PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    doc = json.loads(out.stdout[out.stdout.index("{") :])
     return out.returncode, doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 
@@ -59,10 +74,23 @@ def test_plugin_renders_translates_and_warns(tmp_path):
 
 def test_plugin_refuses_with_every_error(tmp_path):
     seed = yaml.safe_load((FIXTURES / "seed_launches.yml").read_text())["sglang_profiles"]
-    facts = {"gpu_arch": "sm_120", "gpu_count": "8", "nvlink": "false",
-             "model_architecture": "Qwen3_5MoeForConditionalGeneration", "model_path_exists": False}
-    rc, res = play(tmp_path, {"profile": "seed-msg5980", "profiles": seed, "settings": "{{ sglang_launch_settings }}",
-                              "sglang_version": "0.5.10.post1", "facts": facts})
+    facts = {
+        "gpu_arch": "sm_120",
+        "gpu_count": "8",
+        "nvlink": "false",
+        "model_architecture": "Qwen3_5MoeForConditionalGeneration",
+        "model_path_exists": False,
+    }
+    rc, res = play(
+        tmp_path,
+        {
+            "profile": "seed-msg5980",
+            "profiles": seed,
+            "settings": "{{ sglang_launch_settings }}",
+            "sglang_version": "0.5.10.post1",
+            "facts": facts,
+        },
+    )
     assert rc == 2 and res["failed"]
     for rule in ("spec-triple", "hybrid-spec-extra-buffer", "model-path"):
         assert f"[{rule}]" in res["msg"]
@@ -76,7 +104,16 @@ def test_plugin_unknown_profile_fails_cleanly(tmp_path):
 
 def test_plugin_never_returns_the_api_key(tmp_path):
     settings = {"sglang_model_path": "/m", "sglang_tp": 8}
-    rc, res = play(tmp_path, {**COMMON, "profile": "baseline", "settings": settings, "api_key": "s3cret-key-0123456",
-                              "sglang_version": "0.5.23"}, GPU)
+    rc, res = play(
+        tmp_path,
+        {
+            **COMMON,
+            "profile": "baseline",
+            "settings": settings,
+            "api_key": "s3cret-key-0123456",
+            "sglang_version": "0.5.23",
+        },
+        GPU,
+    )
     assert rc == 0 and "s3cret-key" not in json.dumps(res)
     assert "--api-key" not in res["argv"] and res["secret_env_keys"] == ["SGLANG_API_KEY"]

@@ -4,6 +4,7 @@
 They come out of the `ansible` community wheel on PyPI, which bundles them; only the ones named in
 WANTED are extracted. Idempotent: re-extracts only when the bundle version changes.
 """
+
 from __future__ import annotations
 
 import glob
@@ -36,7 +37,18 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", tmp, ANSIBLE_BUNDLE],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-q",
+                "-d",
+                tmp,
+                ANSIBLE_BUNDLE,
+            ],
             check=True,
         )
         (wheel,) = glob.glob(f"{tmp}/ansible-*.whl")

@@ -116,7 +116,9 @@ def _dump(doc: dict) -> str:
     lines = ["{"] + [f" {json.dumps(k)}: {json.dumps(v)}," for k, v in head.items()]
     lines.append(' "flags": {')
     items = list(doc["flags"].items())
-    lines += [f"  {json.dumps(k)}: {json.dumps(v)}{',' if i < len(items) - 1 else ''}" for i, (k, v) in enumerate(items)]
+    lines += [
+        f"  {json.dumps(k)}: {json.dumps(v)}{',' if i < len(items) - 1 else ''}" for i, (k, v) in enumerate(items)
+    ]
     lines.append(" },")
     lines.append(f' "env": {json.dumps(doc["env"])}')
     lines.append("}")

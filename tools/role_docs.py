@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Write each role's variables (from meta/argument_specs.yml) into README.md between the role-vars markers.
 
-    python tools/role_docs.py          rewrite README.md
-    python tools/role_docs.py --check  exit 1 when README.md is out of date (the test suite runs this)
+python tools/role_docs.py          rewrite README.md
+python tools/role_docs.py --check  exit 1 when README.md is out of date (the test suite runs this)
 """
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,12 @@ def _cell(text: str) -> str:
 def render() -> str:
     out = []
     for role, spec in role_specs().items():
-        out += [f"#### `{role}`: {_cell(spec['short_description'])}", "", "| variable | default | description |", "|---|---|---|"]
+        out += [
+            f"#### `{role}`: {_cell(spec['short_description'])}",
+            "",
+            "| variable | default | description |",
+            "|---|---|---|",
+        ]
         for name, opt in spec.get("options", {}).items():
             default = f"`{json.dumps(opt['default'])}`" if "default" in opt else "(see description)"
             desc = opt["description"]

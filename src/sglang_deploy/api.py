@@ -163,10 +163,14 @@ class StatusResult:
         return self.run.ok
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "hosts": {h: {**asdict(s), "serving": s.serving} for h, s in self.hosts.items()},
-                "routers": self.routers,
-                "failures": [asdict(f) for f in self.run.failures], "error": self.run.error,
-                "artifacts": self.run.artifacts}
+        return {
+            "ok": self.ok,
+            "hosts": {h: {**asdict(s), "serving": s.serving} for h, s in self.hosts.items()},
+            "routers": self.routers,
+            "failures": [asdict(f) for f in self.run.failures],
+            "error": self.run.error,
+            "artifacts": self.run.artifacts,
+        }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -207,11 +211,17 @@ def parse_events(events: list) -> tuple[dict, list, list, dict]:
             if kind == "runner_on_failed" and d.get("ignore_errors"):
                 continue
             res = d.get("res") or {}
-            seen.setdefault(d.get("host", "?"), []).append(Failure(
-                host=d.get("host", "?"), task=d.get("task") or "?", message=failure_message(res),
-                action=d.get("resolved_action") or d.get("task_action"),
-                unreachable=kind == "runner_on_unreachable",
-                unknown_profile=res.get("unknown_profile"), available_profiles=res.get("available_profiles")))
+            seen.setdefault(d.get("host", "?"), []).append(
+                Failure(
+                    host=d.get("host", "?"),
+                    task=d.get("task") or "?",
+                    message=failure_message(res),
+                    action=d.get("resolved_action") or d.get("task_action"),
+                    unreachable=kind == "runner_on_unreachable",
+                    unknown_profile=res.get("unknown_profile"),
+                    available_profiles=res.get("available_profiles"),
+                )
+            )
         elif kind == "playbook_on_stats":
             data = d.get("artifact_data") or {}
             names = set()
@@ -219,9 +229,13 @@ def parse_events(events: list) -> tuple[dict, list, list, dict]:
                 names.update((d.get(key) or {}).keys())
             for name in sorted(names):
                 hosts[name] = HostOutcome(
-                    ok=d.get("ok", {}).get(name, 0), changed=d.get("changed", {}).get(name, 0),
-                    failed=(d.get("failures") or {}).get(name, 0), unreachable=(d.get("dark") or {}).get(name, 0),
-                    skipped=(d.get("skipped") or {}).get(name, 0), rescued=(d.get("rescued") or {}).get(name, 0))
+                    ok=d.get("ok", {}).get(name, 0),
+                    changed=d.get("changed", {}).get(name, 0),
+                    failed=(d.get("failures") or {}).get(name, 0),
+                    unreachable=(d.get("dark") or {}).get(name, 0),
+                    skipped=(d.get("skipped") or {}).get(name, 0),
+                    rescued=(d.get("rescued") or {}).get(name, 0),
+                )
     failures, rescued = [], []
     for name, items in seen.items():
         stopped = name in hosts and hosts[name].state in ("failed", "unreachable")
@@ -243,10 +257,12 @@ def parse_status(data: dict) -> dict:
         out[host] = HostStatus(
             host=host,
             profile=server.get("profile") if unit.get("LoadState") == "loaded" else None,
-            active_state=unit.get("ActiveState"), sub_state=unit.get("SubState"),
+            active_state=unit.get("ActiveState"),
+            sub_state=unit.get("SubState"),
             last_good_profile=server.get("last_good_profile"),
             manifest=raw.get("manifest") or None,
-            emulated=bool((local.get("sglang_host") or {}).get("emulated")))
+            emulated=bool((local.get("sglang_host") or {}).get("emulated")),
+        )
     return out
 
 
@@ -256,6 +272,7 @@ def parse_status(data: dict) -> dict:
 
 def split_secrets(extravars: dict) -> tuple[dict, dict]:
     """(public, secret): a variable is secret when its name or any nested key names a secret."""
+
     def secret(key, value) -> bool:
         if is_secret_name(key):
             return True
@@ -349,7 +366,7 @@ def scrub_tree(root: Path, forms: list) -> int:
 
 def _new_private_dir(kind: str) -> Path:
     RUNNER_DIR.mkdir(parents=True, exist_ok=True)
-    for old in sorted(RUNNER_DIR.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)[KEEP_RUNS - 1:]:
+    for old in sorted(RUNNER_DIR.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)[KEEP_RUNS - 1 :]:
         shutil.rmtree(old, ignore_errors=True)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     path = RUNNER_DIR / f"{stamp}-{kind}-{_secrets.token_hex(3)}"
@@ -378,9 +395,17 @@ def _tail(path: Path, lines: int = 15) -> str | None:
     return "\n".join(text.strip().splitlines()[-lines:]) or None
 
 
-def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, extravars: dict | None = None,
-                 on_event: EventHandler | None = None, kind: str = "run", profile: str | None = None,
-                 tags: str | None = None) -> RunResult:
+def run_playbook(
+    playbook: str,
+    *,
+    inventory=None,
+    limit: str | None = None,
+    extravars: dict | None = None,
+    on_event: EventHandler | None = None,
+    kind: str = "run",
+    profile: str | None = None,
+    tags: str | None = None,
+) -> RunResult:
     """Run a playbook of the repo through ansible_runner.run and read its events into a RunResult."""
     import signal
 
@@ -420,11 +445,20 @@ def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, ext
     t0 = time.monotonic()
     try:
         r = ansible_runner.run(
-            private_data_dir=str(pdd), project_dir=str(REPO), playbook=playbook,
-            inventory=inventory_path, limit=limit, extravars=public or None, tags=tags, quiet=True,
-            event_handler=handle, cancel_callback=cancel, settings={"pexpect_timeout": 1},
+            private_data_dir=str(pdd),
+            project_dir=str(REPO),
+            playbook=playbook,
+            inventory=inventory_path,
+            limit=limit,
+            extravars=public or None,
+            tags=tags,
+            quiet=True,
+            event_handler=handle,
+            cancel_callback=cancel,
+            settings={"pexpect_timeout": 1},
             envvars={"PATH": _path_with_this_python()},
-            **kwargs)
+            **kwargs,
+        )
     finally:
         if interrupted:
             for sig, handler in saved.items():
@@ -433,9 +467,17 @@ def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, ext
         scrub_tree(pdd, scrub)
     hosts, failures, rescued, data = parse_events(redact(events, scrub))
     result = RunResult(
-        playbook=playbook, status=r.status, rc=r.rc if r.rc is not None else -1, hosts=hosts,
-        failures=failures, rescued=rescued, data=data,
-        artifacts=str(r.config.artifact_dir), elapsed_s=time.monotonic() - t0, profile=profile)
+        playbook=playbook,
+        status=r.status,
+        rc=r.rc if r.rc is not None else -1,
+        hosts=hosts,
+        failures=failures,
+        rescued=rescued,
+        data=data,
+        artifacts=str(r.config.artifact_dir),
+        elapsed_s=time.monotonic() - t0,
+        profile=profile,
+    )
     if result.rc != 0 and not failures:
         result.error = _tail(Path(r.config.artifact_dir) / "stdout") or f"ansible-playbook exited {result.rc}"
     elif not hosts:
@@ -443,15 +485,29 @@ def run_playbook(playbook: str, *, inventory=None, limit: str | None = None, ext
     return result
 
 
-def deploy(profile: str, inventory=None, limit: str | None = None, extravars: dict | None = None,
-           on_event: EventHandler | None = None, tags: str | None = None) -> RunResult:
+def deploy(
+    profile: str,
+    inventory=None,
+    limit: str | None = None,
+    extravars: dict | None = None,
+    on_event: EventHandler | None = None,
+    tags: str | None = None,
+) -> RunResult:
     """Deploy a launch profile with site.yml and benchmark it (unless sglang_benchmark_enabled is false).
 
     tags: only these phases, comma-separated: install, configure, restart, benchmark (PHASES); validation runs
     always."""
     ev = {**(extravars or {}), "profile": profile}
-    return run_playbook("site.yml", inventory=inventory, limit=limit, extravars=ev, on_event=on_event,
-                        kind=f"deploy-{_safe(profile)}", profile=profile, tags=tags)
+    return run_playbook(
+        "site.yml",
+        inventory=inventory,
+        limit=limit,
+        extravars=ev,
+        on_event=on_event,
+        kind=f"deploy-{_safe(profile)}",
+        profile=profile,
+        tags=tags,
+    )
 
 
 def status(inventory=None, limit: str | None = None, on_event: EventHandler | None = None) -> StatusResult:
@@ -460,24 +516,43 @@ def status(inventory=None, limit: str | None = None, on_event: EventHandler | No
     return StatusResult(hosts=parse_status(run.data), run=run, routers=run.data.get("sglang_router_status") or {})
 
 
-def rollback(inventory=None, limit: str | None = None, extravars: dict | None = None,
-             on_event: EventHandler | None = None) -> RunResult:
+def rollback(
+    inventory=None, limit: str | None = None, extravars: dict | None = None, on_event: EventHandler | None = None
+) -> RunResult:
     """Re-deploy each host's last good profile (playbooks/rollback.yml, no benchmark)."""
-    return run_playbook("playbooks/rollback.yml", inventory=inventory, limit=limit, extravars=extravars,
-                        on_event=on_event, kind="rollback")
+    return run_playbook(
+        "playbooks/rollback.yml",
+        inventory=inventory,
+        limit=limit,
+        extravars=extravars,
+        on_event=on_event,
+        kind="rollback",
+    )
 
 
-def lab(state: str = "present", inventory=None, extravars: dict | None = None,
-        on_event: EventHandler | None = None) -> RunResult:
+def lab(
+    state: str = "present", inventory=None, extravars: dict | None = None, on_event: EventHandler | None = None
+) -> RunResult:
     """Create (present) or remove (absent) the lab containers (playbooks/lab.yml)."""
     if state not in ("present", "absent"):
         raise ValueError(f"lab state must be present or absent, not {state!r}")
-    return run_playbook("playbooks/lab.yml", inventory=inventory, extravars={**(extravars or {}), "lab_state": state},
-                        on_event=on_event, kind=f"lab-{state}")
+    return run_playbook(
+        "playbooks/lab.yml",
+        inventory=inventory,
+        extravars={**(extravars or {}), "lab_state": state},
+        on_event=on_event,
+        kind=f"lab-{state}",
+    )
 
 
-def compare(profiles: list, inventory=None, limit: str | None = None, extravars: dict | None = None,
-            restore: str | None = None, on_event: EventHandler | None = None):
+def compare(
+    profiles: list,
+    inventory=None,
+    limit: str | None = None,
+    extravars: dict | None = None,
+    restore: str | None = None,
+    on_event: EventHandler | None = None,
+):
     """Deploy and benchmark each profile in turn on the same hosts, then restore what served before.
 
     The restored profile is `restore`, or per host the profile status() found serving (else its last good one);
@@ -512,8 +587,9 @@ def compare(profiles: list, inventory=None, limit: str | None = None, extravars:
                 by_profile.setdefault(name, []).append(host)
         for name, hosts in by_profile.items():
             phase(f"restore {name} on {', '.join(hosts)}")
-            restores.append(deploy(name, inventory=inventory, limit=",".join(hosts), extravars=no_benchmark,
-                                   on_event=on_event))
+            restores.append(
+                deploy(name, inventory=inventory, limit=",".join(hosts), extravars=no_benchmark, on_event=on_event)
+            )
     return report.build_comparison(profiles, runs, restores=restores, settings=_bench_settings(extravars))
 
 
@@ -525,6 +601,7 @@ def _phase_emitter(on_event: EventHandler | None):
     def phase(text: str) -> None:
         if on_event:
             on_event({"event": PHASE_EVENT, "event_data": {"phase": text}})
+
     return phase
 
 
@@ -546,8 +623,10 @@ def parse_extravars(items: list) -> dict:
             except OSError as exc:
                 raise ValueError(f"-e {item}: cannot read {path}: {exc.strerror}") from exc
             if text.startswith("$ANSIBLE_VAULT"):
-                raise ValueError(f"-e {item}: vault-encrypted files are not read here; keep vaulted secrets in "
-                                 "group_vars/ or inventory vars, where ansible decrypts them")
+                raise ValueError(
+                    f"-e {item}: vault-encrypted files are not read here; keep vaulted secrets in "
+                    "group_vars/ or inventory vars, where ansible decrypts them"
+                )
             doc = _yaml_mapping(text, f"-e {item}")
         elif item.lstrip().startswith("{"):
             doc = _yaml_mapping(item, "-e")
@@ -614,13 +693,22 @@ class TuneResult:
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.outcome is not None and not self.outcome.cancelled \
+        return (
+            self.error is None
+            and self.outcome is not None
+            and not self.outcome.cancelled
             and all(r.ok for r in self.restores)
+        )
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "error": self.error, "report_dir": str(self.report_dir) if self.report_dir else None,
-                "outcome": self.outcome.to_dict() if self.outcome else None, "promoted": self.promoted,
-                "restores": [r.to_dict() for r in self.restores]}
+        return {
+            "ok": self.ok,
+            "error": self.error,
+            "report_dir": str(self.report_dir) if self.report_dir else None,
+            "outcome": self.outcome.to_dict() if self.outcome else None,
+            "promoted": self.promoted,
+            "restores": [r.to_dict() for r in self.restores],
+        }
 
 
 def tune_host_facts(data: dict) -> list:
@@ -628,9 +716,17 @@ def tune_host_facts(data: dict) -> list:
     out = []
     for host, raw in sorted((data.get("sglang_tune_facts") or {}).items()):
         facts = {k: v for k, v in (raw.get("rule_facts") or {}).items() if v not in (None, "")}
-        out.append(tuning.HostFacts(host=host, profiles=raw.get("profiles") or {}, settings=raw.get("settings") or {},
-                                  sglang_version=str(raw.get("sglang_version")), rule_facts=facts,
-                                  stack=raw.get("stack") or {}, emulated=bool(raw.get("emulated"))))
+        out.append(
+            tuning.HostFacts(
+                host=host,
+                profiles=raw.get("profiles") or {},
+                settings=raw.get("settings") or {},
+                sglang_version=str(raw.get("sglang_version")),
+                rule_facts=facts,
+                stack=raw.get("stack") or {},
+                emulated=bool(raw.get("emulated")),
+            )
+        )
     return out
 
 
@@ -655,8 +751,9 @@ def _tune_deployer(search: tuning.Search, inventory, limit, extravars: dict, on_
 
         def handler(ev: dict):
             d = ev.get("event_data") or {}
-            if ev.get("event") == "runner_on_failed" and str(d.get("resolved_action") or d.get("task_action") or
-                                                              "").endswith(TUNE_READY_ACTION):
+            if ev.get("event") == "runner_on_failed" and str(
+                d.get("resolved_action") or d.get("task_action") or ""
+            ).endswith(TUNE_READY_ACTION):
                 ready_failed.append(d.get("res") or {})
             if on_event:
                 return on_event(ev)
@@ -673,10 +770,19 @@ def _tune_deployer(search: tuning.Search, inventory, limit, extravars: dict, on_
             metrics = {host: tuning.level_metrics(res) for host, res in r.benchmarks.items()}
             failed_requests = sum(m.get("failed") or 0 for res in r.benchmarks.values() for m in res.get("levels", []))
             if not metrics or failed_requests:
-                return {**fields, "status": tuning.FAILED, "kind": "benchmark", "metrics": metrics,
-                        "error": f"{failed_requests} benchmark requests failed" if failed_requests else "no benchmark"}
-            return {**fields, "status": tuning.OK, "metrics": metrics,
-                    "results": {h: res.get("started_at") for h, res in r.benchmarks.items()}}
+                return {
+                    **fields,
+                    "status": tuning.FAILED,
+                    "kind": "benchmark",
+                    "metrics": metrics,
+                    "error": f"{failed_requests} benchmark requests failed" if failed_requests else "no benchmark",
+                }
+            return {
+                **fields,
+                "status": tuning.OK,
+                "metrics": metrics,
+                "results": {h: res.get("started_at") for h, res in r.benchmarks.items()},
+            }
         kind, journal = _failure_kind(ready_failed)
         message = "\n".join(f"{f.host}: {f.task}: {f.message}" for f in r.failures) or r.error or "deploy failed"
         return {**fields, "status": tuning.FAILED, "kind": kind, "error": message, "journal": journal}
@@ -699,10 +805,20 @@ def _tune_restore(before: dict, planned: list, inventory, extravars: dict, on_ev
     return runs
 
 
-def tune(search_file, inventory=None, limit: str | None = None, extravars: dict | None = None,
-                budget: str | None = None, out_dir=None, restore: bool = True, promote: str | None = None,
-                promote_into=None, candidate: str | None = None, on_event=None,
-                on_plan: Callable | None = None) -> TuneResult:
+def tune(
+    search_file,
+    inventory=None,
+    limit: str | None = None,
+    extravars: dict | None = None,
+    budget: str | None = None,
+    out_dir=None,
+    restore: bool = True,
+    promote: str | None = None,
+    promote_into=None,
+    candidate: str | None = None,
+    on_event=None,
+    on_plan: Callable | None = None,
+) -> TuneResult:
     """Run the search of ``search_file`` (path or tuning.Search). SearchError / ValueError for bad input."""
     from sglang_deploy import tune_report
     from sglang_deploy.paths import RESULTS
@@ -714,13 +830,20 @@ def tune(search_file, inventory=None, limit: str | None = None, extravars: dict 
     result = TuneResult(search=search)
 
     phase("read the hosts' facts (read-only)")
-    facts_run = run_playbook(TUNE_FACTS_PLAYBOOK, inventory=inventory, limit=limit,
-                                    extravars={**extravars, **search.vars}, on_event=on_event, kind="tune-facts")
+    facts_run = run_playbook(
+        TUNE_FACTS_PLAYBOOK,
+        inventory=inventory,
+        limit=limit,
+        extravars={**extravars, **search.vars},
+        on_event=on_event,
+        kind="tune-facts",
+    )
     result.facts_run = facts_run
     hosts = tune_host_facts(facts_run.data)
     if not facts_run.ok or not hosts:
         result.error = "could not read the hosts' facts: " + (
-            "; ".join(f"{f.host}: {f.message}" for f in facts_run.failures) or facts_run.error or "no host")
+            "; ".join(f"{f.host}: {f.message}" for f in facts_run.failures) or facts_run.error or "no host"
+        )
         return result
     candidates, excluded = tuning.expand(search)
     planned = tuning.plan(search, candidates, hosts)
@@ -740,7 +863,9 @@ def tune(search_file, inventory=None, limit: str | None = None, extravars: dict 
             before = {h: (s.profile if s.serving else s.last_good_profile) for h, s in found.hosts.items()}
         return deploy_one(p, workload, stage, repeat)
 
-    outcome = tuning.run_search(search, planned, excluded, deploy_first_reads_status, store, budget_obj, on_progress=phase)
+    outcome = tuning.run_search(
+        search, planned, excluded, deploy_first_reads_status, store, budget_obj, on_progress=phase
+    )
     result.outcome = outcome
     if before and not outcome.cancelled:
         phase("restore what served before")
@@ -757,14 +882,18 @@ def tune(search_file, inventory=None, limit: str | None = None, extravars: dict 
 def _tune_chosen(outcome: tuning.Outcome, candidate: str | None) -> tuning.Planned:
     """The candidate to promote: --candidate (number or key prefix), else the first objective's winner."""
     if candidate:
-        hits = [p for p in outcome.runnable if str(p.candidate.index) == candidate.lstrip("#")
-                or (len(candidate) >= 4 and p.key.startswith(candidate))]
+        hits = [
+            p
+            for p in outcome.runnable
+            if str(p.candidate.index) == candidate.lstrip("#") or (len(candidate) >= 4 and p.key.startswith(candidate))
+        ]
         ok = {r["candidate_key"] for r in outcome.records if r["status"] == tuning.OK}
         if len(hits) != 1 or hits[0].key not in ok:
             raise tuning.SearchError(f"--candidate {candidate}: not one candidate measured without failure")
         return hits[0]
     if outcome.winner is None:
         d = outcome.decisions.get(outcome.search.objectives[0].name) or {}
-        raise tuning.SearchError(f"no winner to promote ({d.get('reason', 'nothing measured')}); "
-                               "pick one with --candidate N")
+        raise tuning.SearchError(
+            f"no winner to promote ({d.get('reason', 'nothing measured')}); pick one with --candidate N"
+        )
     return outcome.winner

@@ -142,7 +142,9 @@ def translate(args: dict[str, Any], env: dict[str, str], version: str) -> Transl
                 name = r.old
         found = table.lookup(name)
         if found and name not in table.flags:
-            notes.append(f"--{name} is an abbreviation of --{found[0]} in sglang {table.release}: rendered as --{found[0]}")
+            notes.append(
+                f"--{name} is an abbreviation of --{found[0]} in sglang {table.release}: rendered as --{found[0]}"
+            )
             name = found[0]
         dest = found[1]["dest"] if found else name
         out.pop(seen.pop(dest, name), None)  # a later spelling of the same flag wins and moves to the end
@@ -160,9 +162,7 @@ def translate(args: dict[str, Any], env: dict[str, str], version: str) -> Transl
             notes.append(note)  # its effect is the release's default (or translated): nothing is lost
             continue
         if table.env and key.startswith(("SGLANG_", "SGL_")) and key not in table.env:
-            notes.append(
-                f"{key} is not read by sglang {table.release} (not in its recorded environ.py): dropped"
-            )
+            notes.append(f"{key} is not read by sglang {table.release} (not in its recorded environ.py): dropped")
             dropped.append(key)
             continue
         new_env[key] = value

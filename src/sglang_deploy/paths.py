@@ -42,8 +42,13 @@ RESULTS = Path(os.environ.get("SGLANG_DEPLOY_RESULTS") or REPO / "results")
 def require_project() -> Path:
     """The project folder, or ProjectNotFound naming the fix."""
     if PROJECT is None or not is_project(PROJECT):
-        where = f"{HOME_ENV}={PROJECT} holds no site.yml and roles/" if PROJECT else \
-            f"no folder holding site.yml and roles/ here ({Path.cwd()}) or above, and {HOME_ENV} is not set"
-        raise ProjectNotFound(f"sglang-deploy project not found: {where}. Run from a checkout of the project "
-                              f"(its playbooks, roles and group_vars) or set {HOME_ENV}=/path/to/it")
+        where = (
+            f"{HOME_ENV}={PROJECT} holds no site.yml and roles/"
+            if PROJECT
+            else f"no folder holding site.yml and roles/ here ({Path.cwd()}) or above, and {HOME_ENV} is not set"
+        )
+        raise ProjectNotFound(
+            f"sglang-deploy project not found: {where}. Run from a checkout of the project "
+            f"(its playbooks, roles and group_vars) or set {HOME_ENV}=/path/to/it"
+        )
     return PROJECT

@@ -76,8 +76,9 @@ class UnknownProfile(ProfileError):
 
     def __init__(self, name: str, available: list[str]):
         self.name, self.available = name, available
-        super().__init__(f"unknown profile {name!r}; available: {', '.join(available) or '(none)'}",
-                         [("unknown-profile", name)])
+        super().__init__(
+            f"unknown profile {name!r}; available: {', '.join(available) or '(none)'}", [("unknown-profile", name)]
+        )
 
 
 @dataclass
@@ -390,8 +391,10 @@ def render(
     """
     profile = resolve(profile_name, profiles)
     if not (sglang_version or settings.get("sglang_version_default")):
-        raise ProfileError("no SGLang release given: pass one (--sglang-version) or set sglang_version_default "
-                           "in group_vars/all/sglang.yml")
+        raise ProfileError(
+            "no SGLang release given: pass one (--sglang-version) or set sglang_version_default "
+            "in group_vars/all/sglang.yml"
+        )
     version = str(sglang_version or settings["sglang_version_default"]).strip()
     try:
         table = flags.flag_table(version)

@@ -286,7 +286,11 @@ def _spec_running_cap(ctx: Ctx):
     capped = ctx.spec and ctx.spec != "NGRAM"
     limit = ctx.int_arg("max-running-requests") or (SPEC_RUNNING_CAP if capped else None)
     if limit is not None and ctx.concurrency > limit:
-        why = "" if ctx.arg("max-running-requests") else f"speculative decoding sets --max-running-requests {limit} when unset; "
+        why = (
+            ""
+            if ctx.arg("max-running-requests")
+            else f"speculative decoding sets --max-running-requests {limit} when unset; "
+        )
         yield (
             f"benchmark concurrency {ctx.concurrency} > {limit} running requests ({why}the rest queue and the"
             f" decode CUDA graphs stop at {limit}): set --max-running-requests >= {ctx.concurrency} or lower the concurrency"
@@ -503,27 +507,63 @@ RULES: tuple[Rule, ...] = (
     Rule("spec-v2-topk", ERROR, "spec v2 with topk > 1 raises (<= 0.5.10.post1)", (), _spec_v2_topk),
     Rule("spec-v1-fallback", WARNING, "topk > 1 falls back to spec v1 (0.5.11-0.5.12)", (), _spec_v1_fallback),
     Rule("trtllm-mha-topk", ERROR, "trtllm_mha with topk > 1", (), _trtllm_mha_topk),
-    Rule("spec-running-cap", WARNING, "running-request cap below benchmark concurrency", ("concurrency",), _spec_running_cap),
-    Rule("hybrid-spec-extra-buffer", ERROR, "spec on hybrid model without extra_buffer (<= 0.5.13; seed crash 2)",
-         ("model_architecture",), _hybrid_spec_buffer),
+    Rule(
+        "spec-running-cap",
+        WARNING,
+        "running-request cap below benchmark concurrency",
+        ("concurrency",),
+        _spec_running_cap,
+    ),
+    Rule(
+        "hybrid-spec-extra-buffer",
+        ERROR,
+        "spec on hybrid model without extra_buffer (<= 0.5.13; seed crash 2)",
+        ("model_architecture",),
+        _hybrid_spec_buffer,
+    ),
     Rule("extra-buffer-radix", ERROR, "extra_buffer with radix cache disabled", (), _extra_buffer_radix),
-    Rule("extra-buffer-lazy-spec", ERROR, "extra_buffer_lazy with speculative decoding (0.5.14-0.5.16)", (),
-         _extra_buffer_lazy_spec),
-    Rule("extra-buffer-non-hybrid", ERROR, "extra_buffer on a model without mamba state",
-         ("model_architecture",), _extra_buffer_non_hybrid),
-    Rule("no-buffer-overlap", ERROR, "explicit no_buffer needs disable-overlap-schedule (>= 0.5.14)", (), _no_buffer_overlap),
+    Rule(
+        "extra-buffer-lazy-spec",
+        ERROR,
+        "extra_buffer_lazy with speculative decoding (0.5.14-0.5.16)",
+        (),
+        _extra_buffer_lazy_spec,
+    ),
+    Rule(
+        "extra-buffer-non-hybrid",
+        ERROR,
+        "extra_buffer on a model without mamba state",
+        ("model_architecture",),
+        _extra_buffer_non_hybrid,
+    ),
+    Rule(
+        "no-buffer-overlap",
+        ERROR,
+        "explicit no_buffer needs disable-overlap-schedule (>= 0.5.14)",
+        (),
+        _no_buffer_overlap,
+    ),
     Rule("mamba-track-interval", ERROR, "track interval vs draft tokens / page size", (), _track_interval),
     Rule("arch-moe-backend", ERROR, "MoE backend unusable on SM12x", ("gpu_arch",), _arch_moe),
-    Rule("arch-attention-backend", ERROR, "attention backend unusable on the GPU architecture", ("gpu_arch",),
-         _arch_attention),
-    Rule("fp4-gemm-nan", WARNING, "flashinfer_cutlass FP4 GEMM NaNs on SM12x (<= 0.5.12)", ("gpu_arch",), _fp4_gemm_nan),
+    Rule(
+        "arch-attention-backend",
+        ERROR,
+        "attention backend unusable on the GPU architecture",
+        ("gpu_arch",),
+        _arch_attention,
+    ),
+    Rule(
+        "fp4-gemm-nan", WARNING, "flashinfer_cutlass FP4 GEMM NaNs on SM12x (<= 0.5.12)", ("gpu_arch",), _fp4_gemm_nan
+    ),
     Rule("parallel-gpus", ERROR, "tp x pp (x dp) vs GPU count", ("gpu_count",), _parallel_gpus),
     Rule("parallel-shape", ERROR, "nnodes / dp / ep shape", (), _parallel_shape),
     Rule("served-model-name", ERROR, "served model name with ':'", (), _served_name),
     Rule("model-path", ERROR, "model path missing on the host", ("model_path_exists",), _model_path),
     Rule("quantization-checkpoint", ERROR, "--quantization vs checkpoint", ("model_quantization",), _quant_checkpoint),
     Rule("moe-quantization", ERROR, "flashinfer_cutlass MoE quantization", (), _moe_quant),
-    Rule("custom-ar-pcie", INFO, "disable-custom-all-reduce is a no-op on PCIe", ("nvlink", "gpu_count"), _custom_ar_pcie),
+    Rule(
+        "custom-ar-pcie", INFO, "disable-custom-all-reduce is a no-op on PCIe", ("nvlink", "gpu_count"), _custom_ar_pcie
+    ),
     Rule("mscclpp", WARNING, "MSCCL++ world size / package", (), _mscclpp),
     Rule("pcie-ipc-world", WARNING, "PCIe IPC all-reduce world size", (), _pcie_ipc),
     Rule("pcie-ipc-nvlink", WARNING, "PCIe IPC all-reduce on an NVLink host", ("nvlink",), _pcie_ipc_nvlink),
@@ -541,9 +581,7 @@ def validate(launch: Launch, facts: dict[str, Any] | None = None, concurrency: i
     ctx = Ctx(launch, facts, concurrency)
     findings: list[Finding] = []
     for rule in RULES:
-        missing = [
-            n for n in rule.needs if (concurrency is None if n == "concurrency" else not _known(facts, n))
-        ]
+        missing = [n for n in rule.needs if (concurrency is None if n == "concurrency" else not _known(facts, n))]
         if missing:
             findings.append(Finding(rule.id, INFO, f"skipped ({rule.summary}): unknown {', '.join(missing)}"))
             continue
@@ -627,7 +665,11 @@ def gpu_facts(sglang_gpu: dict[str, Any] | None) -> dict[str, Any]:
     """Rule facts from the GPU facts module's ``sglang_gpu`` (count 0 = no GPU seen = unknown)."""
     if not sglang_gpu or not sglang_gpu.get("count"):
         return {}
-    return {"gpu_arch": sglang_gpu.get("arch"), "gpu_count": int(sglang_gpu["count"]), "nvlink": sglang_gpu.get("nvlink")}
+    return {
+        "gpu_arch": sglang_gpu.get("arch"),
+        "gpu_count": int(sglang_gpu["count"]),
+        "nvlink": sglang_gpu.get("nvlink"),
+    }
 
 
 def check(

@@ -19,20 +19,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_profiles_file(p)
     p.set_defaults(func=profiles)
 
-    p = sub.add_parser("render", help="render a profile's launch for an SGLang release",
-                       description="Print a profile's launch; notes on translated/dropped flags go to stderr.")
+    p = sub.add_parser(
+        "render",
+        help="render a profile's launch for an SGLang release",
+        description="Print a profile's launch; notes on translated/dropped flags go to stderr.",
+    )
     _add_target(p)
-    p.add_argument("--format", choices=["argv", "shell", "unit", "env"], default="argv",
-                   help="argv: JSON array after `python -m sglang.launch_server`; env: the profile's lines of the 0600"
-                   " environment file; shell: a command line; unit: the [Service] launch lines the role writes")
-    p.add_argument("--python", help="interpreter for shell/unit formats (default: the sglang_server role's"
-                   " sglang_server_python)")
+    p.add_argument(
+        "--format",
+        choices=["argv", "shell", "unit", "env"],
+        default="argv",
+        help="argv: JSON array after `python -m sglang.launch_server`; env: the profile's lines of the 0600"
+        " environment file; shell: a command line; unit: the [Service] launch lines the role writes",
+    )
+    p.add_argument(
+        "--python", help="interpreter for shell/unit formats (default: the sglang_server role's sglang_server_python)"
+    )
     p.set_defaults(func=render)
 
-    p = sub.add_parser("validate", help="check a profile's launch against the rules (exit 1 if refused)",
-                       description="Exit 0 valid (warnings allowed), 1 refused, 2 usage error. "
-                       "Rules whose facts are not given are skipped (shown with -v).",
-                       epilog=_rules_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "validate",
+        help="check a profile's launch against the rules (exit 1 if refused)",
+        description="Exit 0 valid (warnings allowed), 1 refused, 2 usage error. "
+        "Rules whose facts are not given are skipped (shown with -v).",
+        epilog=_rules_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _add_target(p)
     p.add_argument("--gpu-arch", metavar="ARCH", help="GPU architecture, e.g. sm_120")
     p.add_argument("--gpus", type=int, metavar="N", help="GPU count of the host")
@@ -53,25 +65,34 @@ def _rules_help() -> str:
 
 
 def _add_profiles_file(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profiles-file", type=Path, metavar="FILE",
-                   help="YAML file holding `sglang_profiles` (default: group_vars/all/profiles.yml)")
+    p.add_argument(
+        "--profiles-file",
+        type=Path,
+        metavar="FILE",
+        help="YAML file holding `sglang_profiles` (default: group_vars/all/profiles.yml)",
+    )
 
 
 def _add_target(p: argparse.ArgumentParser) -> None:
     p.add_argument("profile", help="profile name (see `sglang-deploy profiles`)")
-    p.add_argument("--sglang-version", metavar="V",
-                   help="target SGLang release (default: sglang_version_default in group_vars/all/sglang.yml)")
+    p.add_argument(
+        "--sglang-version",
+        metavar="V",
+        help="target SGLang release (default: sglang_version_default in group_vars/all/sglang.yml)",
+    )
     _add_profiles_file(p)
 
 
 def _usage_errors(func):
     """profile_cmd.CommandError (unknown profile, unreadable file) -> UsageError."""
+
     @wraps(func)
     def run(args: argparse.Namespace) -> int:
         try:
             return func(args)
         except profile_cmd.CommandError as exc:
             raise UsageError(str(exc)) from exc
+
     return run
 
 

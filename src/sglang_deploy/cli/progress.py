@@ -1,7 +1,7 @@
 """Live progress of playbook runs on stderr: an api `on_event` handler with a tick() heartbeat.
 
-    with Progress() as progress:
-        result = api.deploy("baseline", on_event=progress)
+with Progress() as progress:
+    result = api.deploy("baseline", on_event=progress)
 """
 
 from __future__ import annotations
@@ -20,8 +20,13 @@ class Progress:
     Failures and phases are always printed on lines of their own. Leaving the `with` block clears the line.
     """
 
-    def __init__(self, stream=None, tty: bool | None = None, heartbeat_s: float = 15.0,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        stream=None,
+        tty: bool | None = None,
+        heartbeat_s: float = 15.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
         self.heartbeat_s = heartbeat_s

@@ -11,54 +11,91 @@ from sglang_deploy import api, bench, report
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.cli.progress import Progress
 
-PROGRESS = "Live progress goes to stderr. Exit status: 0 success, 1 a run failed, 2 usage error " \
-           "(an unknown profile included)."
+PROGRESS = (
+    "Live progress goes to stderr. Exit status: 0 success, 1 a run failed, 2 usage error (an unknown profile included)."
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("-i", "--inventory", metavar="PATH",
-                        help="inventory file or folder (default: inventory/lab.yml, the lab containers)")
+    common.add_argument(
+        "-i",
+        "--inventory",
+        metavar="PATH",
+        help="inventory file or folder (default: inventory/lab.yml, the lab containers)",
+    )
     common.add_argument("-l", "--limit", metavar="PATTERN", help="only these hosts (ansible --limit pattern)")
-    common.add_argument("-e", "--extra-vars", dest="extravars", action="append", default=[], metavar="VARS",
-                        help="key=value (value read as YAML), @file.yml or a YAML/JSON mapping; repeatable, later "
-                        "wins. Secrets (names with api_key, token, password, secret) never reach the run's files; "
-                        "prefer @file.yml for them (argv is visible to other users)")
+    common.add_argument(
+        "-e",
+        "--extra-vars",
+        dest="extravars",
+        action="append",
+        default=[],
+        metavar="VARS",
+        help="key=value (value read as YAML), @file.yml or a YAML/JSON mapping; repeatable, later "
+        "wins. Secrets (names with api_key, token, password, secret) never reach the run's files; "
+        "prefer @file.yml for them (argv is visible to other users)",
+    )
     common.add_argument("--json", action="store_true", help="machine-readable result on stdout")
 
-    p = sub.add_parser("deploy", parents=[common], help="deploy a launch profile and benchmark it (site.yml)",
-                       description="Deploy PROFILE with site.yml through ansible-runner, wait for the server, "
-                       "benchmark it and print the table. " + PROGRESS,
-                       epilog="Small sweep: -e 'sglang_benchmark_concurrency=[1,4]' -e sglang_benchmark_requests=4. "
-                       "Deploy only: -e sglang_benchmark_enabled=false.")
+    p = sub.add_parser(
+        "deploy",
+        parents=[common],
+        help="deploy a launch profile and benchmark it (site.yml)",
+        description="Deploy PROFILE with site.yml through ansible-runner, wait for the server, "
+        "benchmark it and print the table. " + PROGRESS,
+        epilog="Small sweep: -e 'sglang_benchmark_concurrency=[1,4]' -e sglang_benchmark_requests=4. "
+        "Deploy only: -e sglang_benchmark_enabled=false.",
+    )
     p.add_argument("profile", help="launch profile, a key of sglang_profiles (group_vars/all/profiles.yml)")
-    p.add_argument("--tags", type=_phases, metavar="PHASES",
-                   help=f"only these phases, comma-separated: {', '.join(api.PHASES)} (validation always runs)")
+    p.add_argument(
+        "--tags",
+        type=_phases,
+        metavar="PHASES",
+        help=f"only these phases, comma-separated: {', '.join(api.PHASES)} (validation always runs)",
+    )
     p.set_defaults(func=deploy)
 
-    p = sub.add_parser("compare", parents=[common], help="benchmark several profiles in turn and report",
-                       description="Deploy and benchmark each PROFILE in turn on the same hosts with the same "
-                       "settings, restore the profile that served before (no benchmark), print the comparison and "
-                       "write report.md, compare.png and comparison.json under results/compare-<time>/. " + PROGRESS)
+    p = sub.add_parser(
+        "compare",
+        parents=[common],
+        help="benchmark several profiles in turn and report",
+        description="Deploy and benchmark each PROFILE in turn on the same hosts with the same "
+        "settings, restore the profile that served before (no benchmark), print the comparison and "
+        "write report.md, compare.png and comparison.json under results/compare-<time>/. " + PROGRESS,
+    )
     p.add_argument("profiles", nargs="+", metavar="PROFILE", help="two or more profiles; ratios are to the first")
-    p.add_argument("--restore", metavar="PROFILE",
-                   help="profile to leave serving (default: what each host served before)")
+    p.add_argument(
+        "--restore", metavar="PROFILE", help="profile to leave serving (default: what each host served before)"
+    )
     p.add_argument("--out", metavar="DIR", help="report folder (default results/compare-<time>)")
     p.set_defaults(func=compare)
 
-    p = sub.add_parser("status", parents=[common], help="what each host serves (read-only)",
-                       description="Per host: the profile of the installed unit, the unit state, the last good "
-                       "profile and the stack manifest. " + PROGRESS)
+    p = sub.add_parser(
+        "status",
+        parents=[common],
+        help="what each host serves (read-only)",
+        description="Per host: the profile of the installed unit, the unit state, the last good "
+        "profile and the stack manifest. " + PROGRESS,
+    )
     p.set_defaults(func=status)
 
-    p = sub.add_parser("rollback", parents=[common], help="re-deploy each host's last good profile",
-                       description="Re-deploy the last good profile recorded on each host (no benchmark). " + PROGRESS)
+    p = sub.add_parser(
+        "rollback",
+        parents=[common],
+        help="re-deploy each host's last good profile",
+        description="Re-deploy the last good profile recorded on each host (no benchmark). " + PROGRESS,
+    )
     p.set_defaults(func=rollback)
 
-    p = sub.add_parser("lab", parents=[common], help="create or remove the lab containers",
-                       description="up: build the lab image if needed and start the lab containers of the "
-                       "inventory group `lab`; down: remove them (the image stays). With -i inventory/fleet-lab.yml: the lab "
-                       "fleet, three replicas and the smg router on the Docker network sglang-fleet. " + PROGRESS)
+    p = sub.add_parser(
+        "lab",
+        parents=[common],
+        help="create or remove the lab containers",
+        description="up: build the lab image if needed and start the lab containers of the "
+        "inventory group `lab`; down: remove them (the image stays). With -i inventory/fleet-lab.yml: the lab "
+        "fleet, three replicas and the smg router on the Docker network sglang-fleet. " + PROGRESS,
+    )
     p.add_argument("action", choices=["up", "down"])
     p.set_defaults(func=lab)
 
@@ -100,8 +137,10 @@ def _unknown_profile(results: list) -> str | None:
     if not found:
         return None
     name, available = found
-    return (f"unknown profile '{name}'. Available profiles: {', '.join(available) or '(none found)'} "
-            "(sglang_profiles, group_vars/all/profiles.yml)")
+    return (
+        f"unknown profile '{name}'. Available profiles: {', '.join(available) or '(none found)'} "
+        "(sglang_profiles, group_vars/all/profiles.yml)"
+    )
 
 
 def _exit_code(result: api.RunResult) -> int:
@@ -112,15 +151,26 @@ def _exit_code(result: api.RunResult) -> int:
 
 
 def _recap(result: api.RunResult) -> str:
-    return "; ".join(f"{h}: {o.state} (ok={o.ok} changed={o.changed} failed={o.failed} "
-                     f"unreachable={o.unreachable})" for h, o in result.hosts.items()) or "no host ran"
+    return (
+        "; ".join(
+            f"{h}: {o.state} (ok={o.ok} changed={o.changed} failed={o.failed} unreachable={o.unreachable})"
+            for h, o in result.hosts.items()
+        )
+        or "no host ran"
+    )
 
 
 def deploy(args: argparse.Namespace) -> int:
     extravars = _extravars(args)
     with Progress() as progress:
-        result = api.deploy(args.profile, inventory=args.inventory, limit=args.limit, extravars=extravars,
-                            on_event=progress, tags=args.tags)
+        result = api.deploy(
+            args.profile,
+            inventory=args.inventory,
+            limit=args.limit,
+            extravars=extravars,
+            on_event=progress,
+            tags=args.tags,
+        )
     usage = _unknown_profile([result])
     if args.json:
         _emit_json(result.to_dict())
@@ -145,8 +195,14 @@ def compare(args: argparse.Namespace) -> int:
         raise UsageError("give at least two profiles to compare")
     extravars = _extravars(args)
     with Progress() as progress:
-        comp = api.compare(args.profiles, inventory=args.inventory, limit=args.limit, extravars=extravars,
-                           restore=args.restore, on_event=progress)
+        comp = api.compare(
+            args.profiles,
+            inventory=args.inventory,
+            limit=args.limit,
+            extravars=extravars,
+            restore=args.restore,
+            on_event=progress,
+        )
     usage = _unknown_profile(list(comp.runs.values()) + comp.restores)
     out = report.write_report(comp, args.out)
     if args.json:
@@ -170,8 +226,15 @@ def format_status(hosts: dict) -> str:
     for h, s in hosts.items():
         m = s.manifest or {}
         stack = f"{m.get('bundle', '?')}-{m.get('bundle_id', '?')}" if m else "-"
-        rows.append((h + (" (lab)" if s.emulated else ""), s.profile or "-",
-                     f"{s.active_state or '?'}/{s.sub_state or '?'}", s.last_good_profile or "-", stack))
+        rows.append(
+            (
+                h + (" (lab)" if s.emulated else ""),
+                s.profile or "-",
+                f"{s.active_state or '?'}/{s.sub_state or '?'}",
+                s.last_good_profile or "-",
+                stack,
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)
 
@@ -181,10 +244,14 @@ def format_routers(routers: dict) -> list[str]:
     for host, r in sorted(routers.items()):
         workers = r.get("workers") or {}
         ready = sum(w.get("status") == "ready" and w.get("healthy") for w in workers.values())
-        lines.append(f"router {host} ({r.get('url') or '?'}): {ready}/{len(workers)} workers ready"
-                     + (f"; {r['error']}" if r.get("error") else ""))
-        lines += [f"  {wid}  {w.get('status')}{'' if w.get('healthy') else ' (unhealthy)'}  {w.get('url')}"
-                  for wid, w in sorted(workers.items())]
+        lines.append(
+            f"router {host} ({r.get('url') or '?'}): {ready}/{len(workers)} workers ready"
+            + (f"; {r['error']}" if r.get("error") else "")
+        )
+        lines += [
+            f"  {wid}  {w.get('status')}{'' if w.get('healthy') else ' (unhealthy)'}  {w.get('url')}"
+            for wid, w in sorted(workers.items())
+        ]
     return lines
 
 
@@ -217,12 +284,15 @@ def rollback(args: argparse.Namespace) -> int:
 def lab(args: argparse.Namespace) -> int:
     extravars = _extravars(args)
     with Progress() as progress:
-        result = api.lab("present" if args.action == "up" else "absent", inventory=args.inventory,
-                         extravars=extravars, on_event=progress)
+        result = api.lab(
+            "present" if args.action == "up" else "absent",
+            inventory=args.inventory,
+            extravars=extravars,
+            on_event=progress,
+        )
     if args.json:
         _emit_json(result.to_dict())
     else:
         print(f"lab {args.action}: {'done' if result.ok else 'FAILED'}")
     _print_failures(result)
     return _exit_code(result)
-
