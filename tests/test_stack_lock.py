@@ -11,7 +11,7 @@ import threading
 import pytest
 import yaml
 
-from sglang_deploy import stack_lock
+from sglang_deploy import stack, stack_lock
 from sglang_deploy.cli import main
 from sglang_deploy.paths import STACKS
 
@@ -162,3 +162,29 @@ def test_lock_hashes_what_it_downloads_from_an_extra_index(served, tmp_path):
         f"{hashlib.sha256(b'torch').hexdigest()}; locked the download's",
     ]
     assert (tmp_path / "torch-2.15.0.dev1-py3-none-any.whl").read_bytes() == b"torch"  # kept in the wheelhouse
+
+
+@pytest.mark.parametrize(
+    "name, url",
+    [
+        ("../victim", "file:///etc/hostname"),
+        ("/tmp/x-1-py3-none-any.whl", "file:///etc/hostname"),
+        ("a/../../x-1-py3-none-any.whl", "file:///etc/hostname"),
+        ("x-1-py3-none-any.whl", "ftp://example.invalid/x-1-py3-none-any.whl"),
+    ],
+)
+def test_fetch_refuses_entries_that_reach_outside_the_wheelhouse(tmp_path, name, url):
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    lock = {"packages": [{"name": "x", "version": "1", "file": name, "url": url, "sha256": "0" * 64}]}
+    with pytest.raises(stack_lock.LockError, match="lock the bundle again"):
+        stack_lock.fetch(lock, tmp_path / "house")
+    assert victim.read_text() == "keep" and list((tmp_path / "house").iterdir()) == []
+
+
+def test_check_lock_refuses_a_consistent_lock_with_a_bad_entry():
+    lock = {"bundle": "b", "packages": [{"file": "../victim", "url": "file:///etc/hostname", "sha256": "0" * 64}]}
+    bundle = {"name": "b", "lock": {"file": "b.lock.yml", "id": stack.lock_id(lock)}}
+    assert stack.check_lock(bundle, lock) == [
+        "lock b.lock.yml: file '../victim' is not a wheel's file name (lock the bundle again)"
+    ]

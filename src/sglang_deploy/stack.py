@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -131,7 +132,33 @@ def check_lock(bundle: dict, lock: dict | None) -> list[str]:
         ]
     if lock.get("bundle") != bundle.get("name"):
         return [f"lock {ref.get('file')}: written for bundle {lock.get('bundle')}, not {bundle.get('name')}"]
-    return []
+    return [f"lock {ref.get('file')}: {problem}" for problem in entry_problems(lock_files(lock))]
+
+
+# A wheel's file name, under at most one folder of the wheelhouse (wheels built at lock time); no segment starts
+# with '.', so neither '..' nor an absolute path gets through.
+WHEEL_FILE = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.+!-]*/)?[A-Za-z0-9_][A-Za-z0-9_.+!-]*\.whl")
+SHA256 = re.compile(r"[0-9a-f]{64}")
+URL_SCHEMES = ("https://", "http://", "file://")
+
+
+def entry_problems(entries: list) -> list[str]:
+    """Lock entries that could reach outside the wheelhouse: a file that is not a wheel's name inside it (no '..',
+    no absolute path), a sha256 that is not 64 hex digits, or a URL of another scheme. The lock id only detects an edit of the
+    lock alone, so these are checked on every use."""
+    problems = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            problems.append(f"entry {entry!r} is not a mapping (lock the bundle again)")
+            continue
+        name, digest, url = entry.get("file"), entry.get("sha256"), entry.get("url")
+        if not isinstance(name, str) or not WHEEL_FILE.fullmatch(name):
+            problems.append(f"file {name!r} is not a wheel's file name (lock the bundle again)")
+        elif not isinstance(digest, str) or not SHA256.fullmatch(digest):
+            problems.append(f"{name}: sha256 {digest!r} is not 64 lowercase hex digits (lock the bundle again)")
+        elif url and not (isinstance(url, str) and url.startswith(URL_SCHEMES)):
+            problems.append(f"{name}: url {url!r} is not http(s):// or file:// (lock the bundle again)")
+    return problems
 
 
 def normalize(name: str) -> str:
@@ -168,10 +195,14 @@ def wheelhouse_problems(wheel_dir: str, entries: list[dict]) -> list[str]:
 def download(url: str, dest: str) -> int:
     """Download url to dest through a temporary file; returns the size."""
     os.makedirs(os.path.dirname(dest), exist_ok=True)
-    tmp = dest + ".part"
-    with urllib.request.urlopen(url, timeout=300) as response, open(tmp, "wb") as handle:
-        shutil.copyfileobj(response, handle, 1 << 20)
-    os.replace(tmp, dest)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".", suffix=".part")
+    try:
+        with urllib.request.urlopen(url, timeout=300) as response, os.fdopen(fd, "wb") as handle:
+            shutil.copyfileobj(response, handle, 1 << 20)
+        os.replace(tmp, dest)
+    except BaseException:
+        os.unlink(tmp)
+        raise
     return os.path.getsize(dest)
 
 
@@ -181,6 +212,9 @@ def fetch_wheels(wheel_dir: str, entries: list[dict], jobs: int = 4) -> dict:
     Returns downloaded (count), bytes, and problems: each wheel that could not be downloaded (a wheel built at lock
     time has no URL) or whose download does not match the lock (deleted), naming the file.
     """
+    refused = entry_problems(entries)
+    if refused:
+        return {"downloaded": 0, "bytes": 0, "problems": refused}
     todo = [entry for entry in entries if wheelhouse_problems(wheel_dir, [entry])]
     problems = [
         f"{entry['file']}: built when the bundle was locked and not in {wheel_dir}; copy it from the wheelhouse "
