@@ -159,6 +159,8 @@ def test_https_against_plain_http_fails_fast_and_names_the_fix(emulator, capsys)
         (["--requests", "-5"], None, "requests must be at least 1"),
         (["--timeout", "0"], None, "timeout must be a positive number"),
         (["--json", "{tmp}"], None, "is a folder: give a file name"),
+        (["--json", "/dev/null"], None, "exists and is not a regular file"),
+        (["--json", "{tmp}/link.json"], None, "exists and is not a regular file"),
         ([], "s3cr3t-\u20ac\u00e9", "not printable ASCII"),
         ([], "s3cr3t\r\nX-Injected: 1", "line break"),
         ([], "s3cr3t-key\n", "line break"),
@@ -168,6 +170,7 @@ def test_unusable_input_is_refused_before_a_request(extra, env_key, expect, monk
     listener = socket.create_server(("127.0.0.1", 0))  # accepts nothing: any request would hang the test
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     extra = [x.replace("{tmp}", str(tmp_path)) for x in extra]
+    (tmp_path / "link.json").symlink_to(tmp_path / "victim")  # a result written through it would land on victim
     if env_key is not None:
         monkeypatch.setenv("BENCH_TEST_KEY", env_key)
         extra += ["--api-key-env", "BENCH_TEST_KEY"]

@@ -11,6 +11,7 @@ import os
 import resource
 import socket
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 
@@ -311,6 +312,8 @@ def check_dest(dest: str) -> str:
         raise ValueError(
             f"{dest} is a folder: give a file name for the result, e.g. {os.path.join(dest, 'bench.json')}"
         )
+    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path)):
+        raise ValueError(f"{dest} exists and is not a regular file: give a new file name or a regular file to replace")
     parent = os.path.dirname(path)
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
@@ -323,9 +326,14 @@ def write_result(result: dict, dest: str) -> str:
     """Write the result as JSON (parent directories created); returns the absolute path."""
     path = os.path.abspath(os.path.expanduser(dest))
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(result, fh, indent=2, sort_keys=False, default=str)
-        fh.write("\n")
-    os.replace(tmp, path)
+    # A private temporary file beside it (not a fixed name a link could stand on), then an atomic rename.
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=2, sort_keys=False, default=str)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
     return path
