@@ -385,3 +385,18 @@ def test_host_facts_from_the_facts_playbook_data():
     }
     (h,) = api.tune_host_facts(data)
     assert (h.host, h.rule_facts, h.sglang_version, h.emulated) == ("h1", {"gpu_arch": "sm_120"}, "0.5.23", True)
+
+
+def test_promote_keeps_a_private_files_mode_and_masks_secrets_in_the_diff(tmp_path):
+    out = finished(tmp_path)
+    target = tmp_path / "host_vars.yml"
+    target.write_text(
+        "---\nsglang_api_key: sk-do-not-print-0123456789\nsglang_profiles:\n  baseline:\n    description: b\n"
+    )
+    target.chmod(0o600)
+    body = tune.promotion_body(out.search, out.winner)
+    body.pop("extends", None)
+    diff, new = tune.promote(target, "fastest", body)
+    assert "sk-do-not-print" in new and "sk-do-not-print" not in diff and "+  fastest:" in diff
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left

@@ -55,6 +55,7 @@ import yaml
 
 from . import profiles as prof
 from . import rules
+from .secret_names import is_secret_name
 
 SEARCH_KEYS = {
     "name",
@@ -1026,12 +1027,33 @@ def promote(path: str | Path, name: str, body: dict, host_profiles: dict | None 
     if old.startswith("---") and not new.startswith("---"):
         new = "---\n" + new
     diff = "".join(
-        difflib.unified_diff(
+        _mask_secret_line(line)
+        for line in difflib.unified_diff(
             old.splitlines(True), new.splitlines(True), fromfile=f"{path} (before)", tofile=f"{path} (after)"
         )
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(new, encoding="utf-8")
-    os.replace(tmp, path)
+    # A private temporary file (a fixed name could be a planted link) that keeps the file's mode: group_vars may
+    # hold secrets in a 0600 file.
+    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(new)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
     return diff, new
+
+
+_YAML_KEY_LINE = re.compile(r"([ +-]\s*(?:-\s+)?)([^\s:#][^:#]*?)(\s*:\s+)(\S.*?)(\r?\n?)$")
+
+
+def _mask_secret_line(line: str) -> str:
+    """A diff line `key: value` with the value masked when the key names a secret (the diff is printed)."""
+    m = _YAML_KEY_LINE.match(line)
+    if m and is_secret_name(m.group(2).strip("'\"")):
+        return f"{m.group(1)}{m.group(2)}{m.group(3)}***{m.group(5)}"
+    return line
