@@ -189,6 +189,13 @@ def test_a_non_utf8_profiles_file_is_a_usage_error(tmp_path, capsys):
     assert rc == 2 and "not UTF-8" in cap.err and "Traceback" not in cap.err
 
 
+def test_an_integer_too_long_for_python_is_a_usage_error(tmp_path, capsys):
+    big = tmp_path / "p.yml"
+    big.write_text("sglang_profiles:\n  a: {description: big, args: {tp-size: " + "9" * 5000 + "}}\n")
+    rc, cap = cli_run(capsys, "render", "a", "--profiles-file", str(big))
+    assert rc == 2 and "out of range" in cap.err and "Traceback" not in cap.err
+
+
 BOMB = """\
 a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
 b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]

@@ -133,6 +133,8 @@ def _read_var(path: Path, var: str | None = None) -> Any:
         raise ProfileError(f"{path} is not UTF-8 (byte {exc.start}): save it as UTF-8") from exc
     except (yaml.YAMLError, RecursionError) as exc:
         raise ProfileError(f"{path} is not valid YAML: {exc}") from exc
+    except ValueError as exc:  # a value YAML accepts but Python cannot hold, e.g. an integer of over 4300 digits
+        raise ProfileError(f"{path}: a value is out of range ({exc})") from exc
     _bounded(doc, path)
     if not isinstance(doc, dict):
         raise ProfileError(f"{path}: expected a mapping of variables")
