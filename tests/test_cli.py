@@ -4,6 +4,8 @@ the status table and the live progress."""
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 
 import pytest
 
@@ -197,3 +199,18 @@ def test_deploy_tags_select_phases(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         cli.main(["deploy", "baseline", "--tags", "reboot"])
     assert "unknown phase reboot" in capsys.readouterr().err
+
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
+    # A listing long enough to outlive a reader that takes one line: `sglang-deploy profiles | head -n 1`.
+    many = tmp_path / "profiles.yml"
+    many.write_text("sglang_profiles:\n" + "".join(f"  p{i}: {{description: {'x' * 200}}}\n" for i in range(3000)))
+    run = subprocess.run(
+        f"{sys.executable} -m sglang_deploy.cli profiles --profiles-file {many} | head -n 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.stdout.count("\n") == 1 and "Traceback" not in run.stderr and "BrokenPipe" not in run.stderr

@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 a deploy or check failed, 2 usage error, 130 cancelled 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from sglang_deploy.cli import bench, profiles, runs, stack, tune
@@ -37,3 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`sglang-deploy profiles | head`): stop quietly. stdout goes to /dev/null so the
+        # interpreter's flush at exit does not raise again (the recipe in Python's signal module documentation).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
