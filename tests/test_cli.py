@@ -201,7 +201,6 @@ def test_deploy_tags_select_phases(monkeypatch, capsys):
     assert "unknown phase reboot" in capsys.readouterr().err
 
 
-
 def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
     # A listing long enough to outlive a reader that takes one line: `sglang-deploy profiles | head -n 1`.
     many = tmp_path / "profiles.yml"
