@@ -83,6 +83,7 @@ def search(**over) -> tune.Search:
         ({"constraints": [{"exclude": {"spec": "fast"}}]}, "fast not among its values (off, nextn, topk)"),
         ({"limits": [{"metric": "ttft_p99_ms", "concurrency": 32}]}, "one numeric bound"),
         ({"vars": {"sglang_benchmark_requests": 3}}, "set by the search itself"),
+        ({"vars": {1: "x"}}, "each name a variable name"),
         ({"axes": {"a": {"x": {"env": {"V": 1}}}, "env.V": [0, 1]}}, "both set env V"),
         ({"two_stage": {"workload": {"concurrency": [1]}, "top": 2}}, "must keep level 32"),
     ],
@@ -400,3 +401,19 @@ def test_promote_keeps_a_private_files_mode_and_masks_secrets_in_the_diff(tmp_pa
     assert "sk-do-not-print" in new and "sk-do-not-print" not in diff and "+  fastest:" in diff
     assert target.stat().st_mode & 0o777 == 0o600
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+
+
+def test_a_search_too_large_to_expand_is_refused_at_once():
+    axes = {f"env.SGLANG_X{i}": list(range(10)) for i in range(12)}  # 10**12 combinations
+    with pytest.raises(tune.SearchError, match="make 1000000000000 combinations"):
+        tune.expand(search(axes=axes, constraints=[]))
+
+
+def test_load_search_keeps_the_profiles_limits(tmp_path):
+    path = tmp_path / "bomb.yml"
+    path.write_text(
+        "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefg", "bcdefgh"))
+    )
+    with pytest.raises(tune.SearchError, match="aliases expand"):
+        tune.load_search(path)

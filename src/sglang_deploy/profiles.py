@@ -124,6 +124,11 @@ def _bounded(doc: Any, path: Path) -> None:
             stack.extend(node)
 
 
+def read_yaml(path: Path) -> dict:
+    """A YAML file that must hold a mapping, read with the profiles' limits (UTF-8, bounded aliases)."""
+    return _read_var(path)
+
+
 def _read_var(path: Path, var: str | None = None) -> Any:
     try:
         doc = yaml.safe_load(Path(path).read_bytes().decode("utf-8")) or {}

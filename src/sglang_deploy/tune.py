@@ -42,6 +42,7 @@ import hashlib
 import io
 import itertools
 import json
+import math
 import os
 import re
 import statistics
@@ -51,7 +52,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
 
 from . import profiles as prof
 from . import rules
@@ -352,7 +352,10 @@ def parse_search(doc: Any, name: str = "search", path: str | None = None) -> Sea
     noise = doc.get("noise", DEFAULT_NOISE)
     _need(isinstance(noise, (int, float)) and 0 <= noise < 1, "noise: a fraction, e.g. 0.02 for 2%")
     extra = doc.get("vars") or {}
-    _need(isinstance(extra, dict), "vars: a mapping of extra variables for every deploy")
+    _need(
+        isinstance(extra, dict) and all(isinstance(k, str) and k.isidentifier() for k in extra),
+        "vars: a mapping of extra variables for every deploy, each name a variable name (letters, digits, '_')",
+    )
     clash = [k for k in extra if k == "profile" or k == "sglang_profiles" or k.startswith("sglang_benchmark_")]
     _need(not clash, f"vars: {', '.join(clash)} are set by the search itself (use base, axes, workload)")
     return Search(
@@ -375,12 +378,10 @@ def parse_search(doc: Any, name: str = "search", path: str | None = None) -> Sea
 
 def load_search(path: str | Path) -> Search:
     path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SearchError(f"cannot read {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise SearchError(f"{path} is not valid YAML: {exc}") from exc
+    try:  # the profiles' reader: UTF-8, bounded aliases, values Python can hold
+        doc = prof.read_yaml(path)
+    except prof.ProfileError as exc:
+        raise SearchError(str(exc)) from exc
     name = path.name.removesuffix(".yaml").removesuffix(".yml")
     try:
         return parse_search(doc, name=name, path=str(path))
@@ -410,8 +411,18 @@ def _matches(choices: dict, cond: dict) -> bool:
     return all(choices[axis] in labels for axis, labels in cond.items())
 
 
+# Expansion enumerates every combination before the budget applies; past this it would run for minutes.
+MAX_COMBINATIONS = 100_000
+
+
 def expand(search: Search) -> tuple[list, list]:
     """(candidates, excluded): every combination, minus those the constraints drop ((choices, reason) pairs)."""
+    combinations = math.prod(len(ax.labels) for ax in search.axes)
+    if combinations > MAX_COMBINATIONS:
+        raise SearchError(
+            f"the axes make {combinations} combinations (at most {MAX_COMBINATIONS}): fewer values per axis, or "
+            "split the search in stages and fix the axes the first one settles in the base profile"
+        )
     candidates, excluded = [], []
     for combo in itertools.product(*(range(len(ax.labels)) for ax in search.axes)):
         choices = {ax.name: ax.labels[i] for ax, i in zip(search.axes, combo)}
