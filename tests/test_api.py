@@ -165,6 +165,17 @@ def test_split_secrets_looks_into_nested_keys():
     assert api.secret_values(secret) == ["pw12"]  # shorter values are not scrubbed (they would hit anything)
 
 
+def test_a_url_with_a_password_makes_its_variable_secret():
+    public, secret = api.split_secrets(
+        {
+            "sglang_stack_pip_env": {"PIP_INDEX_URL": "https://bob:hunter2pass@pypi.example/simple"},
+            "cuda_pip_env": {"HTTPS_PROXY": "http://proxy.example:3128"},
+        }
+    )
+    assert set(secret) == {"sglang_stack_pip_env"} and set(public) == {"cuda_pip_env"}
+    assert "hunter2pass" in api.secret_values(secret)
+
+
 def test_secret_values_are_the_strings_under_secret_keys():
     values = api.secret_values({"sglang_api_key": "abcd1234", "db": {"user": "alice", "password": "hunter22"}})
     assert set(values) == {"abcd1234", "hunter22"}

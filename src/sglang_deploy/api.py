@@ -270,12 +270,19 @@ def parse_status(data: dict) -> dict:
 # Secrets
 
 
+# A URL carrying a password (https://user:PASSWORD@host/...: an index URL or a proxy in a pip environment).
+URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:([^/\s@]+)@")
+
+
 def split_secrets(extravars: dict) -> tuple[dict, dict]:
-    """(public, secret): a variable is secret when its name or any nested key names a secret."""
+    """(public, secret): a variable is secret when its name or any nested key names a secret, or a value in it is
+    a URL with a password."""
 
     def secret(key, value) -> bool:
         if is_secret_name(key):
             return True
+        if isinstance(value, str):
+            return URL_PASSWORD.search(value) is not None
         if isinstance(value, dict):
             return any(secret(k, v) for k, v in value.items())
         if isinstance(value, list):
@@ -289,7 +296,8 @@ def split_secrets(extravars: dict) -> tuple[dict, dict]:
 
 
 def secret_values(secret_vars: dict) -> list:
-    """The clear-text values to scrub: every string under a secret key (at least 4 characters)."""
+    """The clear-text values to scrub: every string under a secret key and every URL's password (at least 4
+    characters each)."""
     out: list = []
 
     def walk(value, under_secret: bool):
@@ -301,6 +309,8 @@ def secret_values(secret_vars: dict) -> list:
                 walk(v, under_secret)
         elif under_secret and value not in (None, "") and len(str(value)) >= 4:
             out.append(str(value))
+        if isinstance(value, str):
+            out.extend(p for p in URL_PASSWORD.findall(value) if len(p) >= 4)
 
     walk(secret_vars, False)
     return sorted(set(out), key=len, reverse=True)
