@@ -35,8 +35,10 @@ SECRET_FLAGS = {
     "SMG_CONTROL_PLANE_API_KEYS": "--control-plane-api-keys",
 }
 API_KEYS = ("SGLANG_API_KEY", "SGLANG_ADMIN_API_KEY", "SMG_API_KEY")
-# Shorter API keys are refused: guessable, and masking one would mask ordinary text in the journal.
+# Shorter API keys are refused: guessable, and masking one would mask ordinary text in the journal. Other secrets
+# (a key file's password) must have MIN_SECRET_LENGTH characters for the same reason.
 MIN_KEY_LENGTH = 16
+MIN_SECRET_LENGTH = 8
 MASK = b"***"
 # An unfinished line is held back up to this size; past it, all but a possible start of a secret is written.
 HOLD = 65536
@@ -55,6 +57,11 @@ def secret_args(environ: dict) -> list[str]:
                 f"{name} has {len(value)} characters; use at least {MIN_KEY_LENGTH} (set sglang_api_key, or the"
                 " variable in sglang_server_secret_env, to a longer key and deploy again)"
             )
+        if value and len(value) < MIN_SECRET_LENGTH:
+            raise LaunchError(
+                f"{name} has {len(value)} characters; use at least {MIN_SECRET_LENGTH} (masking a shorter one would"
+                " mask ordinary text in the journal): set a longer one in sglang_server_secret_env and deploy again"
+            )
         if value:
             args += [flag, value]
     return args
@@ -66,6 +73,17 @@ def _repr_inner(secret: str, quote: str | None) -> str:
     if quote:
         escapes[quote] = "\\" + quote
     return "".join(escapes.get(c) or (c if c.isprintable() else repr(c)[1:-1]) for c in secret)
+
+
+def masked_values(values: list[str]) -> list[str]:
+    """The values to mask: each secret, and the key inside a composite one (smg's control-plane keys are
+    `id:name:role:KEY`, and the key alone shows wherever smg logs it)."""
+    out = list(values)
+    for value in values:
+        part = value.rsplit(":", 1)[-1]
+        if part != value and len(part) >= MIN_KEY_LENGTH:
+            out.append(part)
+    return out
 
 
 def spellings(secret: str) -> list[bytes]:
@@ -145,7 +163,7 @@ def main(argv: list[str]) -> None:
     if secrets:
         sys.stdout.flush()
         sys.stderr.flush()
-        redact_output(secrets[1::2])
+        redact_output(masked_values(secrets[1::2]))
     sys.argv = [target, *rest, *secrets]
     if as_module:
         runpy.run_module(target, run_name="__main__", alter_sys=True)
