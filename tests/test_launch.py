@@ -146,43 +146,36 @@ def test_the_masker_finds_a_key_cut_anywhere():
         assert out == data.replace(key.encode(), b"***"), step
 
 
-def test_a_short_key_is_refused_with_the_fix(tmp_path):
-    script = tmp_path / "server.py"
-    script.write_text(SERVER)
-    out = subprocess.run(
+def launch(script: Path, body: str, env: dict) -> subprocess.CompletedProcess:
+    """Run the launcher on a script holding body, with env (and a PATH) as the whole environment."""
+    script.write_text(body)
+    return subprocess.run(
         [sys.executable, str(LAUNCH), str(script)],
-        env={"SGLANG_API_KEY": "a", "PATH": "/usr/bin:/bin"},
+        env={**env, "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         timeout=30,
     )
-    assert out.returncode == 1 and "SGLANG_API_KEY has 1 characters; use at least 16" in out.stderr
-    assert not (tmp_path / "server.py.out").exists()
 
 
-def test_a_short_password_is_refused_too(tmp_path):
-    script = tmp_path / "server.py"
-    script.write_text(SERVER)
-    out = subprocess.run(
-        [sys.executable, str(LAUNCH), str(script)],
-        env={"SGLANG_SSL_KEYFILE_PASSWORD": "e", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert out.returncode == 1 and "SGLANG_SSL_KEYFILE_PASSWORD has 1 characters; use at least 8" in out.stderr
+@pytest.mark.parametrize(
+    "name, value, expect",
+    [
+        ("SGLANG_API_KEY", "a", "SGLANG_API_KEY has 1 characters; use at least 16"),
+        ("SGLANG_SSL_KEYFILE_PASSWORD", "e", "SGLANG_SSL_KEYFILE_PASSWORD has 1 characters; use at least 8"),
+    ],
+)
+def test_a_short_secret_is_refused_with_the_fix(tmp_path, name, value, expect):
+    out = launch(tmp_path / "server.py", SERVER, {name: value})
+    assert out.returncode == 1 and expect in out.stderr
     assert not (tmp_path / "server.py.out").exists()
 
 
 def test_the_key_inside_a_composite_secret_is_masked_on_its_own(tmp_path):
-    script = tmp_path / "server.py"
     key = "admin-key-0123456789abcdef"
-    script.write_text(f"print('control plane key:', {key!r}, flush=True)\n")
-    out = subprocess.run(
-        [sys.executable, str(LAUNCH), str(script)],
-        env={"SMG_CONTROL_PLANE_API_KEYS": f"sglang-deploy:sglang-deploy:admin:{key}", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=30,
+    out = launch(
+        tmp_path / "server.py",
+        f"print('control plane key:', {key!r}, flush=True)\n",
+        {"SMG_CONTROL_PLANE_API_KEYS": f"sglang-deploy:sglang-deploy:admin:{key}"},
     )
     assert out.returncode == 0 and "control plane key: ***" in out.stdout and key not in out.stdout
