@@ -16,7 +16,8 @@ PROGRESS = (
 )
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def run_options() -> argparse.ArgumentParser:
+    """The options of every command that runs playbooks: inventory, limit, extra variables, --json."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "-i",
@@ -37,6 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "prefer @file.yml for them (argv is visible to other users)",
     )
     common.add_argument("--json", action="store_true", help="machine-readable result on stdout")
+    return common
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    common = run_options()
 
     p = sub.add_parser(
         "deploy",

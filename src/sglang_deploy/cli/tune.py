@@ -10,13 +10,14 @@ from sglang_deploy import api, report, tune_report
 from sglang_deploy import tune as tuning
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.cli.progress import Progress
-from sglang_deploy.cli.runs import _extravars, _print_failures
+from sglang_deploy.cli.runs import _extravars, _print_failures, run_options
 from sglang_deploy.profiles import PROFILES_FILE
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tune",
+        parents=[run_options()],
         help="search a matrix of flags for the fastest launch that works",
         description="Expand the search file's axes into candidate profiles, prune those the rules refuse for the "
         "hosts' facts (listed before anything changes), deploy and benchmark the rest one by one (a crash or "
@@ -26,17 +27,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "restore failed, 2 usage error, 130 cancelled.",
     )
     p.add_argument("search", help="search file (YAML): base, axes, constraints, workload, objectives, limits")
-    p.add_argument("-i", "--inventory", metavar="PATH", help="inventory (default: inventory/lab.yml)")
-    p.add_argument("-l", "--limit", metavar="PATTERN", help="only these hosts")
-    p.add_argument(
-        "-e",
-        "--extra-vars",
-        dest="extravars",
-        action="append",
-        default=[],
-        metavar="VARS",
-        help="key=value, @file.yml or a YAML/JSON mapping for every run; repeatable",
-    )
     p.add_argument("--budget", metavar="N|TIME", help="at most N candidates (12) or this long (90s, 30m, 2h)")
     p.add_argument("--out", metavar="DIR", help="result store and report (default results/tune-<name>)")
     p.add_argument("--no-restore", action="store_true", help="leave the last candidate serving")
@@ -48,7 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="group_vars file for --promote (default group_vars/all/profiles.yml)",
     )
     p.add_argument("--candidate", metavar="N|KEY", help="promote this candidate instead of the winner")
-    p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
     p.set_defaults(func=tune)
 
 
