@@ -34,8 +34,9 @@ ARGUMENT_SPEC = {
 
 def _facts(raw: dict) -> dict:
     facts = {k: v for k, v in raw.items() if v is not None and v != ""}
-    if "gpu_count" in facts:
-        facts["gpu_count"] = int(facts["gpu_count"])
+    for key in ("gpu_count", "node_count", "node_rank"):
+        if key in facts:
+            facts[key] = int(facts[key])
     for key in ("nvlink", "model_path_exists", "allow_open_bind", "api_key_set"):
         if key in facts:
             facts[key] = boolean(facts[key], strict=False)

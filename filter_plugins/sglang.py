@@ -7,7 +7,7 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
-from sglang_deploy import fleet, formats, gpu, rules, secret_names
+from sglang_deploy import fleet, formats, gpu, launch, nodes, profiles, rules, secret_names
 
 
 def _slurped_json(result: dict, name: str) -> object:
@@ -54,6 +54,17 @@ def router_worker(pair: list) -> dict:
     return {"id": str(pair[0]), "url": str(pair[1])}
 
 
+def key_problems(key: object, var: str) -> list[str]:
+    """Why the API key in variable ``var`` cannot be used (never its value); empty when it can, or is unset."""
+    return [message for _, message in profiles.check_api_key(key, var)]
+
+
+def router_secret_flags(extra_args: dict) -> list[str]:
+    """The flags of sglang_router_extra_args that the launcher passes from the 0600 environment file (the keys)."""
+    secret = {flag.lstrip("-") for flag in launch.SECRET_FLAGS.values()}
+    return sorted(str(name) for name in extra_args or {} if str(name).lstrip("-") in secret)
+
+
 def fleet_summary(hosts: list, hostvars, profile: str) -> list[dict]:
     """What each host of a rolling deploy serves: from the facts the sglang_server role and the fleet steps set."""
     previous, deployed, failed = {}, {}, {}
@@ -67,6 +78,70 @@ def fleet_summary(hosts: list, hostvars, profile: str) -> list[dict]:
     return fleet.summary(list(hosts), previous, deployed, failed, profile)
 
 
+def fleet_replicas(hosts: list, hostvars) -> dict:
+    """What each replica behind the router serves, for the context of a benchmark through the router: the launch
+    deployed in this run (sglang_server_deployed: profile, SGLang version, argv, masked environment), else the profile
+    of its local fact, with its stack manifest and GPU facts."""
+    out = {}
+    for host in hosts:
+        hv = hostvars[host] if host in hostvars else {}
+        deployed = hv.get("sglang_server_deployed") or None
+        local = hv.get("ansible_local") or {}
+        out[host] = {
+            "profile": (deployed or local.get("sglang_server") or {}).get("profile"),
+            "deployed": deployed,
+            "stack": local.get("sglang_stack") or {},
+            "gpu": (hv.get("ansible_facts") or {}).get("sglang_gpu") or {},
+        }
+    return out
+
+
+def node_place(host: str, group: str, groups: dict, hostvars, port, timeout, ifname: str = "") -> dict:
+    """nodes.node for ``host`` of the inventory group ``group`` (its hosts in inventory order), rank 0's address
+    being its sglang_node_address."""
+    members = groups.get(group) if group else None
+    try:
+        address = hostvars[members[0]].get("sglang_node_address", members[0]) if members else ""
+        return nodes.node(host, group, members, address, port, timeout, ifname)
+    except nodes.NodeError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+
+
+def _group_of(hosts: list, hostvars, groups: dict) -> dict:
+    out = {}
+    for host in hosts:
+        group = hostvars[host].get("sglang_multinode_group") or ""
+        if group:
+            out[host] = list(groups.get(group) or [host])
+    return out
+
+
+def fleet_plan(hosts: list, hostvars, groups: dict, serial) -> dict:
+    """fleet.plan for the hosts of a run: each multi-node group one server."""
+    try:
+        return fleet.plan(list(hosts), _group_of(hosts, hostvars, groups), serial)
+    except fleet.FleetError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+    except ValueError as exc:
+        raise AnsibleFilterError(
+            f"sglang_fleet_serial {serial!r}: give a number, a percentage or a list of them"
+        ) from exc
+
+
+def api_servers(hosts: list, hostvars, groups: dict) -> list:
+    """The hosts that answer the API: servers of their own and rank 0 of each multi-node group."""
+    group_of = _group_of(hosts, hostvars, groups)
+    return [h for h in hosts if h not in group_of or group_of[h][0] == h]
+
+
+def group_problems(place: dict, hostvars, in_run: list) -> list:
+    """nodes.group_problems for the host's group, from each node's rendered launch (fact __sglang_server_node_launch)."""
+    if not place:
+        return []
+    records = {h: hostvars[h].get("__sglang_server_node_launch") for h in place["hosts"]}
+    return nodes.group_problems(place["group"], place["hosts"], records, list(in_run))
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -78,9 +153,16 @@ class FilterModule:
             "sglang_env_file_path": formats.env_file_path,
             "sglang_host_rule_facts": host_rule_facts,
             "sglang_stray_gpu_processes": gpu.stray_processes,
+            "sglang_fleet_replicas": fleet_replicas,
             "sglang_mask_secrets": secret_names.mask,
+            "sglang_key_problems": key_problems,
+            "sglang_router_secret_flags": router_secret_flags,
             "sglang_router_argv": fleet.router_argv,
             "sglang_router_worker": router_worker,
             "sglang_router_manifest": fleet.manifest,
             "sglang_fleet_summary": fleet_summary,
+            "sglang_fleet_plan": fleet_plan,
+            "sglang_node": node_place,
+            "sglang_api_servers": api_servers,
+            "sglang_group_problems": group_problems,
         }

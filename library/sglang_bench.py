@@ -172,12 +172,13 @@ from ansible.module_utils.sglang_deploy.bench import (
     run_benchmark,
     write_result,
 )
+from ansible.module_utils.sglang_deploy.server_http import LOCAL_URL
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "url": {"type": "str", "default": "http://127.0.0.1:30000"},
+            "url": {"type": "str", "default": LOCAL_URL},
             "api_key": {"type": "str", "no_log": True},
             "model": {"type": "str"},
             "concurrency": {"type": "list", "elements": "int", "default": list(DEFAULT_CONCURRENCY)},

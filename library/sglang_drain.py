@@ -57,12 +57,13 @@ reason:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_deploy.fleet import FleetError, wait_drained
+from ansible.module_utils.sglang_deploy.server_http import LOCAL_URL
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "url": {"type": "str", "default": "http://127.0.0.1:30000"},
+            "url": {"type": "str", "default": LOCAL_URL},
             "timeout": {"type": "int", "default": 600},
         },
         supports_check_mode=True,

@@ -121,6 +121,9 @@ stage:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_deploy.readiness import (
+    DEFAULT_DELAY_S,
+    DEFAULT_SLEEP_S,
+    DEFAULT_TIMEOUT_S,
     SANITY_TIMEOUT_S,
     NotReady,
     SanityError,
@@ -128,17 +131,17 @@ from ansible.module_utils.sglang_deploy.readiness import (
     sanity_check,
     wait_ready,
 )
-from ansible.module_utils.sglang_deploy.server_http import Endpoint, served_model
+from ansible.module_utils.sglang_deploy.server_http import LOCAL_URL, Endpoint, served_model
 
 
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "url": {"type": "str", "default": "http://127.0.0.1:30000"},
+            "url": {"type": "str", "default": LOCAL_URL},
             "unit": {"type": "str"},
-            "timeout": {"type": "int", "default": 1800},
-            "delay": {"type": "int", "default": 0},
-            "sleep": {"type": "float", "default": 1},
+            "timeout": {"type": "int", "default": DEFAULT_TIMEOUT_S},
+            "delay": {"type": "int", "default": DEFAULT_DELAY_S},
+            "sleep": {"type": "float", "default": DEFAULT_SLEEP_S},
             "api_key": {"type": "str", "no_log": True},
             "model": {"type": "str"},
             "sanity": {"type": "bool", "default": True},

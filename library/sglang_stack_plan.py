@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Ansible module: plan a stack bundle install (venv path, pip runs, drift, prune list); changes nothing."""
+"""Ansible module: plan a stack bundle install (venv path, pip runs or offline install, drift); changes nothing."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ description:
     wheels from O(wheelhouse), and the per-package drift between the serving venv and the lock (shown with --diff).
   - Reads the serving stack from C(<root>/venv) (a symlink) and C(<root>/manifest.json), and reports the drift
     between that manifest and the bundle.
-  - Lists the venvs to prune once the new one is active (all but the new, the current and the newest others
-    up to O(keep)).
 version_added: "0.1.0"
 author: sglang-deploy
 options:
@@ -27,10 +25,6 @@ options:
     description: Folder holding C(venvs/), the C(venv) symlink and C(manifest.json).
     type: path
     default: /opt/sglang
-  keep:
-    description: Venvs to keep in all (the serving one and the previous one count).
-    type: int
-    default: 2
   lock:
     description: The bundle's lock (C(stacks/<name>.lock.yml)), for a bundle with a C(lock) key; checked against its id.
     type: dict
@@ -135,10 +129,6 @@ manifest:
   description: The serving manifest (empty when none).
   returned: success
   type: dict
-prune:
-  description: Venv folders to delete after switching to this bundle.
-  returned: success
-  type: list
 """
 
 import json
@@ -155,7 +145,6 @@ from ansible.module_utils.sglang_deploy.stack import (
     lock_files,
     package_drift,
     pip_steps,
-    prune_list,
     requirements_text,
     validate,
     venv_name,
@@ -176,7 +165,6 @@ def main() -> None:
             "bundle": {"type": "dict", "required": True},
             "lock": {"type": "dict", "default": {}},
             "root": {"type": "path", "default": "/opt/sglang"},
-            "keep": {"type": "int", "default": 2},
             "wheelhouse": {"type": "path", "default": "/var/cache/sglang/wheelhouse"},
             "installer": {"type": "str", "choices": ["uv", "pip"], "default": "uv"},
         },
@@ -194,7 +182,6 @@ def main() -> None:
     current = os.path.realpath(link) if os.path.islink(link) else ""
     built = _read_json(os.path.join(venv, "manifest.json")).get("bundle_id") == bundle_id(bundle)
     manifest = _read_json(os.path.join(root, "manifest.json")) if current else {}
-    keep_names = [name, os.path.basename(current) if current and current != venv else ""]
     locked = bool(bundle.get("lock"))
     wheelhouse, installer = module.params["wheelhouse"], module.params["installer"]
     requirements = os.path.join(venv, "requirements.lock.txt")
@@ -247,7 +234,6 @@ def main() -> None:
         drift=found,
         package_drift=per_package,
         manifest=manifest,
-        prune=prune_list(venvs_dir, keep_names, module.params["keep"]),
         diff=diff,
     )
 

@@ -4,6 +4,7 @@ the status table and the live progress."""
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
 
@@ -213,3 +214,32 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
         timeout=60,
     )
     assert run.stdout.count("\n") == 1 and "Traceback" not in run.stderr and "BrokenPipe" not in run.stderr
+
+
+EVIL = "\x1b]0;owned\x07\x1b[2J\r\u202eevil\x9b"
+
+
+def test_control_characters_in_what_the_command_prints_are_shown_not_obeyed(tmp_path, capsys, monkeypatch):
+    """A profile description or a host name with an escape sequence could retitle, clear or rewrite the
+    terminal: every line the command prints shows control characters as escapes; the data keeps them."""
+    f = tmp_path / "p.yml"
+    f.write_text(json.dumps({"sglang_profiles": {"a": {"description": f"fine\t{EVIL}"}}}))
+    assert cli.main(["profiles", "--profiles-file", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert out == "a\n    fine\t\\x1b]0;owned\\x07\\x1b[2J\\r\\u202eevil\\x9b\n"
+    failed = api.RunResult(
+        playbook="playbooks/status.yml",
+        status="failed",
+        rc=2,
+        hosts={f"h{EVIL}": api.HostOutcome(failed=1)},
+        failures=[api.Failure(f"h{EVIL}", f"task{EVIL}", f"message{EVIL}")],
+    )
+    monkeypatch.setattr(api, "run_playbook", lambda *a, **k: failed)
+    assert cli.main(["status"]) == 1
+    cap = capsys.readouterr()
+    assert "FAILED h\\x1b]0;owned\\x07" in cap.err and "message\\x1b]0;owned" in cap.err
+    assert not [c for c in cap.out + cap.err if c in "\x1b\x07\r\u202e\x9b"]
+    assert failed.failures[0].host == f"h{EVIL}"
+    line = io.StringIO()
+    Progress(line, tty=True)({"event": "playbook_on_task_start", "event_data": {"task": f"Load{EVIL}"}})
+    assert line.getvalue().startswith("\r\x1b[K[0:00] ... | Load\\x1b]0;owned") and line.getvalue().count("\x1b") == 1

@@ -7,6 +7,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -231,7 +232,7 @@ def test_port_closed_while_loading_then_503_during_warmup_then_ready(emu):
     log = e.stdout()
     assert log.index(BANNER) < log.index("Uvicorn running on http://127.0.0.1") < log.index(READY_LINE)
     assert e.get("/metrics")[0] == 404  # no --enable-metrics
-    assert e.stop() == 0  # SIGTERM: clean exit
+    assert e.stop() == -signal.SIGKILL  # SIGTERM: drained (nothing ran), then SGLang's kill_process_tree
 
 
 def test_every_response_says_it_is_emulated(plain):
@@ -592,6 +593,32 @@ def test_http_500(emu):
     assert e.get("/health")[0] == 200
 
 
+# --- multi-node groups ------------------------------------------------------------------------------
+
+
+def group_flags(dist: str, rank: int, *extra: str) -> tuple:
+    return ("--tp-size", "2", "--nnodes", "2", "--node-rank", str(rank), "--dist-init-addr", dist, *extra)
+
+
+def test_a_node_that_never_joins_times_out_like_torch(emu):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    rank0 = emu(*group_flags(f"127.0.0.1:{free_port()}", 0, "--dist-timeout", "1"))
+    rank1 = emu(*group_flags(f"127.0.0.1:{free_port()}", 1, "--dist-timeout", "1"))  # nobody listens there
+    busy = emu(*group_flags(f"127.0.0.1:{taken.getsockname()[1]}", 0))
+    while rank0.proc.poll() is None or rank1.proc.poll() is None:
+        assert not rank0.port_open() and not rank1.port_open()  # still "loading": the group never formed
+        time.sleep(0.05)
+    assert rank0.proc.returncode == 1 and rank1.proc.returncode == 1
+    assert rank0.stderr().splitlines()[-2] == (
+        "torch.distributed.DistStoreError: Timed out after 1 seconds waiting for clients. 1/2 clients joined."
+    )
+    assert "DistNetworkError: The client socket has timed out after 1000ms" in rank1.stderr()
+    assert busy.proc.wait(10) == 1 and "failed to listen" in busy.stderr()
+    taken.close()
+
+
 # --- packaging --------------------------------------------------------------------------------------
 
 
@@ -786,6 +813,8 @@ def test_request_lines_cannot_forge_access_log_lines(plain):
         (("--port", "70000"), {}, "--port"),
         (("--context-length", "1e400k"), {}, "--context-length"),
         (("--max-running-requests", "-1"), {}, "--max-running-requests"),
+        (("--dist-init-addr", "10.0.0.1"), {}, "--dist-init-addr needs host:port"),
+        (("--nnodes", "0"), {}, "--nnodes"),
     ],
 )
 def test_bad_settings_are_refused_at_start(args, env, names):

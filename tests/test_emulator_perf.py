@@ -13,17 +13,10 @@ from sglang_deploy import tune
 from sglang_deploy.emulator import perf
 from sglang_deploy.emulator.config import FAULTS, Config
 from sglang_deploy.paths import REPO
+from test_tune import LAB_FACTS
 
 LAB_MODEL = yaml.safe_load((REPO / "group_vars" / "lab.yml").read_text())["sglang_lab_perf_model"]
 ARGV = ["--model-path", "/m", "--moe-runner-backend", "triton", "--enable-mscclpp"]
-LAB_FACTS = {
-    "gpu_arch": "sm_120",
-    "gpu_count": 8,
-    "nvlink": False,
-    "model_path_exists": True,
-    "model_architecture": "Qwen3_5MoeForConditionalGeneration",
-    "model_quantization": "modelopt_fp4",
-}
 
 
 def config(argv, **env) -> Config:

@@ -4,15 +4,20 @@ SGLang really exports, the same readiness stage order, the same error shapes and
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
-from emulator_proc import Emulator
+from emulator_proc import Emulator, free_port
 
 from sglang_deploy import readiness, server_http
 from sglang_deploy.bench import metrics as bench
+from sglang_deploy.emulator.group import DEATH_DELAY_S, MEMBER_EXIT_DELAY_S, MEMBER_EXIT_STATUS
 
 REAL = Path(__file__).parent / "fixtures" / "sglang-0.5.16-h200"
 KEY = "emu-key"
@@ -181,3 +186,91 @@ def test_crash_logs_end_with_the_error():
         lines = real(f"crash-{name}.log").splitlines()
         assert "Traceback (most recent call last):" in lines, name
         assert any(re.match(r"(AssertionError|ValueError): ", line) for line in lines), name
+
+
+def two_nodes(tmp_path, *flags: str, **env) -> list:
+    """Rank 0 and rank 1 of a tp 2 group on two "nodes", as tests/gpu/test_multi_gpu.py launched them."""
+    dist = f"127.0.0.1:{free_port()}"
+    group = ("--tp-size", "2", "--nnodes", "2", "--dist-init-addr", dist, "--enable-metrics", "--api-key", KEY)
+    return [Emulator(tmp_path, *group, *flags, "--node-rank", str(rank), **env) for rank in (0, 1)]
+
+
+def test_two_node_group_as_recorded(tmp_path):
+    """results/gpu-h200/two_nodes.json: both ports closed until the group formed and loaded; rank 1 answers only
+    /health, /health_generate (and /metrics) with a stand-in server; rank 0 serves the API. group_stop.json,
+    rank 1 stopped first: it exits at once (SIGTERM's default), rank 0's /health stops answering and rank 0 dies
+    some seconds later, killed by SIGKILL."""
+    rec = json.loads((REAL.parents[2] / "results" / "gpu-h200" / "two_nodes.json").read_text())
+    stop = real("group_stop.json")["rank1_first"]
+    ranks = two_nodes(tmp_path)
+    try:
+        ready: dict = {}
+        waits = [
+            threading.Thread(
+                target=lambda r=r: ready.update({r: readiness.wait_ready(ranks[r].url, timeout=20, sleep=0.05)})
+            )
+            for r in (0, 1)
+        ]
+        for t in waits:
+            t.start()
+        for t in waits:
+            t.join(30)
+        for r in (0, 1):
+            assert list(ready[r]["first_seen"]) == list(rec["ready"][f"rank{r}"]["first_seen"]), r
+            for path, seen in rec[f"rank{r}"].items():
+                status, _, body = request(ranks[r], "GET", path)
+                assert status == seen["status"], (r, path)
+                if status == 404:
+                    assert json.loads(body) == json.loads(seen["body"]), path
+        generate = {"text": "Hello", "sampling_params": {"max_new_tokens": 8}}
+        assert request(ranks[0], "POST", "/generate", generate)[0] == 200
+        conn = http.client.HTTPConnection("127.0.0.1", ranks[0].port, timeout=10)
+        body = {"text": "in flight", "stream": True, "sampling_params": {"max_new_tokens": 300, "ignore_eos": True}}
+        conn.request("POST", "/generate", json.dumps(body), {"Authorization": f"Bearer {KEY}"})
+        resp = conn.getresponse()
+        resp.readline()  # 300 tokens take 1.7 s at the emulator's 172 tok/s: less than rank 0 has left to live
+        start = time.monotonic()
+        assert ranks[1].stop() == stop["exits"]["1"]["status"] == -signal.SIGTERM
+        assert {p["rank0"] for p in stop["rank0_probes"][:-1]} == {"error"}
+        assert readiness.probe(ranks[0].url, KEY, timeout=1.0)[0] == "error"  # /health hangs
+        ranks[0].proc.wait(stop["exits"]["0"]["t_s"] + 3)
+        assert time.monotonic() - start >= DEATH_DELAY_S
+        assert ranks[0].proc.returncode == stop["exits"]["0"]["status"] == -signal.SIGKILL
+        assert "Connection reset by peer" in "\n".join(ranks[0].log_lines())
+        with pytest.raises(http.client.IncompleteRead):
+            resp.read()  # the stream stopped with the group and broke when rank 0 died
+    finally:
+        for server in ranks:
+            server.stop()
+
+
+def test_sigterm_drain_as_recorded(tmp_path):
+    """drain.json (KillMode=mixed: SIGTERM to the main process) and group_stop.json (rank 0 stopped first): /health
+    503 at once, a new request during the drain still served, the stream in flight finished, then rank 0 killed
+    itself (-9) and rank 1 followed on its own (exit 3)."""
+    drain, stop = real("drain.json")["mixed"], real("group_stop.json")["rank0_first"]
+    ranks = two_nodes(tmp_path, SGLANG_EMU_DECODE_TOK_S=100)
+    try:
+        ranks[0].wait_ready(), ranks[1].wait_ready()
+        conn = http.client.HTTPConnection("127.0.0.1", ranks[0].port, timeout=10)
+        body = {"text": "drain me", "stream": True, "sampling_params": {"max_new_tokens": 60, "ignore_eos": True}}
+        conn.request("POST", "/generate", json.dumps(body), {"Authorization": f"Bearer {KEY}"})
+        resp = conn.getresponse()
+        first = resp.readline()
+        ranks[0].proc.send_signal(signal.SIGTERM)
+        assert drain["health_during_stop"][0]["answer"][0] == 503
+        assert request(ranks[0], "GET", "/health")[0] == 503
+        assert drain["new_request_during_stop"]["status"] == 200
+        assert (
+            request(ranks[0], "POST", "/generate", {"text": "new", "sampling_params": {"max_new_tokens": 4}})[0] == 200
+        )
+        events = [line for line in (first + resp.read()).decode().splitlines() if line.startswith("data: ")]
+        assert drain["stream"]["done"] and events[-1] == "data: [DONE]"
+        assert json.loads(events[-2][6:])["meta_info"]["completion_tokens"] == 60
+        assert ranks[0].proc.wait(10) == drain["exit_status"] == stop["exits"]["0"]["status"] == -signal.SIGKILL
+        assert "Gracefully exiting... Remaining number of requests 1." in "\n".join(ranks[0].log_lines())
+        assert ranks[1].proc.wait(10) == stop["exits"]["1"]["status"] == MEMBER_EXIT_STATUS
+        assert ranks[1].exited_at - ranks[0].exited_at >= MEMBER_EXIT_DELAY_S - 0.1
+    finally:
+        for server in ranks:
+            server.stop()

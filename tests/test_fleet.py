@@ -44,7 +44,14 @@ def test_worker_states_from_a_recorded_smg_listing():
     listing = json.loads((FIXTURES / "smg-1.13.0-workers.json").read_text())
     states = fleet.worker_states(listing)
     assert set(states) == {"sglang-fleet-1", "sglang-fleet-2", "sglang-fleet-3"}
-    assert states["sglang-fleet-2"] == {"url": "http://sglang-fleet-2:30000", "status": "ready", "healthy": True}
+    assert states["sglang-fleet-2"] == {
+        "url": "http://sglang-fleet-2:30000",
+        "status": "ready",
+        "healthy": True,
+        "load": 0,
+        "model": "qwen3.5-397b",
+        "worker_id": "01a22ecc-4d8c-751f-b914-1b299895941a",
+    }
 
 
 def test_in_flight_sums_running_and_queued_over_ranks_only():
@@ -115,11 +122,163 @@ def test_summary_of_a_stopped_roll():
     assert [r["state"] for r in rows] == ["updated", "nextn failed here, roll stopped", "untouched"]
 
 
-def test_status_lists_what_the_router_routes_to():
-    from sglang_deploy.cli.runs import format_routers
+def _listing() -> dict:
+    """smg 1.13.0's GET /workers of the lab fleet, recorded: three replicas, ready and healthy."""
+    return json.loads((FIXTURES / "smg-1.13.0-workers.json").read_text())
 
-    states = fleet.worker_states(json.loads((FIXTURES / "smg-1.13.0-workers.json").read_text()))
-    states["sglang-fleet-3"].update(status="draining", healthy=False)
-    lines = format_routers({"router-1": {"url": "http://127.0.0.1:8000", "workers": states, "error": None}})
-    assert lines[0] == "router router-1 (http://127.0.0.1:8000): 2/3 workers ready"
-    assert lines[3] == "  sglang-fleet-3  draining (unhealthy)  http://sglang-fleet-3:30000"
+
+def _router(**overrides) -> dict:
+    """The router's state as playbooks/status.yml publishes it (unit parsed), for fleet.fleet_view()."""
+    members = [{"id": f"sglang-fleet-{i}", "url": f"http://sglang-fleet-{i}:30000"} for i in (1, 2, 3)]
+    return {
+        "deployed": True,
+        "url": "http://127.0.0.1:8000",
+        "version": "1.13.0",
+        "service": "smg",
+        "policy": "round_robin",
+        "unit": {"LoadState": "loaded", "ActiveState": "active", "SubState": "running"},
+        "readiness": {"status": 200, "body": {"status": "ready", "healthy_workers": 3, "total_workers": 3}},
+        "workers": fleet.worker_states(_listing()),
+        "error": None,
+        "members": members,
+        **overrides,
+    }
+
+
+def _hosts(**profiles) -> dict:
+    names = {f"sglang-fleet-{i}": "baseline" for i in (1, 2, 3)}
+    names.update({k.replace("_", "-"): v for k, v in profiles.items()})
+    return {
+        h: {"profile": p, "serving": p is not None, "stack": "stable-0.5.23-2026-11-30-1a2b"} for h, p in names.items()
+    }
+
+
+def test_a_fleet_that_matches_has_no_mismatch():
+    view = fleet.fleet_view("router-1", _router(), _hosts())
+    assert view["ok"] and view["mismatches"] == []
+    assert view["profiles"] == {"baseline": ["sglang-fleet-1", "sglang-fleet-2", "sglang-fleet-3"]}
+    assert view["router"]["unit"] == "active/running" and view["router"]["ready"] is True
+    assert [(r["host"], r["router_status"], r["healthy"], r["load"]) for r in view["replicas"]] == [
+        (f"sglang-fleet-{i}", "ready", True, 0) for i in (1, 2, 3)
+    ]
+
+
+def test_every_mismatch_a_user_needs_to_see():
+    listing = _listing()
+    third = listing["workers"][2]
+    third.update(status="draining", is_healthy=False)
+    # Added by hand through POST /workers: no discovery label, a URL the inventory does not have.
+    listing["workers"].append({"id": "w-9", "url": "http://10.0.0.9:30000", "status": "ready", "is_healthy": True})
+    router = _router(workers=fleet.worker_states(listing))
+    router["members"].append({"id": "sglang-fleet-4", "url": "http://sglang-fleet-4:30000"})
+    view = fleet.fleet_view("router-1", router, _hosts(sglang_fleet_2="nextn", sglang_fleet_4="baseline"))
+    got = {(m["kind"], m["subject"]) for m in view["mismatches"]}
+    assert got == {
+        ("profile_differs", "sglang-fleet-2"),
+        ("not_routed", "sglang-fleet-3"),
+        ("not_in_router", "sglang-fleet-4"),
+        ("unknown_worker", "http://10.0.0.9:30000"),
+    }
+    text = {m["kind"]: m["message"] for m in view["mismatches"]}
+    assert "serves profile nextn, the other replicas baseline" in text["profile_differs"]
+    assert "draining, unhealthy" in text["not_routed"] and "playbooks/router.yml" in text["not_routed"]
+    assert "DELETE /workers/w-9" in text["unknown_worker"]
+    assert view["replicas"][3]["router_status"] == "not listed" and not view["ok"]
+    assert view["unknown_workers"][0]["url"] == "http://10.0.0.9:30000"
+
+
+def test_a_worker_left_in_the_routers_file_is_not_a_replica():
+    listing = _listing()
+    listing["workers"][2]["labels"]["smg.ai/discovery-id"] = "old-host"
+    view = fleet.fleet_view("router-1", _router(workers=fleet.worker_states(listing)), _hosts())
+    # The third replica is listed by its URL (its entry carries an id the inventory no longer has).
+    assert [(m["kind"], m["subject"]) for m in view["mismatches"]] == []
+    listing["workers"][2]["url"] = "http://10.0.0.7:30000"
+    view = fleet.fleet_view("router-1", _router(workers=fleet.worker_states(listing)), _hosts())
+    kinds = {m["kind"]: m for m in view["mismatches"]}
+    assert set(kinds) == {"not_in_router", "unknown_worker"}
+    assert "worker list file still names it" in kinds["unknown_worker"]["message"]
+
+
+def test_profiles_split_evenly_flag_every_replica_and_stacks_are_compared_too():
+    listing = _listing()
+    del listing["workers"][2]
+    router = _router(members=_router()["members"][:2], workers=fleet.worker_states(listing))
+    hosts = _hosts(sglang_fleet_2="nextn")
+    hosts["sglang-fleet-2"]["stack"] = "nightly-9f8e"
+    view = fleet.fleet_view("router-1", router, hosts)
+    assert sorted((m["kind"], m["subject"]) for m in view["mismatches"]) == [
+        ("profile_differs", "sglang-fleet-1"),
+        ("profile_differs", "sglang-fleet-2"),
+        ("stack_differs", "sglang-fleet-1"),
+        ("stack_differs", "sglang-fleet-2"),
+    ]
+    assert "sglang-fleet-1: baseline, sglang-fleet-2: nextn" in view["mismatches"][0]["message"]
+
+
+def test_a_replica_that_serves_nothing_and_a_router_that_is_down():
+    hosts = _hosts()
+    hosts["sglang-fleet-1"].update(serving=False)
+    down = _router(
+        unit={"ActiveState": "failed", "SubState": "failed"},
+        readiness={"status": -1, "body": None},
+        workers=None,
+        error="The router does not answer: ... Start it (playbooks/router.yml)",
+    )
+    view = fleet.fleet_view("router-1", down, hosts)
+    assert [m["kind"] for m in view["mismatches"]] == ["router_unit", "router_unreachable", "not_serving"]
+    assert "journalctl -u smg" in view["mismatches"][0]["message"]
+    assert view["router"]["ready"] is None and view["replicas"][0]["router_status"] is None
+    missing = fleet.fleet_view("router-1", {"deployed": False, "members": [], "unit": {}}, {})
+    assert [m["kind"] for m in missing["mismatches"]] == ["router_missing"]
+    not_ready = _router(
+        readiness={"status": 503, "body": {"status": "not ready", "reason": "insufficient healthy workers"}}
+    )
+    view = fleet.fleet_view("router-1", not_ready, _hosts())
+    assert [m["kind"] for m in view["mismatches"]] == ["router_not_ready"]
+    assert "insufficient healthy workers" in view["mismatches"][0]["message"]
+
+
+def test_status_prints_the_fleet_behind_the_router():
+    from sglang_deploy.cli.runs import format_fleet
+
+    listing = _listing()
+    listing["workers"][2].update(status="draining", is_healthy=False)
+    view = fleet.fleet_view("router-1", _router(workers=fleet.worker_states(listing)), _hosts())
+    lines = format_fleet({"router-1": view})
+    assert lines[0] == (
+        "\nrouter router-1: smg 1.13.0, policy round_robin, http://127.0.0.1:8000, unit active/running, "
+        "ready (3/3 workers healthy)"
+    )
+    assert lines[4].split() == [
+        "sglang-fleet-3",
+        "baseline",
+        "stable-0.5.23-2026-11-30-1a2b",
+        "draining",
+        "unhealthy",
+        "0",
+        "http://sglang-fleet-3:30000",
+    ]
+    assert lines[5] == "fleet behind router-1: 1 mismatch(es)" and lines[6].startswith("  not_routed: ")
+    ok = format_fleet({"router-1": fleet.fleet_view("router-1", _router(), _hosts())})
+    assert ok[-1] == "fleet behind router-1: every replica serves baseline, routed and healthy"
+
+
+def test_status_reads_the_fleet_from_what_the_status_playbook_publishes():
+    from sglang_deploy import api
+
+    unit = "LoadState=loaded\nActiveState=active\nSubState=running\n"
+    data = {
+        "sglang_status": {
+            f"sglang-fleet-{i}": {"unit": unit, "local": {"sglang_server": {"profile": p}}, "manifest": {}}
+            for i, p in ((1, "baseline"), (2, "baseline"), (3, "nextn"))
+        },
+        "sglang_router_status": {
+            "router-1": {**_router(), "unit": "LoadState=loaded\nActiveState=active\nSubState=running\n"}
+        },
+    }
+    views = api.parse_fleet(data, api.parse_status(data))
+    assert views["router-1"]["router"]["unit"] == "active/running"
+    assert [(m["kind"], m["subject"]) for m in views["router-1"]["mismatches"]] == [
+        ("profile_differs", "sglang-fleet-3")
+    ]

@@ -287,8 +287,162 @@ def test_the_roles_environment_check_names_variables_but_never_values():
     assert problems == ["SGLANG_ADMIN_API_KEY has 5 characters: use at least 16"]
 
 
+def test_the_roles_environment_check_refuses_a_value_linux_cannot_start_a_program_with():
+    """sglang_server_env and the secrets are no profile values: a 200 KB one passed, was written, and the restarted
+    unit failed at exec (E2BIG) until the rollback."""
+    check = _filters().FilterModule().filters()["sglang_env_problems"]
+    problems = check({"EXTRA": "x" * 200_000, "OK": "1"})
+    assert problems == [
+        f"environment variable EXTRA is 200000 bytes, over the {prof.MAX_VALUE_BYTES} a launch value may hold"
+        " (Linux starts no program with one over 128 KiB): shorten it"
+    ]
+    many = {f"V{i}": "v" * 60_000 for i in range(10)}
+    assert check(many) == [
+        f"the environment's values are 600000 bytes together, over {prof.MAX_LAUNCH_BYTES}: shorten them"
+    ]
+    assert check({"V": "v" * prof.MAX_VALUE_BYTES}) == []
+
+
 def test_a_value_too_long_for_systemd_is_a_usage_error(tmp_path, capsys):
     f = tmp_path / "p.yml"
     f.write_text("sglang_profiles:\n  a: {description: x, args: {chat-template: " + "x" * (1 << 20) + "}}\n")
     rc, cap = cli_run(capsys, "render", "a", "--profiles-file", str(f), "--format", "unit")
-    assert rc == 2 and "systemd ignores lines" in cap.err
+    assert rc == 2 and f"over the {prof.MAX_VALUE_BYTES} a launch value may hold" in cap.err
+
+
+def _cli_bounded(*argv):
+    """The CLI in a child with a time and memory limit: an unbounded read must fail the test, not hang it."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    return subprocess.run(
+        [sys.executable, "-m", "sglang_deploy.cli", *argv], capture_output=True, text=True, timeout=30, preexec_fn=limit
+    )
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "huge"])
+def test_input_files_must_be_regular_and_bounded(tmp_path, kind):
+    """--model-config /dev/zero read without end, a FIFO blocked its open, a huge file filled memory."""
+    import os
+
+    path = tmp_path / "config.json"
+    if kind == "device":
+        path = "/dev/zero"
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        with open(path, "wb") as f:
+            f.truncate(rules.MAX_CONFIG_BYTES + 1)  # sparse: no disk used
+    for option in ("--model-config", "--profiles-file"):
+        out = _cli_bounded("validate", "baseline", option, str(path))
+        assert out.returncode == 2, (option, out.stderr[-500:])
+        assert "Traceback" not in out.stderr
+        fix = "not a regular file" if kind != "huge" else "bytes, more than"
+        assert fix in out.stderr and str(path) in out.stderr, out.stderr
+
+
+def test_a_huge_value_is_refused_alike_by_render_validate_and_the_playbook(tmp_path, capsys):
+    """A 2 MB served-model-name passed validate; only the unit and env formats refused it."""
+    big = "m" * (2 << 20)
+    refused("value-length", settings={"sglang_served_model_name": big})
+    refused("value-length", env={"OMP_NUM_THREADS": big})
+    refused("value-length", args={"cuda-graph-bs": [1, big]})
+    many = {"json-model-override-args": "x" * (prof.MAX_VALUE_BYTES - 10), "chat-template": "y" * 60_000}
+    assert "the launch" in refused("value-length", args=many, env={f"V{i}": "v" * 60_000 for i in range(8)})
+    assert render(args={"chat-template": "c" * prof.MAX_VALUE_BYTES}).argv[-1] == "c" * prof.MAX_VALUE_BYTES
+
+    profiles = {"t": {"description": "test", "args": {"served-model-name": big}}}
+    launch, findings = rules.check("t", profiles, SETTINGS)  # what the playbook's sglang_profile action runs
+    assert launch is None and [f.rule for f in findings] == ["value-length"]
+    f = tmp_path / "p.yml"
+    f.write_text(json.dumps({"sglang_profiles": profiles}))
+    for command in ("validate", "render"):
+        rc, cap = cli_run(capsys, command, "t", "--profiles-file", str(f))
+        assert rc == 2 and "--served-model-name: the value is 2097152 bytes" in cap.err and big not in cap.err
+
+
+DUPLICATED = """\
+sglang_profiles:
+  a:
+    description: first
+    args: {tp-size: 1}
+  a:
+    description: second
+"""
+
+
+def test_a_key_given_twice_is_refused_with_file_and_line(tmp_path, capsys):
+    """PyYAML kept the last of two equal keys silently: a second profile of one name hid the first."""
+    from sglang_deploy import api, stack_lock, tune
+
+    f = tmp_path / "p.yml"
+    f.write_text(DUPLICATED)
+    rc, cap = cli_run(capsys, "validate", "a", "--profiles-file", str(f))
+    assert rc == 2 and f"{f}, line 5: key 'a' given twice (first on line 2)" in cap.err, cap.err
+    f.write_text("sglang_profiles:\n  a:\n    description: x\n    args: {tp-size: 1, tp-size: 2}\n")
+    with pytest.raises(prof.ProfileError, match="line 4: key 'tp-size' given twice"):
+        prof.load_profiles(f)
+    merged = "base: &b {x: 1, y: 2}\nsglang_profiles: {a: {description: x}}\nm:\n  <<: *b\n  x: 3\n"
+    f.write_text(merged)  # a merge key's values may be overridden: that is what it is for
+    assert prof.read_yaml(f)["m"] == {"x": 3, "y": 2}
+
+    search = tmp_path / "s.yml"
+    search.write_text("base: baseline\naxes:\n  a: {x: {}}\n  a: {y: {}}\n")
+    with pytest.raises(tune.SearchError, match="line 4: key 'a' given twice"):
+        tune.load_search(search)
+    (tmp_path / "b.yml").write_text("name: b\nsglang_version: 0.5.23\nsglang_version: 0.5.9\n")
+    with pytest.raises(stack_lock.LockError, match="line 3: key 'sglang_version' given twice"):
+        stack_lock.load_bundle("b", tmp_path)
+    for item in (f"@{search}", '{"a": 1, "a": 2}', "x={a: 1, a: 2}"):
+        with pytest.raises(ValueError, match="key 'a' given twice"):
+            api.parse_extravars([item])
+
+
+def test_ansible_refuses_a_key_given_twice_in_the_inventory(tmp_path):
+    """The playbooks read group_vars, host_vars and stack bundles with Ansible's loader: ansible.cfg makes a
+    duplicated key an error there too (Ansible's default only warns)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from sglang_deploy.paths import REPO
+
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    h1: {}\n")
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "h1.yml").write_text("sglang_tp: 1\nsglang_tp: 2\n")
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(tmp_path / "hosts.yml"), "--host", "h1"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
+        timeout=60,
+    )
+    assert out.returncode != 0 and "duplicate mapping key 'sglang_tp'" in out.stderr, out.stderr
+
+
+def test_an_inventory_file_with_a_key_given_twice_is_an_error_not_an_empty_inventory(tmp_path):
+    """Ansible skips an inventory source it cannot parse with a warning and runs on no host: sglang-deploy then said
+    only "no host of the inventory matched". ansible.cfg (unparsed_is_failed) makes it an error naming the key."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from sglang_deploy.paths import REPO
+
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n  hosts:\n    h1:\n      sglang_host: 127.0.0.1\n      sglang_host: 0.0.0.0\n"
+    )
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(tmp_path / "hosts.yml"), "--list"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")},
+        timeout=60,
+    )
+    assert out.returncode != 0 and "duplicate mapping key 'sglang_host'" in out.stderr, out.stderr

@@ -38,3 +38,23 @@ def test_unknown_command_is_a_usage_error():
     proc = subprocess.run([str(REPO / "lab"), "deploy"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
     assert "usage: ./lab run [PROFILE] | ./lab test" in proc.stderr
+
+
+def test_a_test_part_that_never_finishes_counts_as_failed(tmp_path):
+    """./lab test runs parts at once in the background, and its summary reads what each part wrote when it ended: a
+    part whose shell died first (killed, a full disk) left nothing, and the summary said "all tests passed"."""
+    script = (REPO / "lab").read_text()
+    start = script.index("part() {")
+    part = script[start : script.index("\n}\n", start) + 3]
+    run = f"""{part}
+set -euo pipefail
+part good true
+( part victim sleep 30 ) & victim=$!
+sleep 0.5; kill -9 $victim; wait || true
+cat "$TESTLOG"/*.result
+"""
+    out = subprocess.run(
+        ["bash", "-c", run], env={**os.environ, "TESTLOG": str(tmp_path)}, capture_output=True, text=True, timeout=60
+    )
+    assert "good               passed" in out.stdout, out.stderr
+    assert "victim             FAILED (did not finish)" in out.stdout, out.stdout

@@ -132,3 +132,39 @@ def test_no_plot_without_figures(tmp_path):
     out = report.write_report(report.build_comparison(["a", "b"], runs), tmp_path / "cmp")
     assert not (out / "compare.png").exists()
     assert "compare.png" not in (out / "report.md").read_text()
+
+
+def test_a_fleet_is_compared_per_host_and_through_the_router(tmp_path):
+    """Per-host smoke results of two replicas and the sweep through the router, labelled apart."""
+    runs = {}
+    for name, speed in (("baseline", 100.0), ("nextn", 200.0)):
+        r = run(name, None)
+        per_host = result([level(4, speed, 0.1)], emulated=True)
+        through = result([level(1, speed, 0.1), level(4, speed * 0.9, 0.1)], emulated=True)
+        through["workload"] = {"input_len": 256, "output_len": 256, "requests_per_level": {"1": 8, "4": 8}}
+        through["context"] = {"through_router": True, "replicas": {"gpu-1": {}, "gpu-2": {}}}
+        r.data = {
+            "sglang_benchmark": {"gpu-1": per_host, "gpu-2": per_host},
+            "sglang_fleet_benchmark": {"router-1": through},
+        }
+        runs[name] = r
+    comp = report.build_comparison(["baseline", "nextn"], runs)
+    assert comp.targets == [("gpu-1", "host"), ("gpu-2", "host"), ("router-1", "router")]
+    assert comp.routers == {"router-1": ["gpu-1", "gpu-2"]}
+    routed = [(r["concurrency"], r["profile"]) for r in comp.rows if r["via"] == "router"]
+    assert routed == [(1, "baseline"), (1, "nextn"), (4, "baseline"), (4, "nextn")]
+    assert next(r for r in comp.rows if r["via"] == "router" and r["profile"] == "nextn")["decode_ratio"] == (
+        pytest.approx(2.0)
+    )
+    # The per-host workload is not mixed with the router's (another sweep).
+    assert comp.workload["same_for_all"] and comp.workload["output_len"] == 32
+    assert comp.router_workload["output_len"] == 256
+    table = report.format_table(comp).splitlines()
+    assert table[0] == report.SYNTHETIC_NOTE
+    assert "host gpu-1 (on its own, out of the router)" in table
+    assert "through router router-1 (the aggregate its clients see: 2 replicas)" in table
+    out = report.write_report(comp, tmp_path / "cmp")
+    md = (out / "report.md").read_text()
+    assert "## through router router-1 (the aggregate its clients see: 2 replicas)" in md
+    assert "- Through router `router-1` (the aggregate its clients see): replicas gpu-1, gpu-2" in md
+    assert (out / "compare.png").stat().st_size > 10_000

@@ -76,3 +76,30 @@ def test_role_defaults_name_the_project_folders_wherever_the_playbook_is(tmp_pat
     assert out.returncode == 0, out.stdout[-2000:]
     msg = json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["msg"]
     assert msg == f"{REPO / 'stacks'} {REPO / 'results'}"
+
+
+def test_the_stack_play_renders_the_profile_the_server_role_deploys(tmp_path):
+    """playbooks/stack.yml checks the launch of sglang_server_profile (the role's default, or a host's own), not a
+    default of its own. The host's facts say 1 GPU, so both possible renders fail at that task, before any change."""
+    inventory = tmp_path / "hosts.yml"
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "ansible_become": False,
+        "sglang_server_profile": "no-such-profile",
+        "sglang_profile_facts": {"gpu_count": 1},
+    }
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": host}}}))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}
+    playbook_bin = Path(sys.executable).parent / "ansible-playbook"
+    out = subprocess.run(
+        [str(playbook_bin), "-i", str(inventory), str(REPO / "playbooks" / "stack.yml")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=180,
+    )
+    assert out.returncode != 0
+    assert "Render the profile's launch" in out.stdout
+    assert "unknown profile 'no-such-profile'" in out.stdout, out.stdout[-3000:]

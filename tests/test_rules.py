@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from sglang_deploy import nodes, rules
 from sglang_deploy import profiles as prof
-from sglang_deploy import rules
 
 SETTINGS = prof.load_settings()
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -21,6 +21,9 @@ SPEC_TREE = {
     "speculative-num-draft-tokens": 4,
 }
 SPEC_CHAIN = {**SPEC_TREE, "speculative-eagle-topk": 1}
+# Rank 1 of a two-host group of 8 GPUs each (tp 16).
+RANK1 = nodes.node("gpu-b", "pair", ["gpu-a", "gpu-b"], "10.0.0.1", 20000, 600)
+GROUP = {"sglang_node": RANK1, "sglang_tp": 16}
 
 
 def case(args=None, env=None, version="0.5.23", facts=None, concurrency=None, settings=None):
@@ -113,6 +116,10 @@ CASES = {
     "parallel-shape": (
         case({"moe-runner-backend": "flashinfer_cutlass", "ep-size": 4}),
         case({"moe-runner-backend": "flashinfer_cutlass", "ep-size": 8}),
+    ),
+    "node-layout": (
+        case({"nnodes": 2}),
+        case(settings=GROUP, facts={"node_count": 2, "node_rank": 1}),
     ),
     "served-model-name": (case(settings={"sglang_served_model_name": "qwen:397b"}), case()),
     "model-path": (case(facts={"model_path_exists": False}), case(facts={"model_path_exists": True})),
@@ -287,3 +294,12 @@ def test_rules_predict_what_real_sglang_did(row):
     }
     refused = rules.errors(rules.validate(launch, facts))
     assert bool(refused) == (row["outcome"] == "refused at startup"), (row["outcome"], refused)
+
+
+def test_spec_running_cap_has_one_source(monkeypatch):
+    """The rule warns at the cap the emulated server applies (emulator.config, stdlib only): one constant."""
+    from sglang_deploy.emulator import config
+
+    monkeypatch.setattr(config, "SPEC_DEFAULT_MAX_RUNNING", 40)
+    fired = [f.message for f in run(case(SPEC_AUTO, concurrency=44)) if f.rule == "spec-running-cap"]
+    assert fired and "> 40 running requests" in fired[0]

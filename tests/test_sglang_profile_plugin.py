@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
-from sglang_deploy.paths import GROUP_VARS, REPO
+from ansible_json import needs_playbook, run_playbook
+
+from sglang_deploy.paths import GROUP_VARS
 
 FIXTURES = Path(__file__).parent / "fixtures"
-PLAYBOOK_BIN = shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) or shutil.which(
-    "ansible-playbook"
-)
-pytestmark = pytest.mark.skipif(PLAYBOOK_BIN is None, reason="ansible-playbook not installed")
+pytestmark = needs_playbook
 
 
 def play(tmp_path: Path, task_args: dict, extra_vars: dict | None = None) -> tuple[int, dict]:
@@ -34,22 +28,9 @@ def play(tmp_path: Path, task_args: dict, extra_vars: dict | None = None) -> tup
     ]
     path = tmp_path / "play.yml"
     path.write_text(yaml.safe_dump(playbook, sort_keys=False))
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
-        "ANSIBLE_LOCALHOST_WARNING": "false",
-        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
-    }
-    out = subprocess.run(
-        [PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", str(path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
+    out, doc = run_playbook(
+        ["-i", "localhost,", "-c", "local", str(path)], tmp_path, {"ANSIBLE_INVENTORY_UNPARSED_WARNING": "false"}
     )
-    doc = json.loads(out.stdout[out.stdout.index("{") :])
     return out.returncode, doc["plays"][0]["tasks"][0]["hosts"]["localhost"]
 
 

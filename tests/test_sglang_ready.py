@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from emulator_proc import Emulator, run_module  # first: puts the repo's module_utils on the import path
+from emulator_proc import REPO, Emulator, run_module  # first: puts the repo's module_utils on the import path
 
 import sglang_ready
 from ansible.module_utils.sglang_deploy import readiness
@@ -180,3 +180,29 @@ def test_unusable_systemctl_is_reported_as_such(emulator, monkeypatch, capsys):
     monkeypatch.setattr(readiness, "run_systemctl_show", broken)
     failed, res = run_module(sglang_ready, {"url": emu.url, "unit": "sglang.service", "timeout": 30}, capsys)
     assert failed and "cannot read the state of unit sglang.service" in res["msg"] and "died" not in res["msg"]
+
+
+def test_each_default_has_one_source():
+    """The engine's defaults; the module's documentation, its signature and the server role say the same."""
+    import inspect
+
+    import yaml
+
+    import sglang_bench
+    import sglang_drain
+    from ansible.module_utils.sglang_deploy import server_http
+
+    documented = yaml.safe_load(sglang_ready.DOCUMENTATION)["options"]
+    signature = inspect.signature(readiness.wait_ready).parameters
+    for name, value in {
+        "timeout": readiness.DEFAULT_TIMEOUT_S,
+        "delay": readiness.DEFAULT_DELAY_S,
+        "sleep": readiness.DEFAULT_SLEEP_S,
+    }.items():
+        assert documented[name]["default"] == value == signature[name].default, name
+    role = REPO / "roles" / "sglang_server"
+    spec = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    role_default = yaml.safe_load((role / "defaults" / "main.yml").read_text())["sglang_server_ready_timeout"]
+    assert role_default == spec["sglang_server_ready_timeout"]["default"] == readiness.DEFAULT_TIMEOUT_S
+    for module in (sglang_ready, sglang_bench, sglang_drain):
+        assert yaml.safe_load(module.DOCUMENTATION)["options"]["url"]["default"] == server_http.LOCAL_URL

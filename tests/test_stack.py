@@ -1,15 +1,20 @@
-"""Stack bundle rules (src/sglang_deploy/stack.py) on the shipped bundles and on made-up wheelhouses."""
+"""Stack bundle rules (src/sglang_deploy/stack.py) on the shipped bundles and on made-up wheelhouses; the prune of old
+venvs (library/sglang_stack_prune.py) against real processes that hold a venv's files."""
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 (emulator_proc must come before the modules)
 
 import copy
 import hashlib
 import os
+import subprocess
+import sys
 import time
 
 import pytest
 import yaml
+from emulator_proc import run_module  # first: puts the repo's module_utils on the import path
 
+import sglang_stack_prune
 from sglang_deploy import stack
 from sglang_deploy.paths import STACKS
 
@@ -178,19 +183,125 @@ def test_version_matches_like_a_pip_pin(installed, pin, ok):
     assert stack.version_matches(installed, pin) is ok
 
 
-def test_prune_keeps_new_previous_and_newest_others(tmp_path):
-    for age, name in enumerate(["new", "previous", "old1", "old2", "old3"]):
-        (tmp_path / name).mkdir()
-        os.utime(tmp_path / name, (time.time() - age * 100, time.time() - age * 100))
-    (tmp_path / "stray-file").write_text("")
-    assert stack.prune_list(str(tmp_path), ["new", "previous"], keep=2) == sorted(
-        str(tmp_path / n) for n in ["old1", "old2", "old3"]
+def venvs(root, *names):
+    """Venv folders under root/venvs, oldest first (mtimes 100 s apart), each with one file."""
+    folder = root / "venvs"
+    for age, name in enumerate(reversed(names)):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "pyvenv.cfg").write_text("home = /usr/bin\n")
+        os.utime(folder / name, (time.time() - age * 100, time.time() - age * 100))
+    return folder
+
+
+def test_prune_keeps_serving_rollback_newest_others_and_held_venvs(tmp_path):
+    folder = venvs(tmp_path, "old3", "old2", "old1", "previous", "lastgood", "new", ".old0.removing")
+    (folder / "stray-file").write_text("")
+    plan = stack.prune_plan(str(folder), "new", ["lastgood", "previous"], 2, {})
+    assert plan["kept"] == {"new": "serving", "lastgood": "rollback"}
+    assert plan["remove"] == sorted(str(folder / n) for n in [".old0.removing", "old1", "old2", "old3", "previous"])
+    # keep 4: the two newest others; a hidden leftover never counts
+    plan = stack.prune_plan(str(folder), "new", ["lastgood"], 4, {})
+    assert list(plan["kept"]) == ["new", "lastgood", "previous", "old1"]
+    # the last good venv is gone or is the serving one: the previous link target is the rollback
+    assert stack.prune_plan(str(folder), "new", ["gone", "previous"], 2, {})["kept"] == {
+        "new": "serving",
+        "previous": "rollback",
+    }
+    assert list(stack.prune_plan(str(folder), "lastgood", ["lastgood", "previous"], 2, {})["kept"]) == [
+        "lastgood",
+        "previous",
+    ]
+    # not built yet (check mode): the serving venv still takes its place
+    assert list(stack.prune_plan(str(folder), "newer", ["new"], 2, {})["kept"]) == ["new"]
+    # a venv a process holds is kept whatever keep says, hidden or not
+    held = {"old3": "pid 7 (python)", ".old0.removing": "pid 8 (sh)"}
+    plan = stack.prune_plan(str(folder), "new", ["lastgood"], 2, held)
+    assert plan["kept"]["old3"] == "in use by pid 7 (python)" and ".old0.removing" in plan["kept"]
+    assert plan["remove"] == sorted(str(folder / n) for n in ["old1", "old2", "previous"])
+    assert stack.prune_plan(str(tmp_path / "absent"), "new", [], 2, {}) == {"kept": {}, "remove": []}
+
+
+@pytest.fixture
+def holders(tmp_path):
+    """Real processes that hold a venv file: one maps it (as a server maps torch's libraries), one keeps it open."""
+    folder = venvs(tmp_path, "mapped", "opened", "idle")
+    (folder / "mapped" / "libtorch.so").write_bytes(b"\0" * 4096)
+    hold = "import mmap, sys, time; f = open(sys.argv[1], 'rb'); {} print('ok', flush=True); time.sleep(60)"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", hold.format(code), str(folder / name / file)], stdout=subprocess.PIPE, text=True
+        )
+        for name, file, code in [
+            ("mapped", "libtorch.so", "m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); f.close();"),
+            ("opened", "pyvenv.cfg", ""),
+        ]
+    ]
+    for proc in procs:
+        assert proc.stdout.readline() == "ok\n"
+    yield folder, procs
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def test_venvs_in_use_reads_every_process_maps_and_open_files(holders):
+    folder, procs = holders
+    held = stack.venvs_in_use(str(folder))
+    assert set(held) == {"mapped", "opened"}
+    assert held["mapped"].startswith(f"pid {procs[0].pid} (") and held["opened"].startswith(f"pid {procs[1].pid} (")
+
+
+def test_prune_module_lists_in_check_mode_then_removes_and_keeps_held_venvs(holders, tmp_path, capsys):
+    folder, procs = holders
+    root = folder.parent
+    venvs(root, "previous", "serving")
+    house = tmp_path / "wheelhouse"
+    (house / "sglang-abc").mkdir(parents=True)
+    names = ["a-1-py3-none-any.whl", "sglang-abc/sglang-1-py3-none-any.whl", "old-1-py3-none-any.whl"]
+    for name in names:
+        (house / name).write_bytes(b"w")
+    lock = {"packages": [{"file": name, "sha256": "0" * 64} for name in names[:1]]}
+    (folder / "serving" / "requirements.lock.txt").write_text(stack.requirements_text(lock, str(house)))
+    (folder / "previous" / "requirements.lock.txt").write_text(
+        stack.requirements_text({"packages": [{"file": names[1], "sha256": "1" * 64}]}, str(house))
     )
-    assert stack.prune_list(str(tmp_path), ["new", "previous"], keep=3) == sorted(
-        str(tmp_path / n) for n in ["old2", "old3"]
-    )
-    # no previous venv named: the newest other one (previous) is kept in its place
-    assert stack.prune_list(str(tmp_path), ["new", ""], keep=2) == sorted(
-        str(tmp_path / n) for n in ["old1", "old2", "old3"]
-    )
-    assert stack.prune_list(str(tmp_path / "absent"), ["new"], keep=2) == []
+    args = {"root": str(root), "serving": str(folder / "serving"), "rollback": ["", "venvs/previous"]}
+    args["wheelhouse"] = str(house)
+    failed, res = run_module(sglang_stack_prune, args | {"_ansible_check_mode": True, "_ansible_diff": True}, capsys)
+    assert not failed and res["changed"]
+    assert [os.path.basename(item["path"]) for item in res["removed"]] == ["idle"]
+    assert res["wheels_removed"] == [str(house / names[2])]
+    assert res["kept"]["serving"] == "serving" and res["kept"]["previous"] == "rollback"
+    assert res["kept"]["mapped"].startswith(f"in use by pid {procs[0].pid} ")
+    assert "idle\n" in res["diff"]["before"] and "idle" not in res["diff"]["after"]
+    assert (folder / "idle").is_dir() and (house / names[2]).is_file()
+
+    failed, res = run_module(sglang_stack_prune, args, capsys)
+    assert not failed and res["changed"] and res["bytes_freed"] == len("home = /usr/bin\n") + 1
+    assert sorted(os.listdir(folder)) == ["mapped", "opened", "previous", "serving"]
+    assert sorted(p.name for p in house.rglob("*.whl")) == ["a-1-py3-none-any.whl", "sglang-1-py3-none-any.whl"]
+    failed, res = run_module(sglang_stack_prune, args, capsys)
+    assert not failed and not res["changed"]
+    # the server stopped: its venv goes; keep below 1 is refused
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+    failed, res = run_module(sglang_stack_prune, args, capsys)
+    assert sorted(os.listdir(folder)) == ["previous", "serving"]
+    failed, res = run_module(sglang_stack_prune, args | {"keep": 0}, capsys)
+    assert failed and "set sglang_stack_keep >= 1" in res["msg"]
+
+
+def test_requirements_name_the_wheels_a_venv_was_installed_from(tmp_path):
+    lock = {
+        "packages": [
+            {"file": "a-1-py3-none-any.whl", "sha256": "0" * 64},
+            {"file": "s-c/s-1-py3-none-any.whl", "sha256": "1" * 64},
+        ]
+    }
+    req = tmp_path / "requirements.lock.txt"
+    req.write_text(stack.requirements_text(lock, "/var/cache/w"))
+    assert stack.requirements_wheels([str(req), str(tmp_path / "none.txt")], "/var/cache/w") == {
+        "a-1-py3-none-any.whl",
+        "s-c/s-1-py3-none-any.whl",
+    }

@@ -188,3 +188,79 @@ def test_check_lock_refuses_a_consistent_lock_with_a_bad_entry():
     assert stack.check_lock(bundle, lock) == [
         "lock b.lock.yml: file '../victim' is not a wheel's file name (lock the bundle again)"
     ]
+
+
+def test_prune_lists_then_deletes_the_wheels_no_lock_names(tmp_path, capsys):
+    stacks, other, house = tmp_path / "stacks", tmp_path / "mine", tmp_path / "house"
+    named = ["a-1-py3-none-any.whl", "sglang-abc/sglang-1-py3-none-any.whl", "uv-1-py3-none-any.whl"]
+    for folder, lock in [
+        (stacks, {"packages": [{"file": named[0]}, {"file": named[1]}], "installer": [{"file": named[2]}]}),
+        (other, {"packages": [{"file": "b-1-py3-none-any.whl"}, {"file": "gone-1-py3-none-any.whl"}]}),
+    ]:
+        folder.mkdir()
+        (folder / "x.lock.yml").write_text(yaml.safe_dump(lock))
+    stale = ["old-1-py3-none-any.whl", ".x1y2.part", "sglang-def/sglang-0-py3-none-any.whl"]
+    for name in named + stale + ["b-1-py3-none-any.whl", "notes.txt"]:
+        (house / name).parent.mkdir(parents=True, exist_ok=True)
+        (house / name).write_bytes(b"12")
+    args = ["stack", "prune", "--wheelhouse", str(house), "--stacks-dir", str(stacks)]
+    assert main(args + ["--stacks-dir", str(other)]) == 0
+    out = capsys.readouterr().out
+    assert "2 locks in " in out and "name 4 wheels" in out and "1 named wheels are not there" in out
+    assert all(f"  {name}  " in out for name in stale) and "nothing deleted: run again with --delete" in out
+    assert all((house / name).exists() for name in stale)
+    # without the second folder its lock's wheel is no longer named; with --delete they go, and the empty folder
+    assert main(args + ["--delete"]) == 0
+    assert "deleted these 4 wheels" in capsys.readouterr().out
+    left = sorted(str(p.relative_to(house)) for p in house.rglob("*") if p.is_file())
+    assert left == sorted(named + ["notes.txt"]) and not (house / "sglang-def").exists()
+    assert main(args) == 0 and "nothing to prune" in capsys.readouterr().out
+
+
+def test_prune_stops_at_a_lock_it_cannot_read_before_deleting(tmp_path, capsys):
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "bad.lock.yml").write_text("packages: [unclosed\n")
+    (tmp_path / "house").mkdir()
+    (tmp_path / "house" / "a-1-py3-none-any.whl").write_bytes(b"a")
+    argv = [
+        "stack",
+        "prune",
+        "--delete",
+        "--wheelhouse",
+        str(tmp_path / "house"),
+        "--stacks-dir",
+        str(tmp_path / "stacks"),
+    ]
+    assert main(argv) == 2
+    assert "bad.lock.yml: not a readable lock" in capsys.readouterr().err
+    assert (tmp_path / "house" / "a-1-py3-none-any.whl").exists()
+
+
+def test_prune_deletes_no_wheel_when_it_finds_no_lock(tmp_path, capsys):
+    """A mistyped --stacks-dir (or a wheel install without the project's stacks/) names no wheel: --delete emptied the
+    wheelhouse, SGLang wheels built from git included, which nothing can fetch again."""
+    (tmp_path / "typo").mkdir()
+    house = tmp_path / "house"
+    (house / "sglang-abc").mkdir(parents=True)
+    (house / "sglang-abc" / "sglang-1-py3-none-any.whl").write_bytes(b"built from git")
+    argv = ["stack", "prune", "--delete", "--wheelhouse", str(house), "--stacks-dir", str(tmp_path / "typo")]
+    assert main(argv) == 2
+    assert "no lock (*.lock.yml) in " in capsys.readouterr().err
+    assert (house / "sglang-abc" / "sglang-1-py3-none-any.whl").exists()
+
+
+def test_prune_in_a_folder_that_is_not_a_wheelhouse_touches_only_wheels_and_its_own_downloads(tmp_path, capsys):
+    """--wheelhouse ~ by mistake: only *.whl and the .NAME.part files `stack fetch` leaves are candidates, and only the
+    sglang-<commit>/ folders the prune emptied are removed (it removed every empty folder: ~/Desktop, ~/Music)."""
+    stacks, home = tmp_path / "stacks", tmp_path / "home"
+    stacks.mkdir()
+    (stacks / "x.lock.yml").write_text(yaml.safe_dump({"packages": [{"file": "a-1-py3-none-any.whl"}]}))
+    for folder in ("Desktop", "Music", "sglang-old"):
+        (home / folder).mkdir(parents=True)
+    (home / "sglang-old" / "sglang-0-py3-none-any.whl").write_bytes(b"w")
+    (home / "film.mkv.part").write_bytes(b"a browser's download")
+    (home / ".a1b2.part").write_bytes(b"stack fetch's")
+    assert main(["stack", "prune", "--delete", "--wheelhouse", str(home), "--stacks-dir", str(stacks)]) == 0
+    capsys.readouterr()
+    assert (home / "Desktop").is_dir() and (home / "Music").is_dir() and (home / "film.mkv.part").exists()
+    assert not (home / "sglang-old").exists() and not (home / ".a1b2.part").exists()

@@ -12,17 +12,15 @@ import yaml
 
 from sglang_deploy import api
 from sglang_deploy import profiles as prof
-from sglang_deploy import tune, tune_report
+from sglang_deploy import rules, tune, tune_report
 from sglang_deploy.paths import REPO
 
-# The lab's stand-in hardware and checkpoint (roles/lab vars, the lab's config.json).
+# The rule facts of the lab's stand-in hardware and checkpoint, from the lab role's vars.
+LAB_VARS = yaml.safe_load((REPO / "roles" / "lab" / "vars" / "main.yml").read_text())
 LAB_FACTS = {
-    "gpu_arch": "sm_120",
-    "gpu_count": 8,
-    "nvlink": False,
+    **rules.gpu_facts(LAB_VARS["__lab_host_fact"]["emulated_gpu"]),
+    **rules.model_facts(LAB_VARS["__lab_model_config"]),
     "model_path_exists": True,
-    "model_architecture": "Qwen3_5MoeForConditionalGeneration",
-    "model_quantization": "modelopt_fp4",
 }
 
 SEARCH = {
@@ -417,3 +415,14 @@ def test_load_search_keeps_the_profiles_limits(tmp_path):
     )
     with pytest.raises(tune.SearchError, match="aliases expand"):
         tune.load_search(path)
+
+
+def test_promote_reads_the_target_with_the_profiles_limits(tmp_path):
+    """--into /dev/zero read without end; a huge target filled memory."""
+    with pytest.raises(tune.SearchError, match="not a regular file"):
+        tune.promote("/dev/zero", "fastest", {"description": "x"})
+    big = tmp_path / "big.yml"
+    with open(big, "wb") as f:
+        f.truncate(prof.MAX_YAML_BYTES + 1)
+    with pytest.raises(tune.SearchError, match="bytes, more than"):
+        tune.promote(big, "fastest", {"description": "x"})

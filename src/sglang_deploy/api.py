@@ -34,6 +34,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
+from sglang_deploy import fleet
+from sglang_deploy import profiles as prof
 from sglang_deploy import tune as tuning
 from sglang_deploy.paths import REPO, require_project
 from sglang_deploy.readiness import parse_systemctl_show
@@ -121,8 +123,20 @@ class RunResult:
         return self.data.get("sglang_benchmark_file") or {}
 
     @property
+    def router_benchmarks(self) -> dict:
+        """router host -> benchmark result through its endpoint (set_stats `sglang_fleet_benchmark`): the fleet's
+        aggregate, after a roll with sglang_fleet_benchmark."""
+        return self.data.get("sglang_fleet_benchmark") or {}
+
+    @property
+    def router_result_files(self) -> dict:
+        """router host -> controller path of its benchmark result JSON (set_stats `sglang_fleet_benchmark_file`)."""
+        return self.data.get("sglang_fleet_benchmark_file") or {}
+
+    @property
     def emulated(self) -> bool:
-        return any(r.get("server_emulated") for r in self.benchmarks.values())
+        results = list(self.benchmarks.values()) + list(self.router_benchmarks.values())
+        return any(r.get("server_emulated") for r in results)
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -148,15 +162,22 @@ class HostStatus:
     def serving(self) -> bool:
         return self.active_state == "active" and self.profile is not None
 
+    @property
+    def stack(self) -> str | None:
+        """The stack bundle and its id (bundle-id); None without a stack manifest (the lab)."""
+        m = self.manifest or {}
+        return f"{m.get('bundle', '?')}-{m.get('bundle_id', '?')}" if m else None
+
 
 @dataclass
 class StatusResult:
     """status(): host -> HostStatus, the run that read it (failures of unreachable hosts), and per router host
-    (inventory group sglang_router) its URL, its workers (id -> url, status, healthy) and an error."""
+    (inventory group sglang_router) the fleet behind it: fleet.fleet_view() (the router's unit, readiness and
+    workers, what each replica serves, the mismatches)."""
 
     hosts: dict
     run: RunResult
-    routers: dict = field(default_factory=dict)
+    fleet: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -165,8 +186,8 @@ class StatusResult:
     def to_dict(self) -> dict:
         return {
             "ok": self.ok,
-            "hosts": {h: {**asdict(s), "serving": s.serving} for h, s in self.hosts.items()},
-            "routers": self.routers,
+            "hosts": {h: {**asdict(s), "serving": s.serving, "stack": s.stack} for h, s in self.hosts.items()},
+            "fleet": self.fleet,
             "failures": [asdict(f) for f in self.run.failures],
             "error": self.run.error,
             "artifacts": self.run.artifacts,
@@ -264,6 +285,15 @@ def parse_status(data: dict) -> dict:
             emulated=bool((local.get("sglang_host") or {}).get("emulated")),
         )
     return out
+
+
+def parse_fleet(data: dict, hosts: dict) -> dict:
+    """router host -> fleet.fleet_view() from the set_stats data of playbooks/status.yml and parse_status()'s hosts."""
+    facts = {h: {"profile": s.profile, "serving": s.serving, "stack": s.stack} for h, s in hosts.items()}
+    return {
+        router: fleet.fleet_view(router, {**raw, "unit": parse_systemctl_show(raw.get("unit") or "")}, facts)
+        for router, raw in sorted((data.get("sglang_router_status") or {}).items())
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -523,7 +553,8 @@ def deploy(
 def status(inventory=None, limit: str | None = None, on_event: EventHandler | None = None) -> StatusResult:
     """What each host serves, from playbooks/status.yml (read-only)."""
     run = run_playbook("playbooks/status.yml", inventory=inventory, limit=limit, on_event=on_event, kind="status")
-    return StatusResult(hosts=parse_status(run.data), run=run, routers=run.data.get("sglang_router_status") or {})
+    hosts = parse_status(run.data)
+    return StatusResult(hosts=hosts, run=run, fleet=parse_fleet(run.data, hosts))
 
 
 def rollback(
@@ -563,7 +594,9 @@ def compare(
     restore: str | None = None,
     on_event: EventHandler | None = None,
 ):
-    """Deploy and benchmark each profile in turn on the same hosts, then restore what served before.
+    """Deploy and benchmark each profile in turn on the same hosts, then restore what served before. Behind an smg
+    router (inventory group sglang_router) each profile is rolled across the replicas, benchmarked per host and then
+    through the router (sglang_fleet_benchmark).
 
     The restored profile is `restore`, or per host the profile status() found serving (else its last good one);
     the restore deploys without a benchmark. Returns a report.Comparison; a profile that failed to deploy is
@@ -580,9 +613,11 @@ def compare(
         found = status(inventory=inventory, limit=limit, on_event=on_event)
         before = {h: (s.profile if s.serving else s.last_good_profile) for h, s in found.hosts.items()}
     runs = {}
+    # On a fleet each profile is also benchmarked through the router (playbooks/deploy.yml), unless -e says otherwise.
+    measured = {"sglang_fleet_benchmark": True, **(extravars or {})}
     for i, name in enumerate(profiles, 1):
         phase(f"profile {i}/{len(profiles)}: {name}")
-        runs[name] = deploy(name, inventory=inventory, limit=limit, extravars=extravars, on_event=on_event)
+        runs[name] = deploy(name, inventory=inventory, limit=limit, extravars=measured, on_event=on_event)
         if runs[name].status == "canceled":  # Ctrl-C: stop here, restore nothing
             return report.build_comparison(profiles, runs, settings=_bench_settings(extravars))
     restores = []
@@ -622,16 +657,14 @@ def _safe(name: str) -> str:
 def parse_extravars(items: list) -> dict:
     """-e items in order, later ones winning: key=value (value read as YAML: numbers, booleans, [lists]; kept
     a string for a secret key), @file.yml (a mapping), or an inline YAML/JSON mapping. ValueError if bad."""
-    import yaml
-
     out: dict = {}
     for item in items or []:
         if item.startswith("@"):
             path = Path(item[1:]).expanduser()
             try:
-                text = path.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise ValueError(f"-e {item}: cannot read {path}: {exc.strerror}") from exc
+                text = prof.read_text(path)
+            except prof.ProfileError as exc:
+                raise ValueError(f"-e {item}: {exc}") from exc
             if text.startswith("$ANSIBLE_VAULT"):
                 raise ValueError(
                     f"-e {item}: vault-encrypted files are not read here; keep vaulted secrets in "
@@ -648,20 +681,20 @@ def parse_extravars(items: list) -> dict:
                 doc = {key: value}
             else:
                 try:
-                    doc = {key: yaml.safe_load(value) if value else value}
-                except yaml.YAMLError:
-                    doc = {key: value}
+                    doc = {key: prof.parse_yaml(value, f"-e {key}") if value else value}
+                except prof.ProfileError as exc:
+                    if exc.problems[0][0] == "yaml-duplicate-key":
+                        raise ValueError(str(exc)) from exc
+                    doc = {key: value}  # not YAML: the text itself
         out.update(doc)
     return out
 
 
 def _yaml_mapping(text: str, what: str) -> dict:
-    import yaml
-
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{what}: not valid YAML: {exc}") from exc
+        doc = prof.parse_yaml(text, what)
+    except prof.ProfileError as exc:
+        raise ValueError(str(exc)) from exc
     if doc is None:
         return {}
     if not isinstance(doc, dict):

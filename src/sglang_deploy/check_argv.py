@@ -1,7 +1,9 @@
-"""Parse launch argv lists with the installed SGLang's own server argument parser.
+"""Parse launch argv lists with the installed SGLang's own server argument parser (or, with --smg first, the smg
+router's: smg/launch_router.py, parse_router_args).
 
-A host-side script: the sglang_stack and sglang_server roles run it with the stack venv's Python, and the tests
-with scratch venvs of older releases. argv[1] is JSON: one argv list, or a mapping name -> argv list.
+A host-side script: the sglang_stack and sglang_server roles run it with the stack venv's Python, the sglang_router
+role with the router's, and the tests with scratch venvs of older releases. Its last argument is JSON: one argv
+list, or a mapping name -> argv list.
 Only the argparse layer: ServerArgs' post-init checks probe the GPU and the model, which the server does at start.
 Prints {"checked": N, "refused": {name: error}}; exit 0 when every launch parses, 2 when one does not (errors on
 stderr, argparse's wording: "unrecognized arguments: ...", "invalid choice: ...").
@@ -11,12 +13,24 @@ import argparse
 import json
 import sys
 
-from sglang.srt.server_args import ServerArgs
 
+def sglang_parser():
+    from sglang.srt.server_args import ServerArgs
 
-def check(argv):
     parser = argparse.ArgumentParser(prog="sglang serve", exit_on_error=False)
     ServerArgs.add_cli_args(parser)
+    return parser
+
+
+def smg_parser():
+    from smg.router_args import RouterArgs
+
+    parser = argparse.ArgumentParser(prog="smg launch", exit_on_error=False)
+    RouterArgs.add_cli_args(parser, use_router_prefix=False)
+    return parser
+
+
+def check(argv, parser):
     try:
         _, extra = parser.parse_known_args(argv)
     except (argparse.ArgumentError, SystemExit) as exc:  # SystemExit: a required flag is missing
@@ -25,12 +39,12 @@ def check(argv):
 
 
 def main():
-    launches = json.loads(sys.argv[1])
+    launches = json.loads(sys.argv[-1])
     if isinstance(launches, list):
         launches = {"launch": launches}
     refused = {}
     for name, argv in launches.items():
-        error = check(argv)
+        error = check(argv, smg_parser() if sys.argv[1] == "--smg" else sglang_parser())
         if error:
             refused[name] = error
     print(json.dumps({"checked": len(launches), "refused": refused}))

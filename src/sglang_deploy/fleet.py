@@ -1,8 +1,9 @@
 """A fleet of SGLang replicas behind the Shepherd Model Gateway (smg): the router's worker manifest, the
-states the router reports, a replica's running requests, and what each host serves after a rolling deploy.
+states the router reports, a replica's running requests, what each host serves after a rolling deploy, and the
+fleet as `sglang-deploy status` shows it (fleet_view: the router, its replicas and what does not match).
 
-Stdlib only: shipped to hosts as module_utils/sglang_fleet.py (a symlink to this file) for the
-`sglang_router_wait` and `sglang_drain` modules, and used on the controller by the filter plugin.
+Stdlib only: shipped to hosts as module_utils/sglang_deploy/fleet.py (a symlink to this file) for the
+`sglang_router_wait` and `sglang_drain` modules, and used on the controller by the filter plugin and the API.
 
 smg facts this relies on (smg 1.13.0, checked against its --help and a running gateway):
 - `--discovery-provider file --discovery-file F` re-reads F when it changes; F is
@@ -70,7 +71,8 @@ def router_argv(args: dict) -> list[str]:
 
 
 def worker_states(listing: dict) -> dict[str, dict]:
-    """GET /workers as {discovery id (else url): {"url", "status", "healthy"}}."""
+    """GET /workers as {discovery id (else url): {"url", "status", "healthy", "load", "model", "worker_id"}}:
+    load is the router's count of requests in flight to the worker, worker_id smg's own id (DELETE /workers/{id})."""
     states = {}
     for worker in listing.get("workers", []):
         key = (worker.get("labels") or {}).get(DISCOVERY_ID_LABEL) or worker.get("url")
@@ -78,6 +80,9 @@ def worker_states(listing: dict) -> dict[str, dict]:
             "url": worker.get("url"),
             "status": worker.get("status"),
             "healthy": bool(worker.get("is_healthy")),
+            "load": worker.get("load"),
+            "model": worker.get("model_id"),
+            "worker_id": worker.get("id"),
         }
     return states
 
@@ -199,3 +204,216 @@ def summary(hosts: list[str], previous: dict, deployed: dict, failed: dict, prof
         else:
             rows.append({"host": host, "serves": previous.get(host), "state": "untouched"})
     return rows
+
+
+def _odd_ones(values: dict) -> tuple[object, list]:
+    """(the value most hosts share, the hosts with another); (None, every host) when no single value leads."""
+    counts: dict = {}
+    for value in values.values():
+        counts[value] = counts.get(value, 0) + 1
+    if len(counts) < 2:
+        return next(iter(counts), None), []
+    ranked = sorted(counts.values(), reverse=True)
+    if ranked[0] == ranked[1]:
+        return None, sorted(values)
+    common = max(counts, key=counts.get)
+    return common, sorted(h for h, v in values.items() if v != common)
+
+
+def _differ(kind: str, what: str, values: dict) -> list[dict]:
+    """A mismatch per replica whose profile (or stack) is not the one the others share."""
+    common, odd = _odd_ones(values)
+    fix = "roll one profile across the fleet: sglang-deploy deploy PROFILE -i INVENTORY"
+    if common is None:
+        listing = ", ".join(f"{h}: {values[h]}" for h in odd)
+        return [
+            {"kind": kind, "subject": h, "message": f"the replicas serve different {what}s ({listing}): {fix}"}
+            for h in odd
+        ]
+    return [
+        {
+            "kind": kind,
+            "subject": h,
+            "message": f"{h} serves {what} {values[h]}, the other replicas {common}: {fix}",
+        }
+        for h in odd
+    ]
+
+
+def fleet_view(router_host: str, router: dict, hosts: dict) -> dict:
+    """The fleet behind one router as its user needs to see it, and every mismatch with the fix.
+
+    router: what playbooks/status.yml read on the router host: "deployed" (its record exists), "url", "version",
+    "service", "policy", "unit" ({"ActiveState", "SubState"}), "readiness" ({"status": HTTP status or None,
+    "body"}), "workers" (worker_states() of GET /workers, None when it could not be read), "error" (why not),
+    "members" ([{"id", "url"}]: the workers the inventory gives it). hosts: host -> {"profile", "serving",
+    "stack"} from each host's own status; a member missing there was not read.
+    Returns {"router", "replicas", "unknown_workers", "profiles" (profile -> serving replicas), "mismatches"
+    ([{"kind", "subject", "message"}]), "ok"}."""
+    mismatches: list[dict] = []
+
+    def mismatch(kind: str, subject: str, message: str) -> None:
+        mismatches.append({"kind": kind, "subject": subject, "message": message})
+
+    unit = router.get("unit") or {}
+    readiness = router.get("readiness") or {}
+    body = readiness.get("body") if isinstance(readiness.get("body"), dict) else {}
+    status = readiness.get("status")
+    ready = status == 200 if isinstance(status, int) and status > 0 else None  # None: it did not answer
+    service = router.get("service") or "smg"
+    if not router.get("deployed"):
+        mismatch(
+            "router_missing",
+            router_host,
+            f"no smg router is deployed on {router_host}: run ansible-playbook playbooks/router.yml (site.yml does)",
+        )
+    else:
+        if unit and unit.get("ActiveState") != "active":
+            mismatch(
+                "router_unit",
+                router_host,
+                f"the router's unit {service} on {router_host} is {unit.get('ActiveState')}/{unit.get('SubState')}:"
+                f" read journalctl -u {service} there, then run ansible-playbook playbooks/router.yml",
+            )
+        if router.get("error"):
+            mismatch("router_unreachable", router_host, str(router["error"]))
+        if ready is False:
+            mismatch(
+                "router_not_ready",
+                router_host,
+                f"the router on {router_host} is not ready ({body.get('reason') or body.get('status') or 'HTTP 503'}):"
+                " its clients get errors until a replica is healthy",
+            )
+
+    listed = router.get("workers")
+    members = router.get("members") or []
+    by_url = {w.get("url"): key for key, w in (listed or {}).items()}
+    replicas, matched = [], set()
+    for member in members:
+        host, url = member["id"], member["url"]
+        key = host if listed and host in listed else by_url.get(url)
+        worker = (listed or {}).get(key) if key else None
+        facts = hosts.get(host)
+        replicas.append(
+            {
+                "host": host,
+                "url": url,
+                "profile": facts.get("profile") if facts else None,
+                "stack": facts.get("stack") if facts else None,
+                "serving": facts.get("serving") if facts else None,
+                "router_status": (worker or {}).get("status") or (None if listed is None else "not listed"),
+                "healthy": worker.get("healthy") if worker else None,
+                "load": worker.get("load") if worker else None,
+            }
+        )
+        if key:
+            matched.add(key)
+        if listed is not None and worker is None:
+            mismatch(
+                "not_in_router",
+                host,
+                f"{host} is a replica of the router on {router_host} in the inventory, but the router does not list"
+                " it (it gets no requests): run ansible-playbook playbooks/router.yml to rewrite its worker list"
+                " (a roll that was cut short leaves its batch out)",
+            )
+        elif worker and not (worker.get("status") == "ready" and worker.get("healthy")):
+            state = f"{worker.get('status')}{'' if worker.get('healthy') else ', unhealthy'}"
+            fix = (
+                "a roll is taking it out, or one was cut short: ansible-playbook playbooks/router.yml puts it back"
+                if worker.get("status") == "draining"
+                else f"check the replica (sglang-deploy status -l {host}; its server's journal)"
+            )
+            mismatch(
+                "not_routed",
+                host,
+                f"the router on {router_host} lists {host} as {state} and sends it no requests: {fix}",
+            )
+        if facts and not facts.get("serving"):
+            mismatch(
+                "not_serving",
+                host,
+                f"{host} serves nothing (its unit is not active): sglang-deploy rollback -l {host}, or read its"
+                " server's journal",
+            )
+
+    unknown = []
+    for key, worker in sorted((listed or {}).items()):
+        if key in matched:
+            continue
+        unknown.append({"id": key, **worker})
+        if key != worker.get("url"):
+            fix = "its worker list file still names it: run ansible-playbook playbooks/router.yml"
+        else:
+            fix = (
+                f"it was added through the router's API: remove it (DELETE /workers/{worker.get('worker_id')} with "
+                "the admin key) or add its host to the inventory group sglang_replicas and run playbooks/router.yml"
+            )
+        mismatch(
+            "unknown_worker",
+            key,
+            f"the router on {router_host} routes to {worker.get('url')}, which is not a replica in the inventory: {fix}",
+        )
+
+    serving = [r for r in replicas if r["serving"]]
+    profiles: dict = {}
+    for r in serving:
+        profiles.setdefault(r["profile"], []).append(r["host"])
+    mismatches += _differ("profile_differs", "profile", {r["host"]: r["profile"] for r in serving})
+    mismatches += _differ("stack_differs", "stack", {r["host"]: r["stack"] for r in serving if r["stack"] is not None})
+    return {
+        "router": {
+            "host": router_host,
+            "url": router.get("url"),
+            "version": router.get("version"),
+            "policy": router.get("policy"),
+            "unit": f"{unit.get('ActiveState')}/{unit.get('SubState')}" if unit else None,
+            "ready": ready,
+            "readiness": body or None,
+            "error": router.get("error"),
+        },
+        "replicas": replicas,
+        "unknown_workers": unknown,
+        "profiles": profiles,
+        "mismatches": mismatches,
+        "ok": not mismatches,
+    }
+
+
+def _serial_size(value, servers: int) -> int:
+    """One entry of Ansible's `serial` as a count (executor/playbook_executor.py, _get_serialized_batches, with
+    utils/helpers.py pct_to_int): a percentage of the servers rounded down, at least 1; 0 or less: all."""
+    text = str(value).strip()
+    if text.endswith("%"):
+        return int(float(text[:-1]) / 100.0 * servers) or 1
+    return int(text)
+
+
+def plan(hosts: list[str], group_of: dict[str, list[str]], serial) -> dict:
+    """The batches of a rolling deploy in which a multi-node group is one server. ``hosts``: the hosts of the run in
+    order; ``group_of``: host -> the hosts of its multi-node group in rank order (absent for a server of its own);
+    ``serial``: a number, a percentage or a list of them, as Ansible's `serial`, counting servers. Returns
+    {"order": the hosts, each group together and rank 0 first, "batches": hosts per batch (a `serial` list)}.
+    A group that the run holds only in part is refused (its missing ranks would never join)."""
+    servers: list[list[str]] = []
+    placed: set[str] = set()
+    for host in hosts:
+        if host in placed:
+            continue
+        members = list(group_of.get(host) or [host])
+        missing = [h for h in members if h not in hosts]
+        if missing:
+            raise FleetError(
+                f"the run holds {', '.join(h for h in members if h in hosts)} but not {', '.join(missing)} of the same"
+                " multi-node group: a group restarts as one server; deploy all of its hosts (widen --limit) or none"
+            )
+        servers.append(members)
+        placed.update(members)
+    entries = list(serial) if isinstance(serial, (list, tuple)) else [serial]
+    entries = entries or [0]
+    batches, i, left = [], 0, list(servers)
+    while left:
+        size = _serial_size(entries[min(i, len(entries) - 1)], len(servers))
+        take, left = (left, []) if size <= 0 else (left[:size], left[size:])
+        batches.append(sum(len(s) for s in take))
+        i += 1
+    return {"order": [h for s in servers for h in s], "batches": batches}

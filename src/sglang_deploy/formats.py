@@ -24,6 +24,11 @@ _UNSAFE = re.compile("[\x00\r\n\ufeff\ufdd0-\ufdef\ufffe\uffff\ud800-\udfff]")
 _EXEC_PLAIN = re.compile(r"[A-Za-z0-9_@:,./+=-]+\Z")
 # systemd reads at most this many bytes per (continued) line and drops longer ones (LONG_LINE_MAX, src/basic/fileio.h).
 LINE_MAX = 1024 * 1024 - 1
+# Longest launch value (a flag's or an environment variable's), in UTF-8 bytes: Linux refuses to start a program
+# with an argument or environment string over 128 KiB (MAX_ARG_STRLEN), systemd drops unit lines over 1 MiB.
+MAX_VALUE_BYTES = 64 << 10
+# All argv words and environment values of a launch together (Linux's limit for both is 2 MiB with an 8 MiB stack).
+MAX_LAUNCH_BYTES = 512 << 10
 LAUNCHER = "launch.py"
 LAB_PYTHON = "/usr/bin/python3"
 
@@ -99,15 +104,24 @@ def env_file(env: Mapping[str, object]) -> str:
 
 def env_problems(env: Mapping[object, object]) -> list[str]:
     """Why ``env`` cannot be written as an environment file, naming variables but never their values."""
-    problems = []
+    problems, total = [], 0
     for key, value in env.items():
         try:
             check_env_name(key)
-            check_text(value, f"environment variable {key}")
+            size = len(check_text(value, f"environment variable {key}").encode())
         except FormatError as exc:
             problems.append(str(exc))
+            continue
+        total += size
+        if size > MAX_VALUE_BYTES:
+            problems.append(
+                f"environment variable {key} is {size} bytes, over the {MAX_VALUE_BYTES} a launch value may hold"
+                " (Linux starts no program with one over 128 KiB): shorten it"
+            )
         if key in API_KEYS and len(str(value)) < MIN_KEY_LENGTH:
             problems.append(f"{key} has {len(str(value))} characters: use at least {MIN_KEY_LENGTH}")
+    if total > MAX_LAUNCH_BYTES:
+        problems.append(f"the environment's values are {total} bytes together, over {MAX_LAUNCH_BYTES}: shorten them")
     return problems
 
 

@@ -9,6 +9,7 @@ Results go to SGLANG_DEPLOY_RESULTS, else <project>/results.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 HOME_ENV = "SGLANG_DEPLOY_HOME"
@@ -52,3 +53,19 @@ def require_project() -> Path:
             f"(its playbooks, roles and group_vars) or set {HOME_ENV}=/path/to/it"
         )
     return PROJECT
+
+
+def read_bounded(path: str | Path, max_bytes: int, what: str) -> bytes:
+    """The bytes of the regular file ``path`` (``what`` it should be, for the message), at most ``max_bytes``.
+    ValueError naming the fix for a device (/dev/zero reads without end), a FIFO (its open waits for a writer)
+    or a larger file; OSError as open() raises it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: a FIFO's open returns at once
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+            raise ValueError(f"{path} is {kind}, not a regular file: give the path of {what}")
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"{path} is over {max_bytes} bytes, more than {what} holds: check the path")
+    return data

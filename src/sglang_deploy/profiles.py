@@ -15,7 +15,9 @@ A profile (group_vars/all/profiles.yml)::
         SGLANG_ENABLE_SPEC_V2: null        # null removes an inherited variable
 
 Model and host flags come from the project-wide settings (``sglang_model_path``, ``sglang_served_model_name``,
-``sglang_tp``, ``sglang_host``, ``sglang_port``); a profile flag of the same name overrides them.
+``sglang_tp``, ``sglang_host``, ``sglang_port``); a profile flag of the same name overrides them. A node of a
+multi-node group (settings ``sglang_node``, see nodes.node) adds --nnodes, --node-rank, --dist-init-addr,
+--dist-timeout and the socket interface variables.
 ``sglang_api_key`` never enters argv: its value is returned in ``Launch.secret_env`` as SGLANG_API_KEY, which the
 server's 0600 EnvironmentFile holds and the launcher (launch.py) turns into ``--api-key`` inside the process.
 """
@@ -31,9 +33,10 @@ from typing import Any
 
 import yaml
 
-from . import flags, formats
+from . import flags, formats, nodes
+from .formats import MAX_LAUNCH_BYTES, MAX_VALUE_BYTES
 from .launch import MIN_KEY_LENGTH, SECRET_FLAGS
-from .paths import GROUP_VARS
+from .paths import GROUP_VARS, read_bounded
 from .secret_names import is_secret_name
 
 PROFILES_FILE = GROUP_VARS / "all" / "profiles.yml"
@@ -45,6 +48,8 @@ PROFILE_KEYS = {"description", "extends", "args", "env"}
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 # YAML nodes a profiles or settings file may expand to through aliases (a shipped file has a few hundred).
 MAX_YAML_NODES = 100_000
+# Size of a profiles, settings, search or stack file (the shipped ones are a few KB, a lock under 100 KB).
+MAX_YAML_BYTES = 4 << 20
 SECRETS_VAR = "sglang_server_secret_env"
 # Where a secret environment variable belongs instead of a profile (the sglang_server role's variables).
 SECRET_ENV_HOMES = {API_KEY_ENV: "sglang_api_key", "HF_TOKEN": "sglang_server_hf_token"}
@@ -108,7 +113,7 @@ class Launch:
     listen: dict[str, Any]
 
 
-def _bounded(doc: Any, path: Path) -> None:
+def _bounded(doc: Any, path: Path | str) -> None:
     """Refuse a document that aliases expand past MAX_YAML_NODES (a "billion laughs" file loads fast but every
     walk over it, rendering included, would run for minutes and fill memory)."""
     stack, seen = [doc], 0
@@ -124,23 +129,65 @@ def _bounded(doc: Any, path: Path) -> None:
             stack.extend(node)
 
 
+class _DuplicateKey(yaml.MarkedYAMLError):
+    """A key given twice in one mapping."""
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (it would keep the last one silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` then overrides: what merge keys are for
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                seen = first.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: the base class refuses it
+                continue
+            if seen is not key_node:
+                problem = f"key {key!r} given twice (first on line {seen.start_mark.line + 1})"
+                raise _DuplicateKey(problem=problem, problem_mark=key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    """YAML text read with the profiles' limits (no key twice in a mapping, bounded aliases, values Python can
+    hold); ProfileError naming ``where`` and the line otherwise. Rule id ``yaml-duplicate-key`` for a repeated key."""
+    try:
+        doc = yaml.load(text, Loader=_Loader)
+    except _DuplicateKey as exc:
+        message = f"{where}, line {exc.problem_mark.line + 1}: {exc.problem}: keep one"
+        raise ProfileError(message, [("yaml-duplicate-key", message)]) from exc
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise ProfileError(f"{where} is not valid YAML: {exc}") from exc
+    except ValueError as exc:  # a value YAML accepts but Python cannot hold, e.g. an integer of over 4300 digits
+        raise ProfileError(f"{where}: a value is out of range ({exc})") from exc
+    _bounded(doc, where)
+    return doc
+
+
 def read_yaml(path: Path) -> dict:
-    """A YAML file that must hold a mapping, read with the profiles' limits (UTF-8, bounded aliases)."""
+    """A YAML file that must hold a mapping, read with the profiles' limits (a regular file of bounded size,
+    UTF-8, parse_yaml's). Every YAML file the package reads from users goes through here."""
     return _read_var(path)
 
 
-def _read_var(path: Path, var: str | None = None) -> Any:
+def read_text(path: Path) -> str:
+    """A UTF-8 file of at most MAX_YAML_BYTES (a regular file); ProfileError naming the fix otherwise."""
     try:
-        doc = yaml.safe_load(Path(path).read_bytes().decode("utf-8")) or {}
+        return read_bounded(path, MAX_YAML_BYTES, "a YAML file").decode("utf-8")
     except OSError as exc:
         raise ProfileError(f"cannot read {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise ProfileError(f"{path} is not UTF-8 (byte {exc.start}): save it as UTF-8") from exc
-    except (yaml.YAMLError, RecursionError) as exc:
-        raise ProfileError(f"{path} is not valid YAML: {exc}") from exc
-    except ValueError as exc:  # a value YAML accepts but Python cannot hold, e.g. an integer of over 4300 digits
-        raise ProfileError(f"{path}: a value is out of range ({exc})") from exc
-    _bounded(doc, path)
+    except ValueError as exc:
+        raise ProfileError(str(exc)) from exc
+
+
+def _read_var(path: Path, var: str | None = None) -> Any:
+    doc = parse_yaml(read_text(path), str(path)) or {}
     if not isinstance(doc, dict):
         raise ProfileError(f"{path}: expected a mapping of variables")
     if var is None:
@@ -266,6 +313,14 @@ def _word(value: Any, where: str, problems: list[tuple[str, str]], flag: bool = 
                 f"{where}: the value holds {bad} (line break, NUL or a character systemd refuses): remove it",
             )
         )
+    elif len(text.encode()) > MAX_VALUE_BYTES:
+        problems.append(
+            (
+                "value-length",
+                f"{where}: the value is {len(text.encode())} bytes, over the {MAX_VALUE_BYTES} a launch value may"
+                " hold: shorten it (a long template or JSON belongs in a file whose path the flag takes)",
+            )
+        )
     elif flag and OPTION_LIKE.match(text):
         problems.append(
             (
@@ -360,9 +415,9 @@ def _listen(args: dict[str, Any], table: flags.FlagTable) -> dict[str, Any]:
     return {"host": host, "port": port, "open": is_open, "url": f"http://{connect}:{port}"}
 
 
-def check_api_key(key: Any) -> list[tuple[str, str]]:
-    """Problems with sglang_api_key (never its value): the launcher masks the key in the server's output, which a
-    short key would turn into masking ordinary text."""
+def check_api_key(key: Any, var: str = "sglang_api_key") -> list[tuple[str, str]]:
+    """Problems with the API key in variable ``var`` (never its value): the launcher refuses a short key and masks
+    the key in the server's output, which a short key would turn into masking ordinary text."""
     if key in (None, ""):
         return []
     text = str(key)
@@ -370,17 +425,12 @@ def check_api_key(key: Any) -> list[tuple[str, str]]:
         return [
             (
                 "api-key",
-                f"sglang_api_key has {len(text)} characters: use at least {MIN_KEY_LENGTH}"
+                f"{var} has {len(text)} characters: use at least {MIN_KEY_LENGTH}"
                 " (e.g. `openssl rand -hex 24`) and keep it in a vault",
             )
         ]
     if formats.unsafe_char(text) or any(c.isspace() for c in text):
-        return [
-            (
-                "api-key",
-                "sglang_api_key holds whitespace, a line break or NUL: use letters, digits and punctuation only",
-            )
-        ]
+        return [("api-key", f"{var} holds whitespace, a line break or NUL: use letters, digits and punctuation only")]
     return []
 
 
@@ -414,15 +464,28 @@ def render(
         value = settings.get(var)
         if value is not False and value not in (None, ""):
             merged[flag] = value
+    # A mapping once the playbook has resolved it (the settings file itself holds its Jinja expression).
+    place = settings.get("sglang_node")
+    node_args, node_env = nodes.launch_args(place if isinstance(place, dict) else {})
+    merged.update(node_args)
     merged.update(profile.args)
     for key in profile.env:
         if is_secret_name(key):
             home = SECRET_ENV_HOMES.get(key, SECRETS_VAR)
             message = f"env {key} looks like a secret (profiles reach results and logs): remove it and set {home}"
             problems.append(("secret-in-profile", message + " (vault it), written only to the 0600 environment file"))
-    translated = flags.translate(merged, profile.env, version)
+    translated = flags.translate(merged, {**node_env, **profile.env}, version)
     env = {key: _word(value, f"env {key}", problems, flag=False) for key, value in translated.env.items()}
     argv = _argv(translated.args, table, problems)
+    size = sum(len(word.encode()) for word in [*argv, *env.values()]) if not problems else 0
+    if size > MAX_LAUNCH_BYTES:
+        problems.append(
+            (
+                "value-length",
+                f"the launch's flags and environment values are {size} bytes together, over {MAX_LAUNCH_BYTES}:"
+                " shorten them",
+            )
+        )
     api_key = settings.get("sglang_api_key")
     problems += check_api_key(api_key)
     if problems:

@@ -32,6 +32,10 @@ UNIT_PROPERTIES = (
 )
 JOURNAL_LINES = 60
 PROBE_TIMEOUT_S = 5.0
+# wait_ready()'s and the sglang_ready module's defaults (a 397B model load takes tens of minutes).
+DEFAULT_TIMEOUT_S = 1800
+DEFAULT_DELAY_S = 0
+DEFAULT_SLEEP_S = 1
 
 SANITY_PROMPTS = (
     "What is the capital of France? Answer with one word.",
@@ -222,9 +226,9 @@ def probe(url: str, api_key: str | None = None, timeout: float = PROBE_TIMEOUT_S
 def wait_ready(
     url: str,
     *,
-    timeout: float = 1800.0,
-    delay: float = 0.0,
-    sleep: float = 1.0,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    delay: float = DEFAULT_DELAY_S,
+    sleep: float = DEFAULT_SLEEP_S,
     api_key: str | None = None,
     unit: str | None = None,
 ) -> dict:

@@ -1,7 +1,8 @@
 """Profile comparison: figures per concurrency level, the text table, the Markdown report and the plot.
 
 Pure functions over benchmark result dicts (bench.run_benchmark's), so they are tested on synthetic results;
-api.compare() feeds them the results its deploys published.
+api.compare() feeds them the results its deploys published: per host, and on a fleet also through the router
+(rows with via "router": the aggregate the router's clients see).
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ COLUMNS = (
 class Comparison:
     """Profiles benchmarked in turn on the same hosts with the same settings.
 
-    rows: one dict per (host, concurrency, profile) with output_tok_s (aggregate), decode_tok_s (per request,
-    mean), ttft_p50_ms, accept_length and the ratios of output and decode speed to the first profile's.
+    rows: one dict per (host, via, concurrency, profile) with output_tok_s (aggregate), decode_tok_s (per request,
+    mean), ttft_p50_ms, accept_length and the ratios of output and decode speed to the first profile's. via is
+    "host" (the host's own server, benchmarked on the host) or "router" (through the smg router on that host: the
+    fleet's aggregate); routers: router host -> the replicas behind it; router_workload: the workload through them.
     """
 
     profiles: list
@@ -41,6 +44,8 @@ class Comparison:
     settings: dict = field(default_factory=dict)
     workload: dict = field(default_factory=dict)
     emulated: bool = False
+    routers: dict = field(default_factory=dict)
+    router_workload: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -48,7 +53,20 @@ class Comparison:
 
     @property
     def hosts(self) -> list:
-        return sorted({r["host"] for r in self.rows})
+        """The hosts benchmarked on their own."""
+        return sorted({r["host"] for r in self.rows if r["via"] == "host"})
+
+    @property
+    def targets(self) -> list:
+        """(host, via) of every table: the hosts, then the routers."""
+        return [(h, "host") for h in self.hosts] + [(h, "router") for h in sorted(self.routers)]
+
+    def label(self, host: str, via: str) -> str:
+        """The title of a table: each host alone, or through a router (what its clients see)."""
+        if via == "router":
+            replicas = self.routers.get(host) or []
+            return f"through router {host} (the aggregate its clients see: {len(replicas)} replicas)"
+        return f"host {host} (on its own, out of the router)" if self.routers else f"host {host}"
 
     def failures(self) -> dict:
         """profile -> [Failure] for the deploys that failed; 'restore <profile>' for failed restores."""
@@ -65,6 +83,8 @@ class Comparison:
             "emulated": self.emulated,
             "settings": self.settings,
             "workload": self.workload,
+            "routers": self.routers,
+            "router_workload": self.router_workload,
             "rows": self.rows,
             "runs": {name: r.to_dict() for name, r in self.runs.items()},
             "restores": [r.to_dict() for r in self.restores],
@@ -75,7 +95,7 @@ def _ratio(value, base):
     return value / base if value is not None and base else None
 
 
-def comparison_rows(profiles: list, results: dict) -> list:
+def comparison_rows(profiles: list, results: dict, via: str = "host") -> list:
     """results: profile -> {host: benchmark result}. One row per host, level and profile (profile order)."""
     rows = []
     hosts = sorted({h for per_host in results.values() for h in per_host})
@@ -92,6 +112,7 @@ def comparison_rows(profiles: list, results: dict) -> list:
                 spec = (level or {}).get("spec_accept_length")
                 row = {
                     "host": host,
+                    "via": via,
                     "concurrency": c,
                     "profile": name,
                     "output_tok_s": level.get("output_throughput_tok_s") if level else None,
@@ -110,23 +131,37 @@ def comparison_rows(profiles: list, results: dict) -> list:
     return rows
 
 
-def build_comparison(profiles: list, runs: dict, restores: list = (), settings: dict | None = None) -> Comparison:
-    """A Comparison from each profile's deploy result (api.RunResult, its `benchmarks`)."""
-    results = {name: run.benchmarks for name, run in runs.items()}
+def _workload(results: dict) -> dict:
+    """input and output length and requests per level of the first result, and whether every result had them."""
     workloads = [r.get("workload", {}) for per_host in results.values() for r in per_host.values()]
     first = workloads[0] if workloads else {}
     workload = {k: first.get(k) for k in ("input_len", "output_len", "requests_per_level")}
     workload["same_for_all"] = all(
         {k: w.get(k) for k in workload if k != "same_for_all"} == workload for w in workloads
     )
+    return workload
+
+
+def build_comparison(profiles: list, runs: dict, restores: list = (), settings: dict | None = None) -> Comparison:
+    """A Comparison from each profile's deploy result (api.RunResult: its `benchmarks`, and its
+    `router_benchmarks` on a fleet)."""
+    results = {name: run.benchmarks for name, run in runs.items()}
+    through = {name: run.router_benchmarks for name, run in runs.items()}
+    routers: dict = {}
+    for per_router in through.values():
+        for host, res in per_router.items():
+            routers.setdefault(host, sorted((res.get("context") or {}).get("replicas") or {}))
+    everything = [r for per in (*results.values(), *through.values()) for r in per.values()]
     return Comparison(
         profiles=list(profiles),
-        rows=comparison_rows(profiles, results),
+        rows=comparison_rows(profiles, results) + comparison_rows(profiles, through, via="router"),
         runs=dict(runs),
         restores=list(restores),
         settings=dict(settings or {}),
-        workload=workload,
-        emulated=any(r.get("server_emulated") for per_host in results.values() for r in per_host.values()),
+        workload=_workload(results),
+        emulated=any(r.get("server_emulated") for r in everything),
+        routers=routers,
+        router_workload=_workload(through) if routers else {},
     )
 
 
@@ -146,11 +181,14 @@ def format_table(comp: Comparison) -> str:
         f"in={w.get('input_len')} out={w.get('output_len')} tokens; out tok/s = aggregate output, "
         f"dec tok/s = per-request decode (mean); x first = ratio to {comp.profiles[0]}"
     )
+    if comp.routers:
+        rw = comp.router_workload
+        lines.append(f"through the router: in={rw.get('input_len')} out={rw.get('output_len')} tokens")
     header = ["conc", "profile"] + [title for _, title, _ in COLUMNS]
-    for host in comp.hosts:
-        lines.append(f"host {host}")
+    for host, via in comp.targets:
+        lines.append(comp.label(host, via))
         table = [header]
-        for row in (r for r in comp.rows if r["host"] == host):
+        for row in (r for r in comp.rows if (r["host"], r["via"]) == (host, via)):
             table.append([str(row["concurrency"]), row["profile"]] + _cells(row))
         widths = [max(len(r[i]) for r in table) for i in range(len(header))]
         for r in table:
@@ -174,6 +212,12 @@ def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
     out += [
         f"- Date: {datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- Hosts: {', '.join(comp.hosts) or '(none benchmarked)'}",
+        *(
+            f"- Through router `{host}` (the aggregate its clients see): replicas {', '.join(replicas) or '?'}; "
+            f"input {comp.router_workload.get('input_len')}, output {comp.router_workload.get('output_len')} tokens, "
+            f"requests per level {json.dumps(comp.router_workload.get('requests_per_level'))}"
+            for host, replicas in sorted(comp.routers.items())
+        ),
         f"- Workload: input {w.get('input_len')} tokens, output {w.get('output_len')} tokens (forced), "
         f"requests per level {json.dumps(w.get('requests_per_level'))}"
         + ("" if w.get("same_for_all", True) else " (**differs between profiles**)"),
@@ -184,14 +228,14 @@ def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
     if plot_name:
         out += [f"![output and decode tok/s against concurrency]({plot_name})", ""]
     header = ["concurrency", "profile"] + [title for _, title, _ in COLUMNS]
-    for host in comp.hosts:
+    for host, via in comp.targets:
         out += [
-            f"## {host}",
+            f"## {comp.label(host, via)}",
             "",
             "| " + " | ".join(header) + " |",
             "|" + "|".join("---:" if i != 1 else "---" for i in range(len(header))) + "|",
         ]
-        for row in (r for r in comp.rows if r["host"] == host):
+        for row in (r for r in comp.rows if (r["host"], r["via"]) == (host, via)):
             cells = _cells(row)
             if row["profile"] == comp.profiles[0]:
                 cells = [f"**{c}**" if c != "-" else c for c in cells]
@@ -224,7 +268,7 @@ def plot(comp: Comparison, path) -> Path:
     from matplotlib.ticker import FixedLocator, NullLocator
 
     path = Path(path)
-    hosts = comp.hosts
+    targets = comp.targets
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
     panels = (
         ("output_tok_s", "Aggregate output throughput", "output tok/s (all requests)"),
@@ -233,20 +277,21 @@ def plot(comp: Comparison, path) -> Path:
     levels = sorted({r["concurrency"] for r in comp.rows})
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     markers = "os^Dvp*h"
-    styles = ["-", "--", ":", "-."]  # per host
+    styles = ["-", "--", ":", "-."]  # per host or router
     for ax, (key, title, ylabel) in zip(axes, panels):
         top = 0.0
         for i, name in enumerate(comp.profiles):
-            for j, host in enumerate(hosts):
+            for j, (host, via) in enumerate(targets):
                 pts = [
                     (r["concurrency"], r[key])
                     for r in comp.rows
-                    if r["profile"] == name and r["host"] == host and r[key] is not None
+                    if r["profile"] == name and (r["host"], r["via"]) == (host, via) and r[key] is not None
                 ]
                 if not pts:
                     continue
                 top = max(top, *(p[1] for p in pts))
-                label = name if len(hosts) == 1 else f"{name} @ {host}"
+                where = f"router {host}" if via == "router" else host
+                label = name if len(targets) == 1 else f"{name} @ {where}"
                 # Distinct markers keep profiles with near-equal figures apart where the lines overlap.
                 ax.plot(
                     [p[0] for p in pts],

@@ -10,6 +10,8 @@
     model_path_exists  True              (checked on the host)
     api_key_set        True              (sglang_api_key is set, when the launch is rendered without it)
     allow_open_bind    False             (sglang_server_allow_open_bind)
+    node_count         2                 (hosts of the host's multi-node group; default 1, a server of its own)
+    node_rank          0                 (the host's place in that group, inventory order)
 
 A rule whose facts are unknown is skipped with an ``info`` finding that says which facts it needed.
 Sources: SGLang's own argument checks, python/sglang/srt/server_args.py (ServerArgs.__post_init__ and its
@@ -25,7 +27,9 @@ from typing import Any, Callable, Iterable
 
 from packaging.version import Version
 
+from .emulator import config as emulator
 from .flags import FLAG_RENAMES, SPEC_V2_ENV, flag_table, is_truthy
+from .paths import read_bounded
 from .profiles import Launch, ProfileError, render
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -41,7 +45,6 @@ HYBRID_ARCHS = frozenset(
 )
 EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE"})
 SPEC_ALGORITHMS = frozenset({"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DSPARK", "UNO"})
-SPEC_RUNNING_CAP = 48
 TRTLLM_MOE = frozenset({"flashinfer_trtllm", "flashinfer_trtllm_routed", "experimental_sgl_trtllm"})
 SM100_ONLY_MOE = TRTLLM_MOE | {"flashinfer_megamoe", "megamoe"}
 SM100_ONLY_ATTENTION = frozenset({"trtllm_mla", "cutlass_mla"})
@@ -284,7 +287,8 @@ def _trtllm_mha_topk(ctx: Ctx):
 
 def _spec_running_cap(ctx: Ctx):
     capped = ctx.spec and ctx.spec != "NGRAM"
-    limit = ctx.int_arg("max-running-requests") or (SPEC_RUNNING_CAP if capped else None)
+    # One constant with the emulated server, which holds it because it runs on hosts without this package.
+    limit = ctx.int_arg("max-running-requests") or (emulator.SPEC_DEFAULT_MAX_RUNNING if capped else None)
     if limit is not None and ctx.concurrency > limit:
         why = (
             ""
@@ -423,7 +427,14 @@ def _parallel_gpus(ctx: Ctx):
     dp = ctx.int_arg("dp-size", 1) or 1
     per_node = ctx.tp * ctx.pp * (dp if not ctx.on("enable-dp-attention") else 1) // nnodes
     have = ctx.facts["gpu_count"]
-    if per_node > have:
+    if nnodes > 1 and ctx.tp * ctx.pp != nnodes * have:
+        # A group uses every GPU of every node: SGLang places tp*pp/nnodes ranks on each node.
+        yield (
+            f"tp {ctx.tp} x pp {ctx.pp} = {ctx.tp * ctx.pp} GPUs, but the group's {nnodes} nodes have"
+            f" {nnodes * have} ({have} each): set sglang_tp to {nnodes * have // ctx.pp} for the whole group"
+            " (group_vars/<group>.yml), or change the profile's pp-size"
+        )
+    elif per_node > have:
         yield f"tp {ctx.tp} x pp {ctx.pp} x dp {dp} / {nnodes} node(s) needs {per_node} GPUs per node, the host has {have}: lower sglang_tp or the profile's sizes"
 
 
@@ -437,6 +448,30 @@ def _parallel_shape(ctx: Ctx):
     backend = ctx.arg("moe-runner-backend")
     if backend in ("flashinfer_cutlass", "flashinfer_cutedsl") and ep not in (1, ctx.tp):
         yield f"--moe-runner-backend {backend} with --ep-size {ep}: expert parallel size must be 1 or tp ({ctx.tp})"
+
+
+def _node_layout(ctx: Ctx):
+    """The launch's --nnodes/--node-rank against the inventory's group (a profile may not set its own)."""
+    count, rank = ctx.facts.get("node_count", 1), ctx.facts.get("node_rank", 0)
+    nnodes = ctx.int_arg("nnodes", 1) or 1
+    if nnodes != count and count == 1:
+        yield (
+            f"--nnodes {nnodes} on a host that is not in a multi-node group: the other ranks never join and the server"
+            " exits after --dist-timeout; put the hosts in one inventory group, set sglang_multinode_group to it, and"
+            " remove nnodes from the profile"
+        )
+    elif nnodes > count:
+        yield (
+            f"--nnodes {nnodes} is larger than the group ({count} hosts): the missing ranks never join and rank 0 exits"
+            " after --dist-timeout; add the hosts to the group, or remove nnodes from the profile (the inventory sets it)"
+        )
+    elif nnodes != count:
+        yield f"--nnodes {nnodes} but the group has {count} hosts, one node each: remove nnodes from the profile (the inventory sets it)"
+    if count > 1 and (ctx.int_arg("node-rank", 0) or 0) != rank:
+        yield f"--node-rank {ctx.arg('node-rank')} but this host is rank {rank} of its group (inventory order): remove node-rank from the profile"
+    addr = str(ctx.arg("dist-init-addr", ""))
+    if count > 1 and addr.rsplit(":", 1)[-1] == str(ctx.launch.listen["port"]):
+        yield f"--dist-init-addr {addr} uses the API port {ctx.launch.listen['port']} of rank 0: set sglang_dist_init_port to another port"
 
 
 def _served_name(ctx: Ctx):
@@ -557,6 +592,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule("parallel-gpus", ERROR, "tp x pp (x dp) vs GPU count", ("gpu_count",), _parallel_gpus),
     Rule("parallel-shape", ERROR, "nnodes / dp / ep shape", (), _parallel_shape),
+    Rule("node-layout", ERROR, "nnodes / node-rank vs the inventory's group", (), _node_layout),
     Rule("served-model-name", ERROR, "served model name with ':'", (), _served_name),
     Rule("model-path", ERROR, "model path missing on the host", ("model_path_exists",), _model_path),
     Rule("quantization-checkpoint", ERROR, "--quantization vs checkpoint", ("model_quantization",), _quant_checkpoint),
@@ -594,6 +630,10 @@ def errors(findings: Iterable[Finding]) -> list[Finding]:
 
 
 # --- facts from files -------------------------------------------------------------------------
+
+
+# A checkpoint's config.json is a few KB; a quantization config listing every layer a few MB.
+MAX_CONFIG_BYTES = 64 << 20
 
 
 class ModelConfigError(ValueError):
@@ -642,12 +682,17 @@ def model_facts(config: Any, hf_quant: Any = None) -> dict[str, Any]:
     return {"model_architecture": arch, "model_quantization": method or "none"}
 
 
-def read_json(path: Path) -> Any:
-    """A JSON file, or ModelConfigError naming the file (unreadable, not UTF-8, not JSON)."""
+def read_json(path: Path, what: str) -> Any:
+    """A JSON file, or ModelConfigError naming the file (unreadable, not a regular file, too large, not UTF-8, not
+    JSON)."""
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        data = read_bounded(path, MAX_CONFIG_BYTES, what)
     except OSError as exc:
         raise ModelConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    except ValueError as exc:
+        raise ModelConfigError(str(exc)) from exc
+    try:
+        return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ModelConfigError(f"{path} is not UTF-8 JSON: {exc}") from exc
 
@@ -657,8 +702,8 @@ def model_facts_from_path(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     config_file = path / "config.json" if path.is_dir() else path
     hf_quant_file = config_file.parent / "hf_quant_config.json"
-    hf_quant = read_json(hf_quant_file) if hf_quant_file.exists() else None
-    return model_facts(read_json(config_file), hf_quant)
+    hf_quant = read_json(hf_quant_file, "the checkpoint's hf_quant_config.json") if hf_quant_file.exists() else None
+    return model_facts(read_json(config_file, "a checkpoint's config.json or its folder"), hf_quant)
 
 
 def gpu_facts(sglang_gpu: dict[str, Any] | None) -> dict[str, Any]:

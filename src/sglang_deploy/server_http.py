@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 CONNECT_TIMEOUT_S = 10.0  # connect + TLS handshake
+# The modules' default server: SGLang's own default host and port (server_args.py: ServerArgs.host, ServerArgs.port).
+LOCAL_URL = "http://127.0.0.1:30000"
 
 
 class HttpError(OSError):

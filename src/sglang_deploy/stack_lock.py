@@ -33,6 +33,7 @@ import yaml
 from packaging import tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from sglang_deploy import profiles as prof
 from sglang_deploy import stack
 
 DEFAULT_PLATFORM = "x86_64-manylinux_2_35"  # glibc 2.35: Ubuntu 22.04; Debian 12 and Ubuntu 24.04 are newer
@@ -58,6 +59,16 @@ class LockResult:
     bundle: dict
     lock: dict
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PruneResult:
+    locks: list[Path]
+    kept: int
+    kept_bytes: int
+    missing: int
+    unreferenced: list[tuple[Path, int]]  # path in the wheelhouse, size in bytes
+    deleted: bool
 
 
 @dataclass
@@ -398,10 +409,10 @@ def load_bundle(name: str, stacks_dir: Path) -> dict:
     if not path.is_file():
         known = sorted(p.stem for p in stacks_dir.glob("*.yml") if not p.name.endswith(".lock.yml"))
         raise LockError(f"no bundle {name!r} in {stacks_dir}; bundles there: {', '.join(known) or 'none'}")
-    bundle = yaml.safe_load(path.read_text())
-    if not isinstance(bundle, dict):
-        raise LockError(f"{path}: not a bundle (a mapping of keys, see stacks/README.md)")
-    return bundle
+    try:
+        return prof.read_yaml(path)
+    except prof.ProfileError as exc:
+        raise LockError(f"{exc} (a bundle is a mapping of keys, see stacks/README.md)") from exc
 
 
 def load_lock(bundle: dict, stacks_dir: Path) -> dict:
@@ -410,8 +421,8 @@ def load_lock(bundle: dict, stacks_dir: Path) -> dict:
         raise LockError(f"bundle {bundle.get('name')} is not locked: run sglang-deploy stack lock {bundle.get('name')}")
     path = stacks_dir / bundle["lock"]["file"]
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
+        data = prof.read_yaml(path)
+    except prof.ProfileError as exc:
         raise LockError(f"lock of bundle {bundle['name']}: {exc}") from exc
     problems = stack.check_lock(bundle, data)
     if problems:
@@ -429,6 +440,39 @@ def fetch(lock_data: dict, wheelhouse: Path, *, jobs: int = 4) -> FetchResult:
         raise LockError("; ".join(result["problems"]))
     total = sum((wheelhouse / entry["file"]).stat().st_size for entry in entries)
     return FetchResult(wheelhouse, len(entries), result["downloaded"], result["bytes"], total)
+
+
+def prune(wheelhouse: Path, stacks_dirs: list[Path], *, delete: bool = False) -> PruneResult:
+    """The wheels in wheelhouse that no lock (*.lock.yml) in stacks_dirs names, deleted only with delete. A lock that
+    cannot be read stops it before anything is deleted: the wheels it names are not known."""
+    locks = sorted(path for folder in stacks_dirs for path in folder.glob("*.lock.yml"))
+    referenced: set[str] = set()
+    for path in locks:
+        try:
+            data = yaml.safe_load(path.read_text())
+            referenced.update(entry["file"] for entry in stack.lock_files(data))
+        except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError) as exc:
+            raise LockError(
+                f"{path}: not a readable lock ({exc.__class__.__name__}: {exc}); nothing pruned: repair or move it"
+            ) from exc
+    if delete and not locks:
+        raise LockError(
+            f"no lock (*.lock.yml) in {', '.join(map(str, stacks_dirs))}: every wheel in {wheelhouse} would go;"
+            " nothing deleted: give --stacks-dir the folder of your locks"
+        )
+    found = [Path(p) for p in stack.unreferenced_wheels(str(wheelhouse), referenced)] if wheelhouse.is_dir() else []
+    unreferenced = [(path, path.stat().st_size) for path in found]
+    present = [wheelhouse / name for name in referenced if (wheelhouse / name).is_file()]
+    if delete and found:
+        stack.remove_wheels(str(wheelhouse), [str(path) for path in found])
+    return PruneResult(
+        locks=locks,
+        kept=len(present),
+        kept_bytes=sum(path.stat().st_size for path in present),
+        missing=len(referenced) - len(present),
+        unreferenced=unreferenced,
+        deleted=delete,
+    )
 
 
 def default_wheelhouse() -> Path:

@@ -115,9 +115,6 @@ class Objective:
     def name(self) -> str:
         return f"{self.metric} @ c={self.concurrency}"
 
-    def better(self, a: float, b: float) -> bool:
-        return a > b if self.goal == "max" else a < b
-
 
 @dataclass(frozen=True)
 class Limit:
@@ -997,7 +994,10 @@ def promote(path: str | Path, name: str, body: dict, host_profiles: dict | None 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name or ""):
         raise SearchError(f"profile name {name!r}: letters, digits, '_', '.', '-' only")
     path = Path(path)
-    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    try:
+        old = prof.read_text(path) if path.exists() else ""
+    except prof.ProfileError as exc:
+        raise SearchError(str(exc)) from exc
     ry = YAML()
     ry.preserve_quotes = True
     ry.width = 110

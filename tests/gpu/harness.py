@@ -161,14 +161,11 @@ class Server:
         return resp.status, resp.headers, resp.body
 
     def stop(self, timeout: float = 60.0) -> dict:
-        """SIGTERM to the process group (what systemd's control-group stop does); SIGKILL after timeout.
+        """SIGTERM to the main process, SIGKILL to the group after timeout (the unit's KillMode=mixed stop).
         Returns how long the main process and the whole group took to go."""
         start = time.monotonic()
-        if self.proc.poll() is None or self.group_pids():
-            try:
-                os.killpg(self.pgid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
         main_gone = group_gone = None
         killed = False
         while time.monotonic() - start < timeout:

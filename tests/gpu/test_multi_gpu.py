@@ -112,7 +112,7 @@ def test_tp2_as_two_nodes_on_one_machine(out_dir, models):
         record["rank0"] = answers(servers[0])
         record["rank1"] = answers(servers[1])
         record["rank0_generate"] = generate(servers[0])
-        # Stop rank 1's process group as systemd would stop its unit; watch rank 0.
+        # Stop rank 1 as systemd would stop its unit; watch rank 0.
         start = time.monotonic()
         record["rank1_stop"] = servers[1].stop()
         probes = []

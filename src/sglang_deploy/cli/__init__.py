@@ -12,6 +12,7 @@ import sys
 
 from sglang_deploy.cli import bench, profiles, runs, stack, tune
 from sglang_deploy.cli.errors import UsageError
+from sglang_deploy.cli.shown import Shown
 from sglang_deploy.paths import ProjectNotFound
 
 GROUPS = (runs, tune, bench, profiles, stack)  # the order of `sglang-deploy --help`
@@ -29,6 +30,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; what it prints shows control characters as escapes (cli/shown.py)."""
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = Shown(stdout), Shown(stderr)
+    try:
+        return _run(argv)
+    finally:
+        sys.stdout, sys.stderr = stdout, stderr
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -12,6 +12,7 @@ import time
 from typing import Callable
 
 from sglang_deploy.api import PHASE_EVENT, failure_message
+from sglang_deploy.cli.shown import shown
 
 
 class Progress:
@@ -28,6 +29,8 @@ class Progress:
         clock: Callable[[], float] = time.monotonic,
     ):
         self.stream = stream or sys.stderr
+        # The line's own control sequences bypass main()'s Shown wrapper, which shows any other as an escape.
+        self.terminal = getattr(self.stream, "terminal", self.stream)
         self.tty = self.stream.isatty() if tty is None else tty
         self.heartbeat_s = heartbeat_s
         self.clock = clock
@@ -55,16 +58,16 @@ class Progress:
 
     def _clear(self) -> None:
         if self._drawn:
-            self.stream.write("\r\x1b[K")
+            self.terminal.write("\r\x1b[K")
             self._drawn = False
 
     def _draw(self) -> None:
         if not self.task:
             return
         width = shutil.get_terminal_size((100, 20)).columns
-        line = f"[{self._elapsed()}] {self.host or '...'} | {self.task} ({self._elapsed(self.task_t0)})"
-        self.stream.write("\r\x1b[K" + line[: width - 1])
-        self.stream.flush()
+        line = shown(f"[{self._elapsed()}] {self.host or '...'} | {self.task} ({self._elapsed(self.task_t0)})")
+        self.terminal.write("\r\x1b[K" + line[: width - 1])
+        self.terminal.flush()
         self._drawn = True
         self.last_out = self.clock()
 

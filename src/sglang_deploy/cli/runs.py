@@ -80,9 +80,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "status",
         parents=[common],
-        help="what each host serves (read-only)",
+        help="what each host serves, and the fleet behind each router (read-only)",
         description="Per host: the profile of the installed unit, the unit state, the last good "
-        "profile and the stack manifest. " + PROGRESS,
+        "profile and the stack manifest. Per router (inventory group sglang_router): its unit, readiness and "
+        "workers as smg reports them (GET /workers, with sglang_router_admin_api_key), what each replica serves, and "
+        "every mismatch with its fix (a replica serving another profile or stack, a replica the router does not "
+        "list or route to, a worker the inventory does not have). " + PROGRESS,
     )
     p.set_defaults(func=status)
 
@@ -187,6 +190,15 @@ def deploy(args: argparse.Namespace) -> int:
             path = result.result_files.get(host)
             if path:
                 print(f"result: {path}")
+        for host, res in sorted(result.router_benchmarks.items()):
+            replicas = ", ".join(sorted((res.get("context") or {}).get("replicas") or {}))
+            print(
+                f"\nthrough router {host} (the aggregate its clients see; replicas {replicas}): profile {args.profile}"
+            )
+            print(bench.format_table(res))
+            path = result.router_result_files.get(host)
+            if path:
+                print(f"result: {path}")
         if result.emulated:
             print(report.SYNTHETIC_NOTE)
         print(_recap(result), file=sys.stderr)
@@ -227,37 +239,72 @@ def compare(args: argparse.Namespace) -> int:
     return 0 if comp.ok else 1
 
 
+def _columns(rows: list) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
+
+
 def format_status(hosts: dict) -> str:
     rows = [("host", "profile", "unit", "last good", "stack")]
     for h, s in hosts.items():
-        m = s.manifest or {}
-        stack = f"{m.get('bundle', '?')}-{m.get('bundle_id', '?')}" if m else "-"
         rows.append(
             (
                 h + (" (lab)" if s.emulated else ""),
                 s.profile or "-",
                 f"{s.active_state or '?'}/{s.sub_state or '?'}",
                 s.last_good_profile or "-",
-                stack,
+                s.stack or "-",
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)
+    return "\n".join(_columns(rows))
 
 
-def format_routers(routers: dict) -> list[str]:
+def _readiness(router: dict) -> str:
+    body = router.get("readiness") or {}
+    if router.get("ready"):
+        return f"ready ({body.get('healthy_workers', '?')}/{body.get('total_workers', '?')} workers healthy)"
+    if router.get("ready") is False:
+        return f"NOT READY ({body.get('reason') or body.get('status') or 'HTTP 503'})"
+    return "not answering"
+
+
+def format_fleet(fleet: dict) -> list[str]:
+    """Per router (fleet.fleet_view()): its state, a row per replica (what it serves, how the router sees it), the
+    workers the inventory does not have, then the mismatches with their fixes."""
     lines = []
-    for host, r in sorted(routers.items()):
-        workers = r.get("workers") or {}
-        ready = sum(w.get("status") == "ready" and w.get("healthy") for w in workers.values())
+    for host, view in sorted(fleet.items()):
+        r = view["router"]
         lines.append(
-            f"router {host} ({r.get('url') or '?'}): {ready}/{len(workers)} workers ready"
-            + (f"; {r['error']}" if r.get("error") else "")
+            f"\nrouter {host}: smg {r.get('version') or '?'}, policy {r.get('policy') or '?'}, {r.get('url') or '-'}, "
+            f"unit {r.get('unit') or '?'}, {_readiness(r)}"
         )
-        lines += [
-            f"  {wid}  {w.get('status')}{'' if w.get('healthy') else ' (unhealthy)'}  {w.get('url')}"
-            for wid, w in sorted(workers.items())
-        ]
+        rows = [("  replica", "profile", "stack", "router", "health", "load", "url")]
+        for x in view["replicas"]:
+            health = "-" if x["healthy"] is None else ("healthy" if x["healthy"] else "unhealthy")
+            rows.append(
+                (
+                    f"  {x['host']}",
+                    x["profile"] or "-",
+                    x["stack"] or "-",
+                    x["router_status"] or "?",
+                    health,
+                    "-" if x["load"] is None else str(x["load"]),
+                    x["url"],
+                )
+            )
+        for w in view["unknown_workers"]:
+            health = "healthy" if w.get("healthy") else "unhealthy"
+            rows.append(
+                ("  (not in inventory)", "?", "?", w.get("status") or "?", health, str(w.get("load")), w["url"])
+            )
+        lines += _columns(rows)
+        if view["ok"] and view["profiles"]:
+            lines.append(f"fleet behind {host}: every replica serves {', '.join(view['profiles'])}, routed and healthy")
+        elif view["ok"]:
+            lines.append(f"fleet behind {host}: every replica routed and healthy (what they serve was not read)")
+        else:
+            lines.append(f"fleet behind {host}: {len(view['mismatches'])} mismatch(es)")
+            lines += [f"  {m['kind']}: {m['message']}" for m in view["mismatches"]]
     return lines
 
 
@@ -269,7 +316,7 @@ def status(args: argparse.Namespace) -> int:
         _emit_json(found.to_dict())
     else:
         print(format_status(found.hosts))
-        for line in format_routers(found.routers):
+        for line in format_fleet(found.fleet):
             print(line)
     _print_failures(found.run)
     return _exit_code(found.run)

@@ -1,4 +1,5 @@
-"""`sglang-deploy stack lock | fetch`: resolve a floating bundle into a hash lock; download its wheels (stack_lock)."""
+"""`sglang-deploy stack lock | fetch | prune`: resolve a floating bundle into a hash lock; download its wheels;
+delete the wheels no lock names (stack_lock)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from pathlib import Path
 from sglang_deploy import stack_lock
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.paths import STACKS
+
+
+_WHEELHOUSE_HELP = "controller wheelhouse (SGLANG_DEPLOY_WHEELHOUSE or ~/.cache/sglang-deploy/wheelhouse)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,16 +41,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     fetch.add_argument("--jobs", type=int, default=4, help="parallel downloads (4)")
     fetch.set_defaults(func=run_fetch)
 
+    prune = actions.add_parser(
+        "prune",
+        help="list (or --delete) the wheelhouse's wheels that no lock names",
+        description="Lists the wheels in the controller wheelhouse (and downloads left unfinished) that no "
+        "*.lock.yml in the stacks folders names; deletes them only with --delete. A lock that cannot be read stops "
+        "it before anything is deleted. Do not run it while `stack lock` runs: the wheels it downloads are named by "
+        "no lock until it has written one.",
+    )
+    prune.add_argument(
+        "--stacks-dir",
+        type=Path,
+        action="append",
+        help=f"folder of bundle and lock files; repeat for several (default {STACKS})",
+    )
+    prune.add_argument("--wheelhouse", type=Path, default=stack_lock.default_wheelhouse(), help=_WHEELHOUSE_HELP)
+    prune.add_argument("--delete", action="store_true", help="delete them (default: only list them)")
+    prune.set_defaults(func=run_prune)
+
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("bundle", help="bundle name (stacks/<name>.yml)")
     p.add_argument("--stacks-dir", type=Path, default=STACKS, help=f"folder of bundle files ({STACKS})")
-    p.add_argument(
-        "--wheelhouse",
-        type=Path,
-        default=stack_lock.default_wheelhouse(),
-        help="controller wheelhouse (SGLANG_DEPLOY_WHEELHOUSE or ~/.cache/sglang-deploy/wheelhouse)",
-    )
+    p.add_argument("--wheelhouse", type=Path, default=stack_lock.default_wheelhouse(), help=_WHEELHOUSE_HELP)
 
 
 def _bundle(args: argparse.Namespace) -> dict:
@@ -105,4 +122,30 @@ def run_fetch(args: argparse.Namespace) -> int:
         f"matching the lock; downloaded {result.downloaded} ({result.bytes_downloaded / 1e9:.2f} GB) "
         f"in {time.monotonic() - start:.1f} s"
     )
+    return 0
+
+
+def run_prune(args: argparse.Namespace) -> int:
+    stacks_dirs = args.stacks_dir or [STACKS]
+    try:
+        result = stack_lock.prune(args.wheelhouse, stacks_dirs, delete=args.delete)
+    except stack_lock.LockError as exc:
+        raise UsageError(str(exc)) from exc
+    size = sum(bytes_ for _, bytes_ in result.unreferenced)
+    print(
+        f"{len(result.locks)} locks in {', '.join(map(str, stacks_dirs))} name {result.kept} wheels in "
+        f"{args.wheelhouse} ({result.kept_bytes / 1e9:.2f} GB)"
+        + (f"; {result.missing} named wheels are not there (stack fetch BUNDLE)" if result.missing else "")
+    )
+    for path, bytes_ in result.unreferenced:
+        print(f"  {path.relative_to(args.wheelhouse)}  {bytes_ / 1e6:.1f} MB")
+    if not result.unreferenced:
+        print("every wheel there is named by a lock: nothing to prune")
+    elif result.deleted:
+        print(f"deleted these {len(result.unreferenced)} wheels ({size / 1e9:.2f} GB) that no lock names")
+    else:
+        print(
+            f"no lock names these {len(result.unreferenced)} wheels ({size / 1e9:.2f} GB); nothing deleted: "
+            "run again with --delete to delete them"
+        )
     return 0

@@ -19,13 +19,16 @@ Modules (relative imports only, so the package runs under any name):
     engine      what a request produces (Plan) and when each token is due (Pacer, Engine)
     metrics     counters and their Prometheus text; faults: the SGLANG_EMU_FAULT behaviours
     perf        the SYNTHETIC performance model (SGLANG_EMU_PERF_MODEL): flags that scale the rates or fault
+    group       multi-node groups (--nnodes > 1): rank 0's store and its members over real TCP, the stand-in
+                server of ranks >= 1, the group's death when a node goes
 
 Launch flags honoured: --host, --port, --model-path/--model, --served-model-name, --api-key,
 --speculative-algorithm, --speculative-num-steps, --speculative-eagle-topk,
 --speculative-num-draft-tokens, --reasoning-parser, --enable-metrics, --context-length,
 --max-running-requests (with a speculative algorithm and no value, 48 as SGLang does),
 --stream-response-default-include-usage, --enable-cache-report, --incremental-streaming-output,
---skip-server-warmup. Every other ``--flag`` is accepted and ignored (shown in /server_info); a flag
+--skip-server-warmup, --tp-size, --pp-size, --nnodes, --node-rank, --dist-init-addr (alias --nccl-init-addr),
+--dist-timeout. Every other ``--flag`` is accepted and ignored (shown in /server_info); a flag
 followed by tokens not starting with ``--`` takes them as its value(s), otherwise it is a switch.
 SGLang's EAGLE-family assert is reproduced: --speculative-eagle-topk or --speculative-num-draft-tokens
 without --speculative-num-steps exits 1 with an AssertionError traceback.
@@ -58,6 +61,15 @@ virtual clock whose speed is the per-stream rate, and token j of a stream is due
 moved j tokens past the stream's first token. Deadlines are absolute (monotonic clock), so lateness
 never accumulates. One chunk is sent per decode step; a stream's chunk is due at its last token's time,
 so (e2e - ttft) / (completion_tokens - 1) is exactly 1 / rate.
+
+Multi-node (--nnodes > 1): rank 0 listens on --dist-init-addr's port and stays loading (port closed) until the
+other nnodes - 1 ranks have connected; after --dist-timeout (unset: 1800 s) it exits 1 with torch's DistStoreError.
+Ranks >= 1 connect (retrying until the timeout) and then serve only a stand-in: /health, /health_generate, /ping
+200, /metrics 200 with --enable-metrics, the rest 404. A rank >= 1 that goes (SIGTERM: its default action) kills
+rank 0 5 s later (SIGKILL); rank 0 that goes, cleanly or not, ends every rank >= 1 (exit 3, 2 s later).
+
+Shutdown: SIGTERM drains as SGLang does (/health* 503, requests finish, new ones are still served), then the process
+kills itself (SIGKILL, status -9, like SGLang's kill_process_tree); SIGINT stops at once (exit 0).
 
 Endpoints: GET /health /health_generate /ready /v1/models /v1/models/{id} /model_info /server_info
 (and the deprecated /get_model_info /get_server_info) /metrics; POST /v1/chat/completions

@@ -11,10 +11,13 @@ from . import perf
 
 BANNER = "EMULATED SGLang server: numbers are synthetic"
 FAULTS = ("crash_on_load", "crash_mid_stream", "garbage", "never_ready", "http_500")
+# What SGLang sets --max-running-requests to under speculative decoding when it is unset (server_args.py,
+# ServerArgs._handle_speculative_decoding); rules.py's spec-running-cap warning reads it from here.
 SPEC_DEFAULT_MAX_RUNNING = 48
 # ServerArgs fields that hold secrets (sglang/srt/server_args.py): masked in /server_info and its launch command.
 SECRET_ARGS = ("api_key", "admin_api_key", "ssl_keyfile_password")
 DEFAULT_CONTEXT_LENGTH = 32768
+TORCH_DIST_TIMEOUT_S = 1800  # --dist-timeout unset: torch's default process-group timeout, 30 minutes
 EMU_SETTINGS = (  # (env var, flag dest, type, default)
     ("SGLANG_EMU_LOAD_S", "emu_load_s", float, 3.0),
     ("SGLANG_EMU_WARMUP_S", "emu_warmup_s", float, 1.0),
@@ -30,6 +33,12 @@ EMU_SETTINGS = (  # (env var, flag dest, type, default)
 def log(message: str, err: bool = False) -> None:
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     print(f"[{stamp}] {message}", file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def bind_failed(exc: OSError) -> int:
+    """uvicorn's line when the HTTP port cannot be bound (asyncio's message names the address); the exit status."""
+    log(f"ERROR: [Errno {exc.errno}] {exc.strerror}", err=True)
+    return 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--enable-cache-report", action="store_true")
     p.add_argument("--incremental-streaming-output", action="store_true")
     p.add_argument("--skip-server-warmup", action="store_true")
+    p.add_argument("--tp-size", "--tensor-parallel-size", dest="tp_size", type=_count, default=1)
+    p.add_argument("--pp-size", "--pipeline-parallel-size", dest="pp_size", type=_count, default=1)
+    p.add_argument("--nnodes", type=_count, default=1)
+    p.add_argument("--node-rank", type=_count, default=0)
+    p.add_argument("--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr", type=_address)
+    p.add_argument("--dist-timeout", type=_count)
     emu = p.add_argument_group("emulation settings (override the SGLANG_EMU_* environment)")
     for env, dest, kind, _default in EMU_SETTINGS:
         flag = "--" + dest.replace("_", "-")
@@ -100,6 +115,23 @@ def _port(text: str) -> int:
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"a TCP port from 1 to 65535 is needed (got {text!r})")
     return value
+
+
+def split_address(text: str) -> tuple[str, int]:
+    """host:port or [v6]:port, as --dist-init-addr takes it; ValueError names the fix."""
+    host, sep, port = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"--dist-init-addr needs host:port, like 10.0.0.1:50000 (got {text!r})")
+    return host, int(port)
+
+
+def _address(text: str) -> str:
+    try:
+        split_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def _finite(text: str) -> float:
@@ -175,6 +207,9 @@ class Config:
             parser.error("load and warm-up times must be >= 0")
         if ns.skip_server_warmup:
             self.warmup_s = 0.0
+        if ns.nnodes < 1 or ns.tp_size < 1 or ns.pp_size < 1:
+            parser.error("--nnodes, --tp-size and --pp-size must be >= 1")
+        self.dist_timeout = TORCH_DIST_TIMEOUT_S if ns.dist_timeout is None else ns.dist_timeout
         self.served_model_name = ns.served_model_name or ns.model_path
         self.context_length = ns.context_length or DEFAULT_CONTEXT_LENGTH
         self.spec = bool(ns.speculative_algorithm)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .config import SECRET_ARGS
+from .config import SECRET_ARGS, log
 from .metrics import render_metrics
 from .protocol import HttpError, Request, Responder, openai_error
 
@@ -13,7 +13,10 @@ if TYPE_CHECKING:
 
 
 async def health(server: Server, req: Request, out: Responder) -> None:
-    if server.ready:
+    if server.draining:
+        log("Health check request received during shutdown. Returning 503.")
+        await out.send(503, b"", "text/plain")
+    elif server.ready:
         await out.send(200, b"", "text/plain")
     else:
         await out.send(503, b"", "text/plain")

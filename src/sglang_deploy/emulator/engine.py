@@ -48,6 +48,7 @@ class Pacer:
         self._seq = 0
         self._handle: asyncio.TimerHandle | None = None
         self._armed_at = math.inf
+        self.halted = False
 
     def v_at(self, t: float) -> float:
         return self.v0 + max(0.0, t - self.t0) * self.rate
@@ -65,8 +66,14 @@ class Pacer:
         self.rate = rate
         self._arm(force=True)
 
+    def halt(self) -> None:
+        """The scheduler is gone (a node of the group died): no token is due any more, streams hang."""
+        self.halted = True
+        if self._handle is not None:
+            self._handle.cancel()
+
     async def wait(self, v: float) -> None:
-        if self.deadline(v) <= self.loop.time() + WAKE_TOLERANCE_S:
+        if not self.halted and self.deadline(v) <= self.loop.time() + WAKE_TOLERANCE_S:
             return
         fut = self.loop.create_future()
         self._seq += 1
@@ -75,7 +82,7 @@ class Pacer:
         await fut
 
     def _arm(self, force: bool) -> None:
-        if not self._heap:
+        if not self._heap or self.halted:
             return
         when = self.deadline(self._heap[0][0])
         if not force and when >= self._armed_at:

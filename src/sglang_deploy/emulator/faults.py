@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -77,8 +78,45 @@ def runtime_crash_traceback() -> str:
     )
 
 
+def dist_store_timeout_traceback(timeout: int, joined: int, total: int) -> str:
+    """Rank 0 when a node never joined (torch's TCPStore, raised in the scheduler's process group init)."""
+    site = _sglang_site()
+    return load_time_stamp() + (
+        "Scheduler hit an exception: Traceback (most recent call last):\n"
+        f'  File "{site}/srt/managers/scheduler.py", line 2870, in run_scheduler_process\n'
+        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)\n"
+        f'  File "{site}/srt/model_executor/model_runner.py", line 688, in init_torch_distributed\n'
+        "    init_distributed_environment(\n"
+        f"torch.distributed.DistStoreError: Timed out after {timeout} seconds waiting for clients. "
+        f"{joined}/{total} clients joined.\n"
+        "Received sigquit from a child process. It usually means the child failed.\n"
+    )
+
+
+def group_death_traceback(reason: str) -> str:
+    """A node of a formed group when another one is gone (the recording's rank 0: gloo's read error)."""
+    site = _sglang_site()
+    return load_time_stamp() + (
+        "Scheduler hit an exception: Traceback (most recent call last):\n"
+        f'  File "{site}/srt/managers/scheduler.py", line 4639, in run_scheduler_process\n'
+        "    scheduler.run_event_loop()\n"
+        f'  File "{site}/srt/utils/common.py", line 2175, in broadcast_pyobj\n'
+        "    dist.broadcast(tensor_size, src=src, group=dist_group)\n"
+        f"RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:538] {reason}\n"
+    )
+
+
 def load_time_stamp() -> str:
     return f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] "
+
+
+def kill_process_tree() -> None:
+    """How SGLang's main process ends after a drain or a child's failure: kill_process_tree(os.getpid(),
+    include_parent=True) (python/sglang/srt/utils/common.py) kills the process itself with SIGKILL (status -9)."""
+    pid = os.getpid()
+    print(f"{load_time_stamp()}kill_process_tree called: parent_pid={pid}, include_parent=True, pid={pid}", flush=True)
+    sys.stderr.flush()
+    os.kill(pid, signal.SIGKILL)
 
 
 def crash_mid_stream() -> None:

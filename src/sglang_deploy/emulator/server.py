@@ -13,16 +13,17 @@ import signal
 import sys
 import time
 
-from . import endpoints, generation
-from .config import BANNER, Config, log
+from . import endpoints, generation, group
+from .config import BANNER, Config, bind_failed, log
 from .engine import Engine, Plan
-from .faults import args_assert_traceback, load_crash_traceback, load_time_stamp
+from .faults import args_assert_traceback, kill_process_tree, load_crash_traceback, load_time_stamp
 from .protocol import Handler, HttpError, Request, serve_connection
 
 READY_LINE = "The server is fired up and ready to roll!"
 WARMUP_PROMPT = "The capital city of France is"
 WARMUP_TOKENS = 8
 DECODE_LOG_INTERVAL_S = 5.0
+DRAIN_LOG_INTERVAL_S = 5.0
 ACCEPT_RESOURCE_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 ACCEPT_WARN_INTERVAL_S = 60.0
 ROUTES = {  # path -> (method, handler(server, request, responder))
@@ -51,6 +52,11 @@ class Server:
         self.ready = False
         self.started = time.time()
         self.accept_warned_at = -math.inf
+        self.draining = False  # SIGTERM came: /health* 503, exit once no request is left
+        self.group_lost = False  # a node of the group is gone: requests hang until the process dies
+        self.requests = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await serve_connection(reader, writer, self.route)
@@ -70,7 +76,38 @@ class Server:
             raise HttpError(404, {"detail": "Not Found"})
         if req.method != route[0]:
             raise HttpError(405, {"detail": "Method Not Allowed"})
-        return functools.partial(route[1], self)
+        return functools.partial(self.counted, route[1])
+
+    async def counted(self, handler, req: Request, out) -> None:
+        """Run a handler, counting it among the requests a SIGTERM drain waits for."""
+        if self.group_lost:
+            await asyncio.Event().wait()  # the scheduler is gone: nothing will answer
+        self.requests += 1
+        self.idle.clear()
+        try:
+            await handler(self, req, out)
+        finally:
+            self.requests -= 1
+            if not self.requests:
+                self.idle.set()
+
+    async def drain(self, stop: asyncio.Future) -> None:
+        """SIGTERM as SGLang takes it (python/sglang/srt/managers/tokenizer_manager.py, SignalHandler.sigterm_handler
+        and TokenizerManager.sigterm_watchdog): /health answers 503, running requests finish with no time limit of
+        its own, new ones are still taken (generate_request has no shutdown check; drain.json: a /generate sent
+        during the drain answered 200), then the process kills itself. SGLang looks every 5 s; the emulator ends as
+        soon as no request is left."""
+        log("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+        self.draining = True
+        while True:
+            log(f"Gracefully exiting... Remaining number of requests {self.requests}.")
+            if not self.requests:
+                break
+            try:
+                await asyncio.wait_for(self.idle.wait(), DRAIN_LOG_INTERVAL_S)
+            except TimeoutError:
+                pass
+        stop.done() or stop.set_result("drained")
 
     def loop_error(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
         """At the fd limit asyncio retries accept() every second and logs a traceback each time: one line a minute
@@ -104,6 +141,13 @@ class Server:
         self.ready = True
         log(READY_LINE)
 
+    async def watch_group(self, store: group.Store) -> None:
+        """A member's connection dropped: requests hang from now on, and the process dies (group.die)."""
+        reason = await store.lost
+        self.group_lost = True
+        self.engine.pacer.halt()
+        await group.die(reason)
+
     async def decode_log(self) -> None:
         st, loop = self.engine.stats, asyncio.get_running_loop()
         last_t, last_tokens = loop.time(), st.emitted_tokens
@@ -128,7 +172,9 @@ async def serve(cfg: Config) -> int:
     log(
         f"server_args=ServerArgs(model_path={a.model_path!r}, served_model_name={cfg.served_model_name!r}, "
         f"api_key={a.api_key!r}, host={a.host!r}, port={a.port}, speculative_algorithm={a.speculative_algorithm!r}, "
-        f"reasoning_parser={a.reasoning_parser!r}, enable_metrics={a.enable_metrics}, "
+        f"reasoning_parser={a.reasoning_parser!r}, enable_metrics={a.enable_metrics}, tp_size={a.tp_size}, "
+        f"pp_size={a.pp_size}, nnodes={a.nnodes}, node_rank={a.node_rank}, dist_init_addr={a.dist_init_addr!r}, "
+        f"dist_timeout={a.dist_timeout!r}, "
         f"ignored={sorted(cfg.ignored_flags)})"
     )
     log(f"Emulation settings: {json.dumps(cfg.settings())}")
@@ -137,6 +183,18 @@ async def serve(cfg: Config) -> int:
     if cfg.spec_assert_fails:
         sys.stderr.write(args_assert_traceback())
         return 1
+    store = member = None
+    if a.nnodes > 1:
+        log(f"Init torch distributed begin. (emulated: node rank {a.node_rank} of {a.nnodes})")
+        if a.node_rank == 0:
+            store = group.Store(cfg)
+            failed = await store.open() or await store.wait_formed()
+        else:
+            member = group.Member(cfg)
+            failed = await member.join()
+        if failed:
+            return failed
+        log("Init torch distributed ends.")
     log("Load weight begin. (emulated: nothing is loaded)")
     if cfg.fault == "crash_on_load":
         await asyncio.sleep(cfg.load_s / 2)
@@ -146,29 +204,33 @@ async def serve(cfg: Config) -> int:
         return 1
     await asyncio.sleep(cfg.load_s)
     log("Load weight end. Capture cuda graph end. (emulated)")
+    if member is not None:
+        return await group.serve_stand_in(cfg, member)
     server = Server(cfg)
     loop.set_exception_handler(server.loop_error)
     try:
         listener = await asyncio.start_server(server.handle, a.host, a.port, backlog=4096)
     except OSError as exc:
-        log(
-            f"ERROR: [Errno {exc.errno}] error while attempting to bind on address "
-            f"({a.host!r}, {a.port}): {exc.strerror}",
-            err=True,
-        )
-        return 1
+        return bind_failed(exc)
     log(f"Started server process [{os.getpid()}]")
     log("Application startup complete.")
     log(f"Uvicorn running on http://{a.host}:{a.port} (Press CTRL+C to quit)")
     stop = loop.create_future()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
     tasks = [loop.create_task(server.warm_up()), loop.create_task(server.decode_log())]
-    await stop
+    loop.add_signal_handler(
+        signal.SIGTERM, lambda: server.draining or tasks.append(loop.create_task(server.drain(stop)))
+    )
+    loop.add_signal_handler(signal.SIGINT, lambda: stop.done() or stop.set_result(None))
+    if store is not None:
+        tasks.append(loop.create_task(server.watch_group(store)))
+    if await stop == "drained":
+        kill_process_tree()
     log("Shutting down")
     for task in tasks:
         task.cancel()
     listener.close()
+    if store is not None:
+        store.close()
     return 0
 
 

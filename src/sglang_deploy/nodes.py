@@ -1,0 +1,273 @@
+"""Multi-node tensor-parallel groups: the hosts of one inventory group run one SGLang server (--nnodes > 1).
+
+Stdlib only: shipped to hosts as module_utils/sglang_deploy/nodes.py for the `sglang_port_free` module, and used on
+the controller by profiles.render (the flags), the filter plugin (a host's place in its group, the checks across
+the group) and fleet.plan (a group is one server of a rolling deploy).
+
+What SGLang does with several nodes (python/sglang/srt/arg_groups/fields/parallel.py for the flags;
+entrypoints/engine.py and utils/common.py for what each rank serves; distributed/parallel_state.py for the timeout):
+- every node runs the same command except --node-rank; --tp-size counts the GPUs of all nodes, and
+  (tp_size * pp_size) % nnodes must be 0 (server_args.py, ServerArgs.check_server_args);
+- rank 0 holds the torch TCPStore on the port of --dist-init-addr, the tokenizer and the HTTP API; ranks >= 1 run
+  schedulers only, with a stand-in server on --host:--port that answers /health and nothing of the API;
+- ranks wait for each other in the rendezvous; one that never comes makes rank 0 exit after --dist-timeout
+  seconds (unset: torch's 30 minutes); a rank that dies takes the group down;
+- on SIGTERM ranks >= 1 wait for rank 0's shutdown request: stop rank 0 first.
+SGLang does not set the socket interface of NCCL and Gloo; on hosts with several interfaces set both.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+
+SOCKET_IFNAME_ENV = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
+# Flags that differ between the nodes of one group: everything else must be the same on every node.
+RANK_FLAG = "--node-rank"
+LISTEN_STATE = "0A"  # TCP_LISTEN in /proc/net/tcp (include/net/tcp_states.h)
+
+
+class NodeError(ValueError):
+    """A multi-node group that cannot be rendered: the message names the fix."""
+
+
+def node(
+    host: str,
+    group: str,
+    members: list[str] | None,
+    rank0_address: str,
+    port: object,
+    timeout: object,
+    ifname: str = "",
+) -> dict:
+    """``host``'s place in the multi-node group ``group`` whose hosts, in inventory order, are ``members`` (rank 0
+    first): {"group", "hosts", "rank", "nnodes", "dist_init_addr", "dist_timeout", "socket_ifname"}; {} when
+    ``group`` is empty (a server of its own)."""
+    if not group:
+        return {}
+    if members is None:
+        raise NodeError(
+            f"sglang_multinode_group {group!r} is not a group of the inventory: name the inventory group whose hosts form the server"
+        )
+    if host not in members:
+        raise NodeError(
+            f"{host} has sglang_multinode_group {group!r} but is not a host of that group: add it, or unset the variable"
+        )
+    if len(members) < 2:
+        raise NodeError(
+            f"group {group} has one host: a multi-node server needs two or more (or unset sglang_multinode_group)"
+        )
+    port_num = _positive_int(port, "sglang_dist_init_port")
+    if port_num > 65535:
+        raise NodeError(f"sglang_dist_init_port {port_num} is not a TCP port: use one of 1-65535")
+    address = str(rank0_address)
+    if not address or any(c.isspace() for c in address):
+        raise NodeError(f"rank 0 ({members[0]}) of group {group} has no usable sglang_node_address ({address!r})")
+    if _loopback(address):
+        raise NodeError(
+            f"rank 0 ({members[0]}) of group {group} has the loopback sglang_node_address {address}: every other node"
+            " would reach itself there and never join; set sglang_node_address on it to an address the other nodes"
+            " reach"
+        )
+    return {
+        "group": group,
+        "hosts": list(members),
+        "rank": members.index(host),
+        "nnodes": len(members),
+        "dist_init_addr": f"[{address}]:{port_num}" if ":" in address else f"{address}:{port_num}",
+        "dist_timeout": _positive_int(timeout, "sglang_dist_timeout"),
+        "socket_ifname": str(ifname or ""),
+    }
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return address.lower().rstrip(".") in ("localhost", "localhost.localdomain", "ip6-localhost")
+
+
+def _positive_int(value: object, name: str) -> int:
+    try:
+        number = int(str(value))
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise NodeError(f"{name} {value!r} must be a positive whole number")
+    return number
+
+
+def launch_args(place: dict) -> tuple[dict, dict]:
+    """The flags and environment a node's launch adds to its profile: ({} , {}) for a server of its own."""
+    if not place:
+        return {}, {}
+    args = {
+        "nnodes": place["nnodes"],
+        "node-rank": place["rank"],
+        "dist-init-addr": place["dist_init_addr"],
+        "dist-timeout": place["dist_timeout"],
+    }
+    env = {name: place["socket_ifname"] for name in SOCKET_IFNAME_ENV} if place.get("socket_ifname") else {}
+    return args, env
+
+
+def serves_api(place: dict | None) -> bool:
+    """Whether the host answers the API (a server of its own, or rank 0 of a group)."""
+    return not place or place.get("rank") == 0
+
+
+def _flags(argv: list) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    current = ""
+    for word in argv:
+        word = str(word)
+        if word.startswith("--"):
+            current = word
+            out[current] = []
+        elif current:
+            out[current].append(word)
+    out.pop(RANK_FLAG, None)
+    return out
+
+
+def _differ(what: str, values: dict[str, object], fix: str) -> str | None:
+    if len({str(v) for v in values.values()}) < 2:
+        return None
+    listed = ", ".join(f"{h}: {v}" for h, v in values.items())
+    return f"{what} differ ({listed}): {fix}"
+
+
+def group_problems(group: str, hosts: list[str], records: dict[str, dict | None], in_run: list[str]) -> list[str]:
+    """Why the nodes of ``group`` cannot start as one server. ``hosts``: the group in rank order; ``in_run``: the
+    hosts still in the play; ``records``: host -> {"profile", "stack", "sglang_version", "argv"} as each node
+    rendered its launch (None when it did not get that far)."""
+    problems = []
+    for rank, host in enumerate(hosts):
+        if host not in in_run:
+            problems.append(
+                f"rank {rank} ({host}) of group {group} is not in this run (unreachable, failed, or left out by --limit):"
+                f" bring it back, or leave the whole group out (--limit '!{group}')"
+            )
+    present = {h: records[h] for h in hosts if records.get(h)}
+    if problems or len(present) < len(hosts):
+        return problems or [f"group {group}: not every node rendered its launch; fix the failure above on the others"]
+    where = f"group_vars/{group}.yml"
+    checks = (
+        (
+            "profile",
+            "the profiles of the nodes",
+            f"deploy one profile to the whole group (set it in {where}, not per host)",
+        ),
+        (
+            "stack",
+            "the stack bundles of the nodes",
+            f"install one stack bundle on every node (sglang_stack_bundle in {where})",
+        ),
+        ("sglang_version", "the SGLang releases of the nodes", f"install one stack bundle on every node ({where})"),
+    )
+    for key, what, fix in checks:
+        found = _differ(f"group {group}: {what}", {h: r.get(key) for h, r in present.items()}, fix)
+        if found:
+            problems.append(found)
+    if problems:
+        return problems
+    first, first_flags = hosts[0], _flags(present[hosts[0]]["argv"])
+    for host in hosts[1:]:
+        flags = _flags(present[host]["argv"])
+        for flag in sorted(set(first_flags) | set(flags)):
+            if first_flags.get(flag) != flags.get(flag):
+                shown = {
+                    h: " ".join(f.get(flag, ["(absent)"])) or "(switch)"
+                    for h, f in ((first, first_flags), (host, flags))
+                }
+                problems.append(
+                    f"group {group}: every node must run the same launch but --node-rank, and {flag} differs"
+                    f" ({', '.join(f'{h}: {v}' for h, v in shown.items())}): set it for the whole group in {where}, not per host"
+                )
+                break
+    return problems
+
+
+def port_holders(port: int, proc: str = "/proc") -> list[dict]:
+    """The processes listening on TCP ``port`` (any address, IPv4 or IPv6): [{"pid", "name", "unit", "uid"}], where
+    unit is the systemd service whose control group holds the process and uid the socket's owner. A socket whose
+    process cannot be seen (another user's, without CAP_SYS_PTRACE: a container's root) has pid None."""
+    sockets: dict[str, int] = {}  # "socket:[inode]" -> owner uid
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"{proc}/net/{table}", encoding="ascii") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 9 and fields[3] == LISTEN_STATE and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                sockets[f"socket:[{fields[9]}]"] = int(fields[7])
+    holders, seen = [], set()
+    for pid in filter(str.isdigit, os.listdir(proc)) if sockets else ():
+        try:
+            fds = os.listdir(f"{proc}/{pid}/fd")
+        except OSError:  # gone, or another user's
+            continue
+        found = {_link(f"{proc}/{pid}/fd/{fd}") for fd in fds} & set(sockets)
+        if found:
+            seen |= found
+            uid = sockets[next(iter(found))]
+            holders.append(
+                {
+                    "pid": int(pid),
+                    "name": _read(f"{proc}/{pid}/comm"),
+                    "unit": _unit(f"{proc}/{pid}/cgroup"),
+                    "uid": uid,
+                }
+            )
+    unseen = {uid for inode, uid in sockets.items() if inode not in seen}
+    return holders + [{"pid": None, "name": "unknown", "unit": None, "uid": uid} for uid in sorted(unseen)]
+
+
+def _link(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:  # closed since the listing
+        return ""
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _unit(cgroup_file: str) -> str | None:
+    """The .service in a process's control group path (cgroup v2 `0::/system.slice/x.service`, or v1's name=systemd)."""
+    for line in _read(cgroup_file).splitlines():
+        for part in reversed(line.split(":", 2)[-1].split("/")):
+            if part.endswith(".service"):
+                return part
+    return None
+
+
+def port_problem(port: int, holders: list[dict], service: str, service_uid: int | None = None) -> str | None:
+    """Why rank 0 cannot open its dist-init ``port``: held by a process outside ``service`` (our own server holds it
+    while it runs, and frees it when it restarts). A socket whose process is hidden counts as the server's when its
+    owner is the server's account ``service_uid``."""
+    others = [
+        h
+        for h in holders
+        if h["unit"] != f"{service}.service"
+        and not (h["pid"] is None and service_uid is not None and h["uid"] == service_uid)
+    ]
+    if not others:
+        return None
+    listed = ", ".join(
+        f"pid {h['pid']} ({h['name']}{', unit ' + h['unit'] if h['unit'] else ''})"
+        if h["pid"]
+        else f"a process of uid {h['uid']} that this check cannot see"
+        for h in others
+    )
+    return (
+        f"port {port}, where rank 0 opens the group's --dist-init-addr, is taken by {listed}: stop that process,"
+        " or set sglang_dist_init_port to a free port for the group"
+    )

@@ -1,0 +1,101 @@
+"""The sglang_router role's settings check, through a real ansible-playbook run against localhost in check mode:
+what it refuses stops the play at its first task, before the router's unit or secrets change."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_json import needs_playbook, run_playbook
+
+from sglang_deploy.paths import REPO
+
+pytestmark = needs_playbook
+KEY = "k" * 24
+
+
+def settings_check(tmp_path: Path, **router_vars) -> dict:
+    """The result of the role's first task (Check the router settings) for these settings."""
+    play = [
+        {
+            "name": "Router settings",
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars": {
+                "sglang_router_workers": ["localhost"],
+                "sglang_router_admin_api_key": KEY,
+                **router_vars,
+            },
+            "tasks": [{"name": "Run the role", "ansible.builtin.include_role": {"name": "sglang_router"}}],
+        }
+    ]
+    inventory = {"all": {"hosts": {"localhost": {"sglang_router_worker_url": "http://10.0.0.2:30000"}}}}
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    path = tmp_path / "play.yml"
+    path.write_text(yaml.safe_dump(play, sort_keys=False))
+    _, doc = run_playbook(
+        ["-i", "hosts.yml", "-c", "local", "--check", str(path)],
+        tmp_path,
+        {"ANSIBLE_ROLES_PATH": str(REPO / "roles")},
+    )
+    check = [t for t in doc["plays"][0]["tasks"] if t["task"]["name"].endswith("Check the router settings")]
+    return check[0]["hosts"]["localhost"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"sglang_router_api_key": "short-key"}, "sglang_router_api_key has 9 characters: use at least 16"),
+        ({"sglang_router_admin_api_key": "admin-pw"}, "sglang_router_admin_api_key has 8 characters: use at least 16"),
+        ({"sglang_router_api_key": "a key with spaces!"}, "sglang_router_api_key holds whitespace"),
+    ],
+)
+def test_a_key_the_launcher_refuses_or_cannot_mask_stops_the_role_before_the_router_restarts(tmp_path, settings, named):
+    """launch.py refuses an SMG_API_KEY under 16 characters (the restarted router would never come back: every
+    replica unreachable) and masks a control-plane key in the journal only from 16 characters."""
+    result = settings_check(tmp_path, **settings)
+    assert result.get("failed") and named in result["msg"], result
+    assert all(value not in result["msg"] for value in settings.values())
+
+
+def test_good_keys_pass_the_check(tmp_path):
+    result = settings_check(tmp_path, sglang_router_api_key=KEY)
+    assert not result.get("failed"), result
+
+
+SMG_PYTHON = os.environ.get("SGLANG_SMG_PYTHON", "")
+
+
+@pytest.mark.skipif(not SMG_PYTHON, reason="set SGLANG_SMG_PYTHON to a Python with smg installed")
+def test_the_installed_smg_parser_refuses_a_typo_and_a_bad_value_before_the_router_restarts():
+    """What the role's check runs on the router host (check_argv.py --smg): smg itself exits 2 on these at start."""
+    from sglang_deploy import fleet
+
+    check_argv = REPO / "roles" / "sglang_router" / "files" / "check_argv.py"
+    launches = {
+        "role": fleet.router_argv(
+            {"host": "0.0.0.0", "port": 8000, "policy": "cache_aware", "discovery-provider": "file"}
+        ),
+        "typo": fleet.router_argv({"max-concurent-requests": 64}),
+        "choice": fleet.router_argv({"policy": "fastest"}),
+        "dash": fleet.router_argv({"health-check-endpoint": "--api-key"}),
+    }
+    out = subprocess.run(
+        [SMG_PYTHON, str(check_argv), "--smg", json.dumps(launches)], capture_output=True, text=True, timeout=120
+    )
+    refused = json.loads(out.stdout.strip().splitlines()[-1])["refused"]
+    assert out.returncode == 2 and sorted(refused) == ["choice", "dash", "typo"], out.stderr[-2000:]
+    assert "--max-concurent-requests" in refused["typo"] and "fastest" in refused["choice"]
+
+
+def test_a_key_in_the_routers_extra_flags_is_refused_before_it_reaches_argv(tmp_path):
+    """smg's parser takes --api-key, so only this check keeps a key given in sglang_router_extra_args out of the
+    unit's command line, which every user of the host can read."""
+    result = settings_check(tmp_path, sglang_router_extra_args={"api-key": KEY, "max-concurrent-requests": 64})
+    assert result.get("failed") and "sglang_router_extra_args sets api-key" in result["msg"], result
+    assert KEY not in result["msg"]
