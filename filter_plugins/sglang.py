@@ -7,7 +7,7 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
-from sglang_deploy import fleet, formats, gpu, launch, nodes, profiles, rules, secret_names
+from sglang_deploy import fleet, formats, gpu, launch, nodes, profiles, report, rules, secret_names
 
 
 def _slurped_json(result: dict, name: str) -> object:
@@ -47,6 +47,13 @@ def _format(func):
             raise AnsibleFilterError(str(exc)) from exc
 
     return run
+
+
+def result_stamp(started_at: object) -> str:
+    try:
+        return report.result_stamp(started_at)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
 
 
 def router_worker(pair: list) -> dict:
@@ -165,4 +172,5 @@ class FilterModule:
             "sglang_node": node_place,
             "sglang_api_servers": api_servers,
             "sglang_group_problems": group_problems,
+            "sglang_result_stamp": result_stamp,
         }

@@ -55,6 +55,7 @@ def test_argparse_usage_errors_exit_2(argv, capsys):
             ["deploy", "baseline", "--inventory", "/nonexistent/hosts.yml"],
             "inventory /nonexistent/hosts.yml does not exist",
         ),
+        (["status", "-i", "/dev/zero"], "/dev/zero is not a regular file or a folder: give an inventory file"),
     ],
 )
 def test_bad_input_is_a_usage_error_without_running_anything(argv, message, capsys, monkeypatch):

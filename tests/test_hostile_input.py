@@ -446,3 +446,17 @@ def test_an_inventory_file_with_a_key_given_twice_is_an_error_not_an_empty_inven
         timeout=60,
     )
     assert out.returncode != 0 and "duplicate mapping key 'sglang_host'" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(
+    "started_at", ["../../../../tmp/x", "2026-12-01T06:19:08", "2026-12-01T06:19:08+00:00/../x", None, "\x1b[2J"]
+)
+def test_a_hosts_result_time_cannot_steer_the_fetched_file_outside_results(started_at):
+    """The controller file name is stamped from the host's module result: a hostile host could write ../ there."""
+    from ansible.errors import AnsibleFilterError
+
+    stamp = _filters().FilterModule().filters()["sglang_result_stamp"]
+    with pytest.raises(AnsibleFilterError, match="not an ISO 8601 time with a zone.*deploy.yml") as err:
+        stamp(started_at)
+    assert "\x1b" not in str(err.value)
+    assert stamp("2026-12-01T06:19:08+00:00") == "20261201T061908+0000"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,11 +69,21 @@ def test_good_keys_pass_the_check(tmp_path):
     assert not result.get("failed"), result
 
 
-SMG_PYTHON = os.environ.get("SGLANG_SMG_PYTHON", "")
+@pytest.fixture(scope="session")
+def smg_python(tmp_path_factory) -> tuple[str, dict | None]:
+    """A Python with the role's pinned smg: SGLANG_SMG_PYTHON, else this one with smg installed from PyPI into a
+    folder of its own (the wheel carries the Rust core, about 10 MB)."""
+    if os.environ.get("SGLANG_SMG_PYTHON"):
+        return os.environ["SGLANG_SMG_PYTHON"], None
+    version = yaml.safe_load((REPO / "roles/sglang_router/defaults/main.yml").read_text())["sglang_router_version"]
+    target = tmp_path_factory.mktemp("smg")
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--only-binary=:all:", "--target", str(target)]
+    done = subprocess.run([*pip, f"smg=={version}"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"pip could not install smg=={version} (set SGLANG_SMG_PYTHON): {done.stderr[-2000:]}"
+    return sys.executable, {**os.environ, "PYTHONPATH": str(target)}
 
 
-@pytest.mark.skipif(not SMG_PYTHON, reason="set SGLANG_SMG_PYTHON to a Python with smg installed")
-def test_the_installed_smg_parser_refuses_a_typo_and_a_bad_value_before_the_router_restarts():
+def test_the_installed_smg_parser_refuses_a_typo_and_a_bad_value_before_the_router_restarts(smg_python):
     """What the role's check runs on the router host (check_argv.py --smg): smg itself exits 2 on these at start."""
     from sglang_deploy import fleet
 
@@ -85,8 +96,9 @@ def test_the_installed_smg_parser_refuses_a_typo_and_a_bad_value_before_the_rout
         "choice": fleet.router_argv({"policy": "fastest"}),
         "dash": fleet.router_argv({"health-check-endpoint": "--api-key"}),
     }
+    python, env = smg_python
     out = subprocess.run(
-        [SMG_PYTHON, str(check_argv), "--smg", json.dumps(launches)], capture_output=True, text=True, timeout=120
+        [python, str(check_argv), "--smg", json.dumps(launches)], capture_output=True, text=True, timeout=120, env=env
     )
     refused = json.loads(out.stdout.strip().splitlines()[-1])["refused"]
     assert out.returncode == 2 and sorted(refused) == ["choice", "dash", "typo"], out.stderr[-2000:]

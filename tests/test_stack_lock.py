@@ -217,9 +217,10 @@ def test_prune_lists_then_deletes_the_wheels_no_lock_names(tmp_path, capsys):
     assert main(args) == 0 and "nothing to prune" in capsys.readouterr().out
 
 
-def test_prune_stops_at_a_lock_it_cannot_read_before_deleting(tmp_path, capsys):
+@pytest.mark.parametrize("content", ["packages: [unclosed\n", "packages: []\npackages: []\n"])
+def test_prune_stops_at_a_lock_it_cannot_read_before_deleting(tmp_path, capsys, content):
     (tmp_path / "stacks").mkdir()
-    (tmp_path / "stacks" / "bad.lock.yml").write_text("packages: [unclosed\n")
+    (tmp_path / "stacks" / "bad.lock.yml").write_text(content)
     (tmp_path / "house").mkdir()
     (tmp_path / "house" / "a-1-py3-none-any.whl").write_bytes(b"a")
     argv = [

@@ -414,10 +414,16 @@ def _new_private_dir(kind: str) -> Path:
     return path
 
 
-def _inventory_path(inventory) -> str:
+def inventory_path(inventory) -> str:
+    """The absolute path of an inventory (default: the lab's); FileNotFoundError naming the fix when it is not an
+    inventory file or folder (a device or FIFO would hang or fail ansible-playbook without a word)."""
     path = Path(inventory) if inventory else DEFAULT_INVENTORY
     if not path.exists():
-        raise FileNotFoundError(f"inventory {path} does not exist")
+        raise FileNotFoundError(f"inventory {path} does not exist: give an inventory file or folder with -i")
+    if not (path.is_file() or path.is_dir()):
+        raise FileNotFoundError(
+            f"inventory {path} is not a regular file or a folder: give an inventory file (YAML or INI) or folder with -i"
+        )
     return str(path.resolve())
 
 
@@ -453,7 +459,7 @@ def run_playbook(
     from ansible_runner.utils import signal_handler
 
     require_project()
-    inventory_path = _inventory_path(inventory)
+    inventory_file = inventory_path(inventory)
     pdd = _new_private_dir(kind)
     public, hidden = split_secrets(dict(extravars or {}))
     scrub = secret_forms(secret_values(hidden))
@@ -488,7 +494,7 @@ def run_playbook(
             private_data_dir=str(pdd),
             project_dir=str(REPO),
             playbook=playbook,
-            inventory=inventory_path,
+            inventory=inventory_file,
             limit=limit,
             extravars=public or None,
             tags=tags,

@@ -16,6 +16,26 @@ from sglang_deploy.bench import table
 
 SYNTHETIC_NOTE = "LAB: emulated SGLang server, these numbers are synthetic"
 
+
+def result_stamp(started_at: object) -> str:
+    """A result's start time as the stamp of its file name on the controller (20261201T061908+0000).
+
+    The time comes from the host's module result: anything but an ISO 8601 time with a zone is refused, so a
+    host cannot steer the fetched file outside results/.
+    """
+    try:
+        when = datetime.fromisoformat(str(started_at)[:64])
+    except ValueError:
+        when = None
+    if when is None or when.tzinfo is None:
+        shown = str(started_at)[:64].encode("unicode_escape").decode("ascii")
+        raise ValueError(
+            f"the benchmark result's started_at {shown!r} is not an ISO 8601 time with a zone: the host's "
+            "sglang_bench module is not this project's; re-run playbooks/deploy.yml so it is shipped again"
+        )
+    return when.strftime("%Y%m%dT%H%M%S%z")
+
+
 # (key of a row, table header, digits)
 COLUMNS = (
     ("output_tok_s", "out tok/s", 1),

@@ -449,9 +449,9 @@ def prune(wheelhouse: Path, stacks_dirs: list[Path], *, delete: bool = False) ->
     referenced: set[str] = set()
     for path in locks:
         try:
-            data = yaml.safe_load(path.read_text())
+            data = prof.read_yaml(path)
             referenced.update(entry["file"] for entry in stack.lock_files(data))
-        except (OSError, yaml.YAMLError, AttributeError, KeyError, TypeError) as exc:
+        except (prof.ProfileError, AttributeError, KeyError, TypeError) as exc:
             raise LockError(
                 f"{path}: not a readable lock ({exc.__class__.__name__}: {exc}); nothing pruned: repair or move it"
             ) from exc

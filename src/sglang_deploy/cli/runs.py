@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from sglang_deploy import api, bench, report
@@ -118,11 +117,11 @@ def _phases(text: str) -> str:
 
 def _extravars(args: argparse.Namespace) -> dict:
     """Check the inventory and read the -e items before anything runs."""
-    if args.inventory and not os.path.exists(args.inventory):
-        raise UsageError(f"inventory {args.inventory} does not exist")
     try:
+        if args.inventory:
+            api.inventory_path(args.inventory)
         return api.parse_extravars(args.extravars)
-    except ValueError as exc:
+    except (FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
 
 
