@@ -58,3 +58,30 @@ cat "$TESTLOG"/*.result
     )
     assert "good               passed" in out.stdout, out.stderr
     assert "victim             FAILED (did not finish)" in out.stdout, out.stdout
+
+
+def test_a_docker_engine_the_script_starts_is_not_one_of_its_jobs(tmp_path):
+    """On a fresh CI machine ./lab test started dockerd itself, as a background job of the script, and its final
+    `wait` for the test parts waited for dockerd too: every test passed and the run never ended."""
+    script = (REPO / "lab").read_text()
+    start = script.index("ensure_docker() {")
+    ensure_docker = script[start : script.index("\n}\n", start) + 3]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    up = tmp_path / "up"
+    _fake(bin_dir, "docker", f'test -f "{up}"')
+    _fake(bin_dir, "dockerd", f'echo $$ > "{up}"; exec sleep 120')
+    run = f"""say() {{ :; }}; die() {{ echo "$*" >&2; exit 1; }}
+SUDO=""; LOGDIR="{tmp_path}"
+{ensure_docker}
+ensure_docker
+wait
+echo waited
+"""
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    try:
+        out = subprocess.run(["bash", "-c", run], env=env, capture_output=True, text=True, timeout=30)
+    finally:
+        if up.exists():
+            subprocess.run(["kill", up.read_text().strip()], check=False)
+    assert out.stdout == "waited\n", out.stderr
