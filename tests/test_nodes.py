@@ -46,6 +46,7 @@ def test_place_in_the_group_follows_the_inventory_order():
     }
     assert place("gpu-a")["rank"] == 0
     assert place(rank0_address="fd00::1")["dist_init_addr"] == "[fd00::1]:20000"
+    assert place(rank0_address="[fd00::1]")["dist_init_addr"] == "[fd00::1]:20000"
     assert nodes.node("gpu-a", "", None, "", 20000, 600) == {}
 
 
@@ -142,6 +143,15 @@ def test_node_layout_refuses_a_profile_that_sets_it(args, facts, fix):
     settings = {**SETTINGS, "sglang_node": place() if facts else {}}
     found = errors_of(prof.render("t", profiles, settings, "0.5.23"), facts)
     assert fix in found["node-layout"]
+
+
+@pytest.mark.parametrize("flag", ["dist-init-addr", "nccl-init-addr", "dist-init"])
+def test_a_profile_cannot_move_the_groups_rendezvous_address(flag):
+    """The profile's flags win over the inventory's: --nccl-init-addr 127.0.0.1:30000 replaced rank 1's
+    --dist-init-addr and passed every check (they read only the canonical name)."""
+    profiles = {"t": {"description": "test", "args": {"tp-size": 16, flag: "127.0.0.1:30000"}}}
+    with pytest.raises(prof.ProfileError, match=f"sets --{flag}: rank 0's rendezvous address comes from the inventory"):
+        prof.render("t", profiles, {**SETTINGS, "sglang_node": place()}, "0.5.23")
 
 
 def test_the_dist_init_port_may_not_be_the_api_port():

@@ -74,7 +74,7 @@ def node(
         "hosts": list(members),
         "rank": members.index(host),
         "nnodes": len(members),
-        "dist_init_addr": f"[{address}]:{port_num}" if ":" in address else f"{address}:{port_num}",
+        "dist_init_addr": f"[{address.strip('[]')}]:{port_num}" if ":" in address else f"{address}:{port_num}",
         "dist_timeout": _positive_int(timeout, "sglang_dist_timeout"),
         "socket_ifname": str(ifname or ""),
     }

@@ -68,6 +68,10 @@ SETTING_FLAGS = {
 }
 
 
+# argparse dests of rank 0's rendezvous address (--dist-init-addr, its alias --nccl-init-addr): the inventory's alone.
+NODE_ADDRESS_DESTS = {"dist_init_addr"}
+
+
 class ProfileError(ValueError):
     """A profile that cannot be resolved or rendered safely. ``problems``: (rule id, message) for each finding."""
 
@@ -469,6 +473,16 @@ def render(
     node_args, node_env = nodes.launch_args(place if isinstance(place, dict) else {})
     merged.update(node_args)
     merged.update(profile.args)
+    for name in profile.args:
+        found = table.lookup(name)
+        if found and found[1].get("dest") in NODE_ADDRESS_DESTS:
+            problems.append(
+                (
+                    "node-layout",
+                    f"the profile sets --{name}: rank 0's rendezvous address comes from the inventory"
+                    " (sglang_node_address, sglang_dist_init_port of the group): remove it from the profile",
+                )
+            )
     for key in profile.env:
         if is_secret_name(key):
             home = SECRET_ENV_HOMES.get(key, SECRETS_VAR)
