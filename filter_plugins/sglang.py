@@ -114,31 +114,29 @@ def node_place(host: str, group: str, groups: dict, hostvars, port, timeout, ifn
         raise AnsibleFilterError(str(exc)) from exc
 
 
-def _group_of(hosts: list, hostvars, groups: dict) -> dict:
-    out = {}
-    for host in hosts:
-        group = hostvars[host].get("sglang_multinode_group") or ""
-        if group:
-            out[host] = list(groups.get(group) or [host])
-    return out
+def _members(hosts: list, hostvars, groups: dict) -> dict:
+    names = {host: hostvars[host].get("sglang_multinode_group") or "" for host in hosts}
+    return nodes.members_of(list(hosts), names, groups)
 
 
 def fleet_plan(hosts: list, hostvars, groups: dict, serial) -> dict:
     """fleet.plan for the hosts of a run: each multi-node group one server."""
     try:
-        return fleet.plan(list(hosts), _group_of(hosts, hostvars, groups), serial)
-    except fleet.FleetError as exc:
+        return fleet.plan(list(hosts), _members(hosts, hostvars, groups), serial)
+    except (fleet.FleetError, nodes.NodeError) as exc:
         raise AnsibleFilterError(str(exc)) from exc
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
         raise AnsibleFilterError(
             f"sglang_fleet_serial {serial!r}: give a number, a percentage or a list of them"
         ) from exc
 
 
 def api_servers(hosts: list, hostvars, groups: dict) -> list:
-    """The hosts that answer the API: servers of their own and rank 0 of each multi-node group."""
-    group_of = _group_of(hosts, hostvars, groups)
-    return [h for h in hosts if h not in group_of or group_of[h][0] == h]
+    """nodes.api_servers of these hosts: servers of their own and rank 0 of each multi-node group."""
+    try:
+        return nodes.api_servers(list(hosts), _members(hosts, hostvars, groups))
+    except nodes.NodeError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
 
 
 def group_problems(place: dict, hostvars, in_run: list) -> list:

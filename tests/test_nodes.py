@@ -294,7 +294,7 @@ def test_the_plan_play_refuses_a_down_rank_and_a_cut_group(tmp_path):
         "name": "After",
         "hosts": plays[1]["hosts"],
         "gather_facts": False,
-        "tasks": [{"ansible.builtin.debug": {"msg": "REACHED"}}],
+        "tasks": [{"ansible.builtin.debug": {"msg": "REACHED"}, "tags": ["always"]}],
     }
     (tmp_path / "play.yml").write_text(yaml.safe_dump([{**plays[0], "hosts": "all"}, after], sort_keys=False))
     (tmp_path / "group_vars").mkdir()
@@ -322,6 +322,9 @@ def test_the_plan_play_refuses_a_down_rank_and_a_cut_group(tmp_path):
     out = run("--limit", "gpu-a")
     assert out.returncode != 0 and "REACHED" not in out.stdout
     assert "the run holds gpu-a but not gpu-b of the same multi-node group" in out.stdout
+    out = run("--limit", "gpu-a", "--tags", "configure")
+    assert out.returncode != 0 and "REACHED" not in out.stdout
+    assert "--tags configure without restart on the multi-node group pair" in " ".join(out.stdout.split())
 
 
 def free_tcp_port() -> int:

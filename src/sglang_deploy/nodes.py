@@ -45,18 +45,7 @@ def node(
     ``group`` is empty (a server of its own)."""
     if not group:
         return {}
-    if members is None:
-        raise NodeError(
-            f"sglang_multinode_group {group!r} is not a group of the inventory: name the inventory group whose hosts form the server"
-        )
-    if host not in members:
-        raise NodeError(
-            f"{host} has sglang_multinode_group {group!r} but is not a host of that group: add it, or unset the variable"
-        )
-    if len(members) < 2:
-        raise NodeError(
-            f"group {group} has one host: a multi-node server needs two or more (or unset sglang_multinode_group)"
-        )
+    _check_members(host, group, members)
     port_num = _positive_int(port, "sglang_dist_init_port")
     if port_num > 65535:
         raise NodeError(f"sglang_dist_init_port {port_num} is not a TCP port: use one of 1-65535")
@@ -111,9 +100,38 @@ def launch_args(place: dict) -> tuple[dict, dict]:
     return args, env
 
 
-def serves_api(place: dict | None) -> bool:
-    """Whether the host answers the API (a server of its own, or rank 0 of a group)."""
-    return not place or place.get("rank") == 0
+def _check_members(host: str, group: str, members: list[str] | None) -> None:
+    if members is None:
+        raise NodeError(
+            f"sglang_multinode_group {group!r} is not a group of the inventory: name the inventory group whose hosts form the server"
+        )
+    if host not in members:
+        raise NodeError(
+            f"{host} has sglang_multinode_group {group!r} but is not a host of that group: add it, or unset the variable"
+        )
+    if len(members) < 2:
+        raise NodeError(
+            f"group {group} has one host: a multi-node server needs two or more (or unset sglang_multinode_group)"
+        )
+
+
+def members_of(hosts: list[str], group_names: dict[str, str], groups: dict[str, list[str]]) -> dict[str, list[str]]:
+    """host -> the hosts of its multi-node group (inventory order), for the hosts with a group name in
+    ``group_names`` (their sglang_multinode_group); NodeError naming the fix for a name that is no inventory group
+    or a group the host is not in, the refusals of node()."""
+    out = {}
+    for host in hosts:
+        group = group_names.get(host) or ""
+        if group:
+            members = groups.get(group)
+            _check_members(host, group, members)
+            out[host] = list(members)
+    return out
+
+
+def api_servers(hosts: list[str], members: dict[str, list[str]]) -> list[str]:
+    """The hosts that answer the API: servers of their own and rank 0 of each multi-node group (members_of's)."""
+    return [h for h in hosts if h not in members or members[h][0] == h]
 
 
 def _flags(argv: list) -> dict[str, list[str]]:
