@@ -192,6 +192,18 @@ def test_plan_keeps_a_group_in_one_batch_rank_0_first():
         fleet.plan(["r1", "g0"], group_of, 1)
 
 
+def test_api_servers_refuse_a_group_name_that_is_no_inventory_group():
+    """The router's default worker list: a mistyped sglang_multinode_group once made every rank a server of its own,
+    so ranks >= 1 (which answer only /health) were routed client requests."""
+    groups = {"pair": ["g0", "g1"], "all": ["r1", "g0", "g1"]}
+    names = {"g0": "pair", "g1": "pair"}
+    assert nodes.api_servers(["r1", "g0", "g1"], nodes.members_of(["r1", "g0", "g1"], names, groups)) == ["r1", "g0"]
+    with pytest.raises(nodes.NodeError, match="'piar' is not a group of the inventory"):
+        nodes.members_of(["g0", "g1"], {"g0": "piar", "g1": "piar"}, groups)
+    with pytest.raises(nodes.NodeError, match="r1 has sglang_multinode_group 'pair' but is not a host of that group"):
+        nodes.members_of(["r1"], {"r1": "pair"}, groups)
+
+
 def test_port_holders_find_this_process_and_its_unit():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
