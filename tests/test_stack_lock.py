@@ -192,14 +192,14 @@ def test_check_lock_refuses_a_consistent_lock_with_a_bad_entry():
 
 def test_prune_lists_then_deletes_the_wheels_no_lock_names(tmp_path, capsys):
     stacks, other, house = tmp_path / "stacks", tmp_path / "mine", tmp_path / "house"
-    named = ["a-1-py3-none-any.whl", "sglang-abc/sglang-1-py3-none-any.whl", "uv-1-py3-none-any.whl"]
+    named = ["a-1-py3-none-any.whl", "sglang-abc000000000/sglang-1-py3-none-any.whl", "uv-1-py3-none-any.whl"]
     for folder, lock in [
         (stacks, {"packages": [{"file": named[0]}, {"file": named[1]}], "installer": [{"file": named[2]}]}),
         (other, {"packages": [{"file": "b-1-py3-none-any.whl"}, {"file": "gone-1-py3-none-any.whl"}]}),
     ]:
         folder.mkdir()
         (folder / "x.lock.yml").write_text(yaml.safe_dump(lock))
-    stale = ["old-1-py3-none-any.whl", ".x1y2.part", "sglang-def/sglang-0-py3-none-any.whl"]
+    stale = ["old-1-py3-none-any.whl", ".x1y2.part", "sglang-def000000000/sglang-0-py3-none-any.whl"]
     for name in named + stale + ["b-1-py3-none-any.whl", "notes.txt"]:
         (house / name).parent.mkdir(parents=True, exist_ok=True)
         (house / name).write_bytes(b"12")
@@ -213,7 +213,7 @@ def test_prune_lists_then_deletes_the_wheels_no_lock_names(tmp_path, capsys):
     assert main(args + ["--delete"]) == 0
     assert "deleted these 4 wheels" in capsys.readouterr().out
     left = sorted(str(p.relative_to(house)) for p in house.rglob("*") if p.is_file())
-    assert left == sorted(named + ["notes.txt"]) and not (house / "sglang-def").exists()
+    assert left == sorted(named + ["notes.txt"]) and not (house / "sglang-def000000000").exists()
     assert main(args) == 0 and "nothing to prune" in capsys.readouterr().out
 
 
@@ -256,12 +256,14 @@ def test_prune_in_a_folder_that_is_not_a_wheelhouse_touches_only_wheels_and_its_
     stacks, home = tmp_path / "stacks", tmp_path / "home"
     stacks.mkdir()
     (stacks / "x.lock.yml").write_text(yaml.safe_dump({"packages": [{"file": "a-1-py3-none-any.whl"}]}))
-    for folder in ("Desktop", "Music", "sglang-old"):
+    for folder in ("Desktop", "Music", "sglang-0123456789ab", "router-wheels"):
         (home / folder).mkdir(parents=True)
-    (home / "sglang-old" / "sglang-0-py3-none-any.whl").write_bytes(b"w")
+    (home / "sglang-0123456789ab" / "sglang-0-py3-none-any.whl").write_bytes(b"w")
+    (home / "router-wheels" / "smg-1.13.0-cp38-abi3-linux_x86_64.whl").write_bytes(b"another wheelhouse's")
     (home / "film.mkv.part").write_bytes(b"a browser's download")
     (home / ".a1b2.part").write_bytes(b"stack fetch's")
     assert main(["stack", "prune", "--delete", "--wheelhouse", str(home), "--stacks-dir", str(stacks)]) == 0
     capsys.readouterr()
     assert (home / "Desktop").is_dir() and (home / "Music").is_dir() and (home / "film.mkv.part").exists()
-    assert not (home / "sglang-old").exists() and not (home / ".a1b2.part").exists()
+    assert (home / "router-wheels" / "smg-1.13.0-cp38-abi3-linux_x86_64.whl").exists()
+    assert not (home / "sglang-0123456789ab").exists() and not (home / ".a1b2.part").exists()

@@ -405,13 +405,16 @@ def requirements_wheels(requirement_files: list[str], wheel_dir: str) -> set[str
     return named
 
 
+# The folder of a wheel built from an SGLang git commit (stack_lock.build_git_wheel): sglang-<12 hex digits>.
+GIT_WHEEL_DIR = re.compile(r"sglang-[0-9a-f]{12}")
+
+
 def unreferenced_wheels(wheel_dir: str, referenced: set[str]) -> list[str]:
     """Wheel files in wheel_dir and its sglang-<commit>/ folders, and downloads that download() left unfinished
     (.NAME.part), whose path relative to wheel_dir is not in referenced; paths in wheel_dir, sorted."""
     found = []
     for folder, dirs, files in os.walk(wheel_dir):
-        if folder != wheel_dir:
-            dirs.clear()
+        dirs[:] = [d for d in dirs if folder == wheel_dir and GIT_WHEEL_DIR.fullmatch(d)]
         for name in files:
             path = os.path.join(folder, name)
             ours = name.endswith(".whl") or (name.startswith(".") and name.endswith(".part"))
