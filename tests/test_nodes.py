@@ -178,6 +178,14 @@ def test_group_problems_name_each_fix():
     assert "sglang_stack_bundle in group_vars/pair.yml" in problems[1]
     tp = {**same, "gpu-b": {**same["gpu-b"], "argv": launch("gpu-b", tp=8).argv}}
     assert "--tp-size differs (gpu-a: 16, gpu-b: 8)" in nodes.group_problems("pair", PAIR, tp, PAIR)[0]
+    ifname = {
+        h: {**same[h], "env": {"NCCL_SOCKET_IFNAME": f"eth{i}", "GLOO_SOCKET_IFNAME": f"eth{i}"}}
+        for i, h in enumerate(PAIR)
+    }
+    assert nodes.group_problems("pair", PAIR, ifname, PAIR) == []  # each node's own interface name
+    switch = {**ifname, "gpu-b": {**ifname["gpu-b"], "env": {**ifname["gpu-b"]["env"], "SGLANG_X": "secret-ish"}}}
+    (problem,) = nodes.group_problems("pair", PAIR, switch, PAIR)
+    assert "SGLANG_X differs between gpu-a and gpu-b" in problem and "secret-ish" not in problem
 
 
 def test_plan_keeps_a_group_in_one_batch_rank_0_first():

@@ -157,8 +157,8 @@ def _differ(what: str, values: dict[str, object], fix: str) -> str | None:
 
 def group_problems(group: str, hosts: list[str], records: dict[str, dict | None], in_run: list[str]) -> list[str]:
     """Why the nodes of ``group`` cannot start as one server. ``hosts``: the group in rank order; ``in_run``: the
-    hosts still in the play; ``records``: host -> {"profile", "stack", "sglang_version", "argv"} as each node
-    rendered its launch (None when it did not get that far)."""
+    hosts still in the play; ``records``: host -> {"profile", "stack", "sglang_version", "argv", "env"} as each
+    node rendered its launch (None when it did not get that far)."""
     problems = []
     for rank, host in enumerate(hosts):
         if host not in in_run:
@@ -201,6 +201,16 @@ def group_problems(group: str, hosts: list[str], records: dict[str, dict | None]
                 problems.append(
                     f"group {group}: every node must run the same launch but --node-rank, and {flag} differs"
                     f" ({', '.join(f'{h}: {v}' for h, v in shown.items())}): set it for the whole group in {where}, not per host"
+                )
+                break
+        # Values unshown: an environment may hold what should not be printed.
+        first_env, env = present[first].get("env") or {}, present[host].get("env") or {}
+        for name in sorted((set(first_env) | set(env)) - set(SOCKET_IFNAME_ENV)):
+            if first_env.get(name) != env.get(name):
+                problems.append(
+                    f"group {group}: every node must run with the same environment but the socket interface, and"
+                    f" {name} differs between {first} and {host}: set it for the whole group in {where}"
+                    " (sglang_server_env), not per host"
                 )
                 break
     return problems
