@@ -24,6 +24,7 @@ SPEC_CHAIN = {**SPEC_TREE, "speculative-eagle-topk": 1}
 # Rank 1 of a two-host group of 8 GPUs each (tp 16).
 RANK1 = nodes.node("gpu-b", "pair", ["gpu-a", "gpu-b"], "10.0.0.1", 20000, 600)
 GROUP = {"sglang_node": RANK1, "sglang_tp": 16}
+ROUTED = {"sglang_host": "0.0.0.0", "sglang_port": 30000, "sglang_api_key": "k" * 16}
 
 
 def case(args=None, env=None, version="0.5.23", facts=None, concurrency=None, settings=None):
@@ -55,6 +56,11 @@ CASES = {
         case(env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": 1}, version="0.5.23"),
     ),
     "open-bind": (case({"host": "0.0.0.0"}), case({"host": "0.0.0.0"}, settings={"sglang_api_key": "k" * 16})),
+    # A profile's port on a replica the router reaches at the settings' port (and a loopback bind): never routed.
+    "router-listen": (
+        case({"port": 31000}, settings=ROUTED, facts={"router_worker_url": "http://gpu-1:30000"}),
+        case({}, settings=ROUTED, facts={"router_worker_url": "http://gpu-1:30000"}),
+    ),
     "spec-triple": (
         case({**SPEC_AUTO, "speculative-num-draft-tokens": 2, "speculative-eagle-topk": 1}),
         case(SPEC_CHAIN),
@@ -303,3 +309,13 @@ def test_spec_running_cap_has_one_source(monkeypatch):
     monkeypatch.setattr(config, "SPEC_DEFAULT_MAX_RUNNING", 40)
     fired = [f.message for f in run(case(SPEC_AUTO, concurrency=44)) if f.rule == "spec-running-cap"]
     assert fired and "> 40 running requests" in fired[0]
+
+
+@pytest.mark.parametrize("args", [{"host": "127.0.0.1"}, {"port": 31000}, {"host": "localhost", "port": 30000}])
+def test_a_replica_behind_the_router_listens_where_the_router_reaches_it(args):
+    """A profile's host/port used to pass on a replica: it served on its own port, the router's health check never
+    saw it, and the roll stopped with the new profile running outside the router."""
+    found = run(case(args, settings=ROUTED, facts={"router_worker_url": "http://gpu-1:30000"}))
+    (error,) = [f for f in found if f.rule == "router-listen"]
+    assert error.level == rules.ERROR and "Remove host/port from the profile" in error.message
+    assert not [f for f in run(case(args, settings=ROUTED)) if f.rule == "router-listen"]  # a host of its own

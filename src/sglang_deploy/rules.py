@@ -12,6 +12,7 @@
     allow_open_bind    False             (sglang_server_allow_open_bind)
     node_count         2                 (hosts of the host's multi-node group; default 1, a server of its own)
     node_rank          0                 (the host's place in that group, inventory order)
+    router_worker_url  "http://gpu-1:30000" (where the router reaches the host; only for a replica it routes to)
 
 A rule whose facts are unknown is skipped with an ``info`` finding that says which facts it needed.
 Sources: SGLang's own argument checks, python/sglang/srt/server_args.py (ServerArgs.__post_init__ and its
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 from typing import Any, Callable, Iterable
 
 from packaging.version import Version
@@ -242,6 +244,25 @@ def _open_bind(ctx: Ctx):
             f"the launch listens on {listen['host'] or '(all interfaces)'}, reachable from other hosts, and"
             " sglang_api_key is empty: anyone who reaches this host can use the server. Set sglang_api_key (vault it),"
             " bind to 127.0.0.1, or acknowledge with sglang_server_allow_open_bind=true"
+        )
+
+
+def _router_listen(ctx: Ctx):
+    """A replica behind the router must listen where the router, the drain and status reach it."""
+    url = ctx.facts.get("router_worker_url")
+    if not url:
+        return
+    listen = ctx.launch.listen
+    parsed = urlsplit(str(url))
+    try:
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    except ValueError:
+        port = None
+    if port != listen["port"] or not listen["open"]:
+        yield (
+            f"the router reaches this replica at {url}, but the launch listens on {listen['host']}:{listen['port']}:"
+            " the router would never see it serve. Remove host/port from the profile; set sglang_host/sglang_port"
+            " (and sglang_router_worker_url) for the host instead"
         )
 
 
@@ -592,6 +613,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule("parallel-gpus", ERROR, "tp x pp (x dp) vs GPU count", ("gpu_count",), _parallel_gpus),
     Rule("parallel-shape", ERROR, "nnodes / dp / ep shape", (), _parallel_shape),
+    Rule("router-listen", ERROR, "a replica listens where the router reaches it", (), _router_listen),
     Rule("node-layout", ERROR, "nnodes / node-rank vs the inventory's group", (), _node_layout),
     Rule("served-model-name", ERROR, "served model name with ':'", (), _served_name),
     Rule("model-path", ERROR, "model path missing on the host", ("model_path_exists",), _model_path),
