@@ -282,3 +282,18 @@ def test_status_reads_the_fleet_from_what_the_status_playbook_publishes():
     assert [(m["kind"], m["subject"]) for m in views["router-1"]["mismatches"]] == [
         ("profile_differs", "sglang-fleet-3")
     ]
+
+
+def test_status_shows_a_router_host_that_did_not_answer():
+    """An unreachable router host published nothing, and status showed no fleet block at all."""
+    from sglang_deploy import api
+
+    unit = "LoadState=loaded\nActiveState=active\nSubState=running\n"
+    data = {
+        "sglang_status": {"sglang-fleet-1": {"unit": unit, "local": {"sglang_server": {"profile": "baseline"}}}},
+        "sglang_router_hosts": ["router-1"],
+    }
+    view = api.parse_fleet(data, api.parse_status(data))["router-1"]
+    assert [(m["kind"], m["subject"]) for m in view["mismatches"]] == [("router_unreachable", "router-1")]
+    assert "router host router-1 did not report" in view["mismatches"][0]["message"] and not view["ok"]
+    assert api.parse_fleet({**data, "sglang_router_hosts": []}, api.parse_status(data)) == {}

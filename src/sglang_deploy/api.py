@@ -288,11 +288,22 @@ def parse_status(data: dict) -> dict:
 
 
 def parse_fleet(data: dict, hosts: dict) -> dict:
-    """router host -> fleet.fleet_view() from the set_stats data of playbooks/status.yml and parse_status()'s hosts."""
+    """router host -> fleet.fleet_view() from the set_stats data of playbooks/status.yml and parse_status()'s hosts;
+    a router host of the inventory (sglang_router_hosts) that reported nothing is shown as unreachable."""
     facts = {h: {"profile": s.profile, "serving": s.serving, "stack": s.stack} for h, s in hosts.items()}
+    reported = data.get("sglang_router_status") or {}
+    silent = {
+        router: {
+            "deployed": True,
+            "error": f"the router host {router} did not report (unreachable, or its status task failed: see above):"
+            " bring it back, then run sglang-deploy status again",
+        }
+        for router in data.get("sglang_router_hosts") or []
+        if router not in reported
+    }
     return {
         router: fleet.fleet_view(router, {**raw, "unit": parse_systemctl_show(raw.get("unit") or "")}, facts)
-        for router, raw in sorted((data.get("sglang_router_status") or {}).items())
+        for router, raw in sorted({**silent, **reported}.items())
     }
 
 
