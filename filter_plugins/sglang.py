@@ -164,6 +164,7 @@ class FilterModule:
             "sglang_router_secret_flags": router_secret_flags,
             "sglang_router_argv": fleet.router_argv,
             "sglang_router_worker": router_worker,
+            "sglang_router_local_workers": fleet.local_workers,
             "sglang_router_manifest": fleet.manifest,
             "sglang_fleet_summary": fleet_summary,
             "sglang_fleet_plan": fleet_plan,

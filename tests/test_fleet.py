@@ -27,6 +27,23 @@ def test_manifest_leaves_out_the_batch():
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:30000",
+        "http://LOCALHOST:30000",
+        "http://0.0.0.0:30000",
+        "http://[::ffff:127.0.0.1]:30000",
+        "http://[0:0:0:0:0:0:0:1]:30000",
+        "https://[::1]/v1",
+    ],
+)
+def test_a_worker_url_only_its_own_host_reaches_is_found_but_on_the_router_host(url):
+    workers = [*WORKERS, {"id": "gpu-3", "url": url}, {"id": "router", "url": url.replace("30000", "30001")}]
+    assert fleet.local_workers(workers, "router") == ["gpu-3"]
+    assert fleet.local_workers([*WORKERS, {"id": "bad", "url": "http://[::1:30000"}], "router") == []
+
+
+@pytest.mark.parametrize(
     "workers",
     [
         [{"id": "gpu-1", "url": "10.0.0.11:30000"}],

@@ -66,11 +66,29 @@ def test_place_in_the_group_follows_the_inventory_order():
         ({"rank0_address": "localhost"}, "loopback"),
         ({"rank0_address": "::1"}, "loopback"),
         ({"rank0_address": "127.8.0.1"}, "loopback"),
+        ({"rank0_address": "LOCALHOST"}, "loopback"),
+        ({"rank0_address": "0.0.0.0"}, "unspecified"),
+        ({"rank0_address": "[::ffff:127.0.0.1]"}, "loopback"),
+        ({"rank0_address": "[0:0:0:0:0:0:0:1]"}, "loopback"),
     ],
 )
 def test_place_refuses_a_bad_group(kwargs, fix):
     with pytest.raises(nodes.NodeError, match=fix):
         place(**kwargs)
+
+
+LOCAL_ONLY = ["127.0.0.1", "LOCALHOST", "localhost.", "db.localhost", "0.0.0.0", "::", "[::1]", "[::ffff:127.0.0.1]"]
+LOCAL_ONLY += ["[0:0:0:0:0:0:0:1]", "::ffff:0.0.0.0", "127.1", "0x7f.0.0.1", "2130706433", "0", "::1%lo"]
+
+
+@pytest.mark.parametrize("address", LOCAL_ONLY)
+def test_an_address_only_its_own_host_reaches(address):
+    assert nodes.local_only(address)
+
+
+@pytest.mark.parametrize("address", ["10.0.0.1", "[fd00::1]", "::ffff:10.0.0.1", "gpu-a", "localhost-2", "deadbeef"])
+def test_an_address_other_hosts_reach(address):
+    assert not nodes.local_only(address)
 
 
 def test_ranks_run_the_same_command_but_node_rank():

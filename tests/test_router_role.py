@@ -20,8 +20,9 @@ pytestmark = needs_playbook
 KEY = "k" * 24
 
 
-def settings_check(tmp_path: Path, **router_vars) -> dict:
-    """The result of the role's first task (Check the router settings) for these settings."""
+def settings_check(tmp_path: Path, replicas: dict | None = None, **router_vars) -> dict:
+    """The result of the role's first task (Check the router settings) for these settings; ``replicas``: inventory
+    hosts -> their variables, besides localhost (the router host, its own worker at 10.0.0.2)."""
     play = [
         {
             "name": "Router settings",
@@ -35,7 +36,8 @@ def settings_check(tmp_path: Path, **router_vars) -> dict:
             "tasks": [{"name": "Run the role", "ansible.builtin.include_role": {"name": "sglang_router"}}],
         }
     ]
-    inventory = {"all": {"hosts": {"localhost": {"sglang_router_worker_url": "http://10.0.0.2:30000"}}}}
+    hosts = {"localhost": {"sglang_router_worker_url": "http://10.0.0.2:30000"}, **(replicas or {})}
+    inventory = {"all": {"hosts": hosts}}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
     path = tmp_path / "play.yml"
     path.write_text(yaml.safe_dump(play, sort_keys=False))
@@ -111,3 +113,21 @@ def test_a_key_in_the_routers_extra_flags_is_refused_before_it_reaches_argv(tmp_
     result = settings_check(tmp_path, sglang_router_extra_args={"api-key": KEY, "max-concurrent-requests": 64})
     assert result.get("failed") and "sglang_router_extra_args sets api-key" in result["msg"], result
     assert KEY not in result["msg"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:30000",
+        "http://LOCALHOST:30000",
+        "http://0.0.0.0:30000",
+        "http://[::ffff:127.0.0.1]:30000",
+        "http://[0:0:0:0:0:0:0:1]:30000",
+    ],
+)
+def test_a_replica_the_router_cannot_reach_is_refused_with_the_fix(tmp_path, url):
+    """A replica's URL that only its own host reaches: the router would dial itself (nodes.local_only)."""
+    replicas = {"gpu-1": {"sglang_router_worker_url": url}, "gpu-2": {"sglang_router_worker_url": "http://gpu-2:1"}}
+    result = settings_check(tmp_path, replicas, sglang_router_workers=["localhost", "gpu-1", "gpu-2"])
+    assert result.get("failed") and "Workers gpu-1 have a loopback or unspecified" in result["msg"], result
+    assert "sglang_router_worker_url to an address the router reaches" in result["msg"]

@@ -22,6 +22,8 @@ import json
 import time
 from urllib.parse import urlsplit
 
+from .nodes import local_only
+
 MANIFEST_VERSION = 1
 DISCOVERY_ID_LABEL = "smg.ai/discovery-id"
 IN_FLIGHT_GAUGES = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
@@ -55,6 +57,20 @@ def manifest(workers: list[dict], out: list[str] | tuple = ()) -> dict:
         "version": MANIFEST_VERSION,
         "workers": [{"id": wid, "url": url} for wid, url in seen.items() if wid not in set(out)],
     }
+
+
+def local_workers(workers: list[dict], router_host: str) -> list[str]:
+    """The ids of ``workers`` ([{"id", "url"}]) whose URL only their own host reaches (nodes.local_only), but for
+    the router's own host."""
+    out = []
+    for worker in workers:
+        try:
+            host = urlsplit(str(worker["url"])).hostname or ""
+        except ValueError:  # manifest() refuses the URL
+            continue
+        if worker["id"] != router_host and local_only(host):
+            out.append(str(worker["id"]))
+    return out
 
 
 def router_argv(args: dict) -> list[str]:

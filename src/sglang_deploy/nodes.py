@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
+import socket
 
 SOCKET_IFNAME_ENV = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 # Flags that differ between the nodes of one group: everything else must be the same on every node.
@@ -52,9 +54,10 @@ def node(
     address = str(rank0_address)
     if not address or any(c.isspace() for c in address):
         raise NodeError(f"rank 0 ({members[0]}) of group {group} has no usable sglang_node_address ({address!r})")
-    if _loopback(address):
+    if local_only(address):
         raise NodeError(
-            f"rank 0 ({members[0]}) of group {group} has the loopback sglang_node_address {address}: every other node"
+            f"rank 0 ({members[0]}) of group {group} has the loopback or unspecified sglang_node_address {address}:"
+            " every other node"
             " would reach itself there and never join; set sglang_node_address on it to an address the other nodes"
             " reach"
         )
@@ -69,11 +72,22 @@ def node(
     }
 
 
-def _loopback(address: str) -> bool:
+def local_only(address: object) -> bool:
+    """Whether another host cannot reach this host at ``address`` (an IP, [IPv6] or host name): loopback, unspecified
+    (0.0.0.0, ::; a connection there stays on the dialing host), either as IPv4-mapped IPv6, or a localhost name.
+    IPv4 also in the short forms URL parsers and inet_aton read (127.1, 0x7f.1, 2130706433)."""
+    text = str(address).strip().strip("[]").split("%", 1)[0].rstrip(".").lower()
+    if text in ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback") or text.endswith(".localhost"):
+        return True
     try:
-        return ipaddress.ip_address(address.strip("[]")).is_loopback
+        ip = ipaddress.ip_address(text)
     except ValueError:
-        return address.lower().rstrip(".") in ("localhost", "localhost.localdomain", "ip6-localhost")
+        try:  # inet_aton stops at a space: only what an IPv4 number can hold
+            ip = ipaddress.IPv4Address(socket.inet_aton(text)) if re.fullmatch(r"[0-9a-fx.]+", text) else None
+        except OSError:
+            ip = None
+    ip = getattr(ip, "ipv4_mapped", None) or ip
+    return ip is not None and (ip.is_loopback or ip.is_unspecified)
 
 
 def _positive_int(value: object, name: str) -> int:
