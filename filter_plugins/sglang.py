@@ -7,7 +7,7 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
-from sglang_deploy import fleet, formats, gpu, launch, nodes, profiles, report, rules, secret_names
+from sglang_deploy import fleet, formats, gpu, nodes, profiles, report, rules, secret_names
 
 
 def _slurped_json(result: dict, name: str) -> object:
@@ -66,10 +66,16 @@ def key_problems(key: object, var: str) -> list[str]:
     return [message for _, message in profiles.check_api_key(key, var)]
 
 
-def router_secret_flags(extra_args: dict) -> list[str]:
-    """The flags of sglang_router_extra_args that the launcher passes from the 0600 environment file (the keys)."""
-    secret = {flag.lstrip("-") for flag in launch.SECRET_FLAGS.values()}
-    return sorted(str(name) for name in extra_args or {} if str(name).lstrip("-") in secret)
+def router_flag_problems(extra_args: dict, owned: dict) -> list[str]:
+    """Why flags of sglang_router_extra_args cannot reach smg's argv (profiles.extra_flag_problems); ``owned``: the
+    flags the role sets -> their variables."""
+    return profiles.extra_flag_problems(
+        extra_args,
+        "sglang_router_extra_args",
+        owned,
+        "the router's keys go in sglang_router_api_key and sglang_router_admin_api_key, vaulted: they reach smg"
+        " through its 0600 environment file",
+    )
 
 
 def fleet_summary(hosts: list, hostvars, profile: str) -> list[dict]:
@@ -161,7 +167,7 @@ class FilterModule:
             "sglang_fleet_replicas": fleet_replicas,
             "sglang_mask_secrets": secret_names.mask,
             "sglang_key_problems": key_problems,
-            "sglang_router_secret_flags": router_secret_flags,
+            "sglang_router_flag_problems": router_flag_problems,
             "sglang_router_argv": fleet.router_argv,
             "sglang_router_worker": router_worker,
             "sglang_router_local_workers": fleet.local_workers,

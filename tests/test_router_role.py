@@ -97,22 +97,69 @@ def test_the_installed_smg_parser_refuses_a_typo_and_a_bad_value_before_the_rout
         "typo": fleet.router_argv({"max-concurent-requests": 64}),
         "choice": fleet.router_argv({"policy": "fastest"}),
         "dash": fleet.router_argv({"health-check-endpoint": "--api-key"}),
+        # smg itself would take --api-ke for --api-key; the check refuses the abbreviation and does not show the key
+        "abbreviation": fleet.router_argv({"api-ke": KEY}),
+        "abbreviated-port": fleet.router_argv({"por": 9000}),
     }
     python, env = smg_python
     out = subprocess.run(
         [python, str(check_argv), "--smg", json.dumps(launches)], capture_output=True, text=True, timeout=120, env=env
     )
     refused = json.loads(out.stdout.strip().splitlines()[-1])["refused"]
-    assert out.returncode == 2 and sorted(refused) == ["choice", "dash", "typo"], out.stderr[-2000:]
+    expected = ["abbreviated-port", "abbreviation", "choice", "dash", "typo"]
+    assert out.returncode == 2 and sorted(refused) == expected, out.stderr[-2000:]
     assert "--max-concurent-requests" in refused["typo"] and "fastest" in refused["choice"]
+    assert refused["abbreviation"] == "unrecognized arguments: --api-ke" and KEY not in out.stdout + out.stderr
 
 
-def test_a_key_in_the_routers_extra_flags_is_refused_before_it_reaches_argv(tmp_path):
-    """smg's parser takes --api-key, so only this check keeps a key given in sglang_router_extra_args out of the
-    unit's command line, which every user of the host can read."""
-    result = settings_check(tmp_path, sglang_router_extra_args={"api-key": KEY, "max-concurrent-requests": 64})
-    assert result.get("failed") and "sglang_router_extra_args sets api-key" in result["msg"], result
-    assert KEY not in result["msg"]
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"api-key": KEY}, "sets api-key, a secret"),
+        ({f"api-key={KEY}": True}, "has 'api-key…', not a flag name"),
+        ({"--api-key": KEY}, "has '--api-key', not a flag name"),
+        ({"api-ke": KEY}, "sets api-ke, an abbreviation of --api-key"),
+        (
+            {"control-plane-api-key": f"a:b:admin:{KEY}"},
+            "sets control-plane-api-key, an abbreviation of --control-plane-api-keys",
+        ),
+        ({"control-plane-api-keys": f"a:b:admin:{KEY}"}, "sets control-plane-api-keys, a secret"),
+        ({"tenant-api-key": f"t:{KEY}"}, "sets tenant-api-key, a secret"),
+        ({"oracle-password": KEY}, "sets oracle-password, a secret"),
+        ({"mesh-tls-key": KEY}, "sets mesh-tls-key, a secret"),
+    ],
+)
+def test_a_key_in_the_routers_extra_flags_is_refused_before_it_reaches_argv(tmp_path, extra, named):
+    """smg's parser takes these (argparse also takes an abbreviation for the flag), so only this check keeps a secret
+    given in sglang_router_extra_args out of the unit's command line, which every user of the host can read."""
+    result = settings_check(tmp_path, sglang_router_extra_args={**extra, "max-concurrent-requests": 64})
+    assert result.get("failed") and f"sglang_router_extra_args {named}" in result["msg"], result
+    assert (
+        "sglang_router_api_key and sglang_router_admin_api_key" in result["msg"] or "not a flag name" in result["msg"]
+    )
+    assert KEY not in json.dumps(result)
+
+
+@pytest.mark.parametrize(
+    ("extra", "fix"),
+    [
+        ({"port": 9000}, "sets port, which the role sets itself: set sglang_router_port instead"),
+        ({"host": "127.0.0.1"}, "sets host, which the role sets itself: set sglang_router_host instead"),
+        ({"policy": "random"}, "sets policy, which the role sets itself: set sglang_router_policy instead"),
+        ({"discovery-file": "/tmp/w.json"}, "sets discovery-file, which the role sets itself: remove it"),
+        ({"prometheus-port": 1}, "sets prometheus-port, which the role sets itself: set sglang_router_prometheus_port"),
+    ],
+)
+def test_a_flag_the_role_sets_is_refused_in_the_extra_flags_with_its_variable(tmp_path, extra, fix):
+    """An extra flag would win over the role's own, and the recorded router URL and worker list would be wrong."""
+    result = settings_check(tmp_path, sglang_router_extra_args=extra)
+    assert result.get("failed") and f"sglang_router_extra_args {fix}" in result["msg"], result
+
+
+def test_ordinary_extra_flags_pass_the_check(tmp_path):
+    extra = {"max-concurrent-requests": 64, "log-json": True, "sticky-key-idle-secs": 60, "tls-key-path": "/etc/k"}
+    result = settings_check(tmp_path, sglang_router_extra_args=extra)
+    assert not result.get("failed"), result
 
 
 @pytest.mark.parametrize(
@@ -131,3 +178,14 @@ def test_a_replica_the_router_cannot_reach_is_refused_with_the_fix(tmp_path, url
     result = settings_check(tmp_path, replicas, sglang_router_workers=["localhost", "gpu-1", "gpu-2"])
     assert result.get("failed") and "Workers gpu-1 have a loopback or unspecified" in result["msg"], result
     assert "sglang_router_worker_url to an address the router reaches" in result["msg"]
+
+
+def test_extra_flags_that_are_not_a_mapping_of_names_are_refused_without_their_values():
+    from sglang_deploy import profiles
+
+    assert profiles.extra_flag_problems(["api-key", KEY], "v", {}, "") == [
+        "v must be a mapping: flag name without dashes -> value (true: a bare switch)"
+    ]
+    problems = profiles.extra_flag_problems({8000: KEY, f"api-key {KEY}": True}, "v", {}, "")
+    assert problems[0].startswith("v has a key of type int") and "'api-key…', not a flag name" in problems[1]
+    assert KEY not in " ".join(problems)

@@ -6,7 +6,8 @@ role with the router's, and the tests with scratch venvs of older releases. Its 
 list, or a mapping name -> argv list.
 Only the argparse layer: ServerArgs' post-init checks probe the GPU and the model, which the server does at start.
 Prints {"checked": N, "refused": {name: error}}; exit 0 when every launch parses, 2 when one does not (errors on
-stderr, argparse's wording: "unrecognized arguments: ...", "invalid choice: ...").
+stderr, argparse's wording: "unrecognized arguments: --flag" (the unknown flags, not their values, which may be a
+secret), "invalid choice: ...").
 """
 
 import argparse
@@ -25,7 +26,8 @@ def sglang_parser():
 def smg_parser():
     from smg.router_args import RouterArgs
 
-    parser = argparse.ArgumentParser(prog="smg launch", exit_on_error=False)
+    # smg's own parser takes --api-ke for --api-key: here an abbreviation is unknown, so a key cannot hide in one.
+    parser = argparse.ArgumentParser(prog="smg launch", exit_on_error=False, allow_abbrev=False)
     RouterArgs.add_cli_args(parser, use_router_prefix=False)
     return parser
 
@@ -35,7 +37,11 @@ def check(argv, parser):
         _, extra = parser.parse_known_args(argv)
     except (argparse.ArgumentError, SystemExit) as exc:  # SystemExit: a required flag is missing
         return str(exc)
-    return "unrecognized arguments: " + " ".join(extra) if extra else None
+    if not extra:
+        return None
+    # The flags only: the word after an unknown one may be a secret's value.
+    unknown = [word for word in extra if word.startswith("-")]
+    return "unrecognized arguments: " + (" ".join(unknown) if unknown else f"{len(extra)} values without a flag")
 
 
 def main():

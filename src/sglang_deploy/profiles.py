@@ -352,6 +352,44 @@ def _secret_flag(canonical: str) -> str | None:
     return None
 
 
+def extra_flag_problems(args: Any, var: str, owned: dict, secret_fix: str) -> list[str]:
+    """Why flags that the variable ``var`` adds to a launch ({name without dashes: value}) cannot go to argv, each
+    with its fix and never a value: a name that is not a flag name (NAME_RE; shown only up to its first bad
+    character, as `api-key=VALUE` would hold a value); a secret by its name, a launcher's secret flag, or an
+    abbreviation of one, which argparse takes for it (``secret_fix``: where keys go instead); a flag that the role
+    sets from its own variable (``owned``: flag -> that variable; one starting with __ is no variable of the user's)."""
+    if not args:
+        return []
+    if not isinstance(args, dict):
+        return [f"{var} must be a mapping: flag name without dashes -> value (true: a bare switch)"]
+    secret_flags = sorted({flag.lstrip("-") for flag in SECRET_FLAGS.values()})
+    problems = []
+    for name in args:
+        if not isinstance(name, str):
+            problems.append(f"{var} has a key of type {type(name).__name__}: flag names are strings (quote it)")
+            continue
+        if not NAME_RE.match(name):
+            valid = re.match(r"[A-Za-z0-9_.-]*", name).group()
+            shown = valid if valid == name else f"{valid}…"
+            problems.append(
+                f"{var} has {shown!r}, not a flag name: give the name without dashes (letters, digits, '.', '_',"
+                " '-') and its value as the value"
+            )
+            continue
+        full = next((flag for flag in secret_flags if flag.startswith(name) and flag != name), None)
+        if is_secret_name(name) or name in secret_flags or full:
+            what = f"an abbreviation of --{full}, which argparse takes for it" if full else "a secret"
+            problems.append(
+                f"{var} sets {name}, {what}: argv is readable by every user of the host (/proc) and is in the unit"
+                f" file; remove it ({secret_fix})"
+            )
+        elif name in owned:
+            home = str(owned[name])
+            fix = "remove it" if home.startswith("__") else f"set {home} instead"
+            problems.append(f"{var} sets {name}, which the role sets itself: {fix}")
+    return problems
+
+
 def _argv(args: dict[str, Any], table: flags.FlagTable, problems: list[tuple[str, str]]) -> list[str]:
     argv: list[str] = []
     for key, value in args.items():
