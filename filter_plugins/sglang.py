@@ -78,6 +78,13 @@ def router_flag_problems(extra_args: dict, owned: dict) -> list[str]:
     )
 
 
+def router_key_mismatch(workers: list, hostvars, router_key: object) -> list[str]:
+    """fleet.key_mismatch for the router's workers, each one's key its sglang_api_key."""
+    return fleet.key_mismatch(
+        router_key, {h: (hostvars[h].get("sglang_api_key") if h in hostvars else None) for h in workers}
+    )
+
+
 def fleet_summary(hosts: list, hostvars, profile: str) -> list[dict]:
     """What each host of a rolling deploy serves: from the facts the sglang_server role and the fleet steps set."""
     previous, deployed, failed = {}, {}, {}
@@ -168,6 +175,7 @@ class FilterModule:
             "sglang_mask_secrets": secret_names.mask,
             "sglang_key_problems": key_problems,
             "sglang_router_flag_problems": router_flag_problems,
+            "sglang_router_key_mismatch": router_key_mismatch,
             "sglang_router_argv": fleet.router_argv,
             "sglang_router_worker": router_worker,
             "sglang_router_local_workers": fleet.local_workers,

@@ -131,6 +131,16 @@ def test_router_wait_names_the_fix_when_nothing_answers(capsys):
     assert failed and res["unreachable"] and "playbooks/router.yml" in res["msg"]
 
 
+def test_router_and_replica_keys_must_be_one_key():
+    key, other = "k" * 24, "o" * 24
+    assert fleet.key_mismatch(key, {"a": key, "b": key}) == []
+    assert fleet.key_mismatch("", {"a": "", "b": None}) == []
+    problems = fleet.key_mismatch("", {"a": key, "b": ""}) + fleet.key_mismatch(key, {"a": other, "b": "", "c": key})
+    assert [p.split(" ", 2)[:2] for p in problems] == [["a", "require"], ["a", "have"], ["b", "have"]]
+    assert "set sglang_router_api_key" in problems[0] and "another sglang_api_key" in problems[1]
+    assert all(key not in p and other not in p for p in problems)
+
+
 def test_summary_of_a_stopped_roll():
     rows = fleet.summary(
         ["a", "b", "c"], {"a": "baseline", "b": "baseline", "c": "baseline"}, {"a": "nextn"}, {"b": "baseline"}, "nextn"

@@ -36,7 +36,9 @@ def settings_check(tmp_path: Path, replicas: dict | None = None, **router_vars) 
             "tasks": [{"name": "Run the role", "ansible.builtin.include_role": {"name": "sglang_router"}}],
         }
     ]
-    hosts = {"localhost": {"sglang_router_worker_url": "http://10.0.0.2:30000"}, **(replicas or {})}
+    hosts = {"localhost": {"sglang_router_worker_url": "http://10.0.0.2:30000"}}
+    for host, host_vars in (replicas or {}).items():
+        hosts[host] = {**hosts.get(host, {}), **host_vars}
     inventory = {"all": {"hosts": hosts}}
     (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
     path = tmp_path / "play.yml"
@@ -67,8 +69,36 @@ def test_a_key_the_launcher_refuses_or_cannot_mask_stops_the_role_before_the_rou
 
 
 def test_good_keys_pass_the_check(tmp_path):
-    result = settings_check(tmp_path, sglang_router_api_key=KEY)
+    result = settings_check(tmp_path, {"localhost": {"sglang_api_key": KEY}}, sglang_router_api_key=KEY)
     assert not result.get("failed"), result
+
+
+OTHER_KEY = "o" * 24
+
+
+@pytest.mark.parametrize(
+    ("replica_keys", "router_vars", "named"),
+    [
+        # group_vars/sglang_replicas.yml's hint followed: the replicas have the key, the router host does not
+        ({"gpu-1": KEY, "gpu-2": KEY}, {}, "gpu-1, gpu-2 require an API key (sglang_api_key) and the router has none"),
+        ({"localhost": KEY, "gpu-1": OTHER_KEY}, {"sglang_router_api_key": KEY}, "gpu-1 have another sglang_api_key"),
+        (
+            {"localhost": KEY, "gpu-1": ""},
+            {"sglang_router_api_key": KEY},
+            "gpu-1 have no sglang_api_key while the router",
+        ),
+    ],
+)
+def test_a_router_whose_key_is_not_the_replicas_is_refused_with_the_fix(tmp_path, replica_keys, router_vars, named):
+    """The router presents sglang_router_api_key to every replica: another key (or none on the router) gets 401 on
+    every proxied request while /health, which needs no key, says ready."""
+    replicas = {
+        h: {"sglang_api_key": k, "sglang_router_worker_url": f"http://{h}:30000"} for h, k in replica_keys.items()
+    }
+    result = settings_check(tmp_path, replicas, sglang_router_workers=list(replica_keys), **router_vars)
+    assert result.get("failed") and named in result["msg"], result
+    assert "group_vars/all" in result["msg"]
+    assert KEY not in json.dumps(result) and OTHER_KEY not in json.dumps(result)
 
 
 @pytest.fixture(scope="session")

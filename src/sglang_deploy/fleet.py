@@ -73,6 +73,40 @@ def local_workers(workers: list[dict], router_host: str) -> list[str]:
     return out
 
 
+def key_mismatch(router_key: object, worker_keys: dict) -> list[str]:
+    """Why the router and its workers (``worker_keys``: host -> its sglang_api_key) would not agree on the API key,
+    each with the fix and never a key: the router presents sglang_router_api_key to every worker, so each worker's
+    key must be that one."""
+    router = str(router_key or "")
+    keyed = [h for h, key in worker_keys.items() if key not in (None, "")]
+    if not router:
+        return (
+            [
+                f"{', '.join(keyed)} require an API key (sglang_api_key) and the router has none (sglang_router_api_key"
+                " is empty): the router would be open to anyone and pass every request on without a key, to get 401"
+                " while /health says ready. Put sglang_api_key in group_vars/all (the router's key defaults to it),"
+                " or set sglang_router_api_key to the replicas' key (vault it)"
+            ]
+            if keyed
+            else []
+        )
+    problems = []
+    other = [h for h in keyed if str(worker_keys[h]) != router]
+    if other:
+        problems.append(
+            f"{', '.join(other)} have another sglang_api_key than the router's sglang_router_api_key: the router"
+            " presents its key to them, and they would answer 401 to every request. Use one key: put sglang_api_key"
+            " in group_vars/all (vault it) and leave sglang_router_api_key unset (it defaults to sglang_api_key)"
+        )
+    keyless = [h for h in worker_keys if h not in keyed]
+    if keyless:
+        problems.append(
+            f"{', '.join(keyless)} have no sglang_api_key while the router has one: whoever reaches them goes around"
+            " the router's key. Put sglang_api_key in group_vars/all (vault it) so the replicas and the router share it"
+        )
+    return problems
+
+
 def router_argv(args: dict) -> list[str]:
     """smg launch flags from {name without dashes: value}: true is a bare switch, false or null leaves the flag out,
     a list gives several values."""
