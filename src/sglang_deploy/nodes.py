@@ -57,9 +57,8 @@ def node(
     if local_only(address):
         raise NodeError(
             f"rank 0 ({members[0]}) of group {group} has the loopback or unspecified sglang_node_address {address}:"
-            " every other node"
-            " would reach itself there and never join; set sglang_node_address on it to an address the other nodes"
-            " reach"
+            " every other node would reach itself there and never join; set sglang_node_address on it to an address"
+            " the other nodes reach"
         )
     return {
         "group": group,
