@@ -460,3 +460,13 @@ def test_a_hosts_result_time_cannot_steer_the_fetched_file_outside_results(start
         stamp(started_at)
     assert "\x1b" not in str(err.value)
     assert stamp("2026-12-01T06:19:08+00:00") == "20261201T061908+0000"
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [({"model-path": "s3://reader:hunter2-secret@bucket/model"}, {}), ({}, {"HF_ENDPOINT": "https://u:pa55word@hf"})],
+)
+def test_a_url_with_a_password_in_a_profile_is_refused_without_showing_it(args, env):
+    with pytest.raises(prof.ProfileError, match="is a URL with a password") as err:
+        render(args=args, env=env)
+    assert "hunter2-secret" not in str(err.value) and "pa55word" not in str(err.value)

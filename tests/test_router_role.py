@@ -157,16 +157,18 @@ def test_the_installed_smg_parser_refuses_a_typo_and_a_bad_value_before_the_rout
         ({"tenant-api-key": f"t:{KEY}"}, "sets tenant-api-key, a secret"),
         ({"oracle-password": KEY}, "sets oracle-password, a secret"),
         ({"mesh-tls-key": KEY}, "sets mesh-tls-key, a secret"),
+        # a list value smuggled flags past the name check, and smg's own parser took them
+        ({"log-dir": ["/tmp", "--port", "9999", "--api-key", KEY]}, "log-dir begins with '-'"),
+        ({"postgres-db-url": f"postgres://smg:{KEY}@db:5432/smg"}, "postgres-db-url is a URL with a password"),
+        ({"redis-url": [f"redis://:{KEY}@cache:6379"]}, "redis-url is a URL with a password"),
+        ({"log-dir": {"a": KEY}}, "log-dir takes one value or a list of values"),
     ],
 )
 def test_a_key_in_the_routers_extra_flags_is_refused_before_it_reaches_argv(tmp_path, extra, named):
     """smg's parser takes these (argparse also takes an abbreviation for the flag), so only this check keeps a secret
     given in sglang_router_extra_args out of the unit's command line, which every user of the host can read."""
     result = settings_check(tmp_path, sglang_router_extra_args={**extra, "max-concurrent-requests": 64})
-    assert result.get("failed") and f"sglang_router_extra_args {named}" in result["msg"], result
-    assert (
-        "sglang_router_api_key and sglang_router_admin_api_key" in result["msg"] or "not a flag name" in result["msg"]
-    )
+    assert result.get("failed") and named in result["msg"], result
     assert KEY not in json.dumps(result)
 
 

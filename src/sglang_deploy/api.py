@@ -39,7 +39,7 @@ from sglang_deploy import profiles as prof
 from sglang_deploy import tune as tuning
 from sglang_deploy.paths import REPO, require_project
 from sglang_deploy.readiness import parse_systemctl_show
-from sglang_deploy.secret_names import is_secret_name
+from sglang_deploy.secret_names import URL_PASSWORD, is_secret_name
 
 RUNNER_DIR = REPO / ".runner"
 KEEP_RUNS = 50  # private data dirs kept under RUNNER_DIR, newest first
@@ -309,10 +309,6 @@ def parse_fleet(data: dict, hosts: dict) -> dict:
 
 # --------------------------------------------------------------------------------------------------
 # Secrets
-
-
-# A URL carrying a password (https://user:PASSWORD@host/...: an index URL or a proxy in a pip environment).
-URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:([^/\s@]+)@")
 
 
 def split_secrets(extravars: dict) -> tuple[dict, dict]:

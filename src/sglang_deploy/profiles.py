@@ -37,7 +37,7 @@ from . import flags, formats, nodes
 from .formats import MAX_LAUNCH_BYTES, MAX_VALUE_BYTES
 from .launch import MIN_KEY_LENGTH, SECRET_FLAGS
 from .paths import GROUP_VARS, read_bounded
-from .secret_names import is_secret_name
+from .secret_names import URL_PASSWORD, is_secret_name
 
 PROFILES_FILE = GROUP_VARS / "all" / "profiles.yml"
 SETTINGS_FILE = GROUP_VARS / "all" / "sglang.yml"
@@ -325,6 +325,14 @@ def _word(value: Any, where: str, problems: list[tuple[str, str]], flag: bool = 
                 " hold: shorten it (a long template or JSON belongs in a file whose path the flag takes)",
             )
         )
+    elif URL_PASSWORD.search(text):
+        problems.append(
+            (
+                "secret-in-profile",
+                f"{where}: the value is a URL with a password (profiles reach argv, results and logs): remove the"
+                f" credential; give it to the server through {SECRETS_VAR} (vault it)",
+            )
+        )
     elif flag and OPTION_LIKE.match(text):
         problems.append(
             (
@@ -387,6 +395,20 @@ def extra_flag_problems(args: Any, var: str, owned: dict, secret_fix: str) -> li
             home = str(owned[name])
             fix = "remove it" if home.startswith("__") else f"set {home} instead"
             problems.append(f"{var} sets {name}, which the role sets itself: {fix}")
+        else:  # the values, never shown: a list item or a value may be a smuggled flag or hold a password
+            values = args[name] if isinstance(args[name], list) else [args[name]]
+            if any(isinstance(v, (dict, list)) for v in values):
+                problems.append(f"{var}: {name} takes one value or a list of values, not a mapping or nested list")
+            elif any(isinstance(v, str) and OPTION_LIKE.match(v) for v in values):
+                problems.append(
+                    f"{var}: a value of {name} begins with '-', which the parser would read as another flag: write"
+                    " each flag as its own key"
+                )
+            elif any(URL_PASSWORD.search(str(v)) for v in values):
+                problems.append(
+                    f"{var}: a value of {name} is a URL with a password, which argv and the unit file would show:"
+                    f" remove it ({secret_fix})"
+                )
     return problems
 
 

@@ -57,3 +57,7 @@ def is_secret_name(name: object) -> bool:
 def mask(mapping: dict) -> dict:
     """A copy of ``mapping`` whose values under secret-looking names are replaced by ***."""
     return {key: (MASK if is_secret_name(key) else value) for key, value in mapping.items()}
+
+
+# A URL carrying a password (https://user:PASSWORD@host/...: an index URL, a proxy, a database URL).
+URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:([^/\s@]+)@")
