@@ -360,9 +360,10 @@ def test_the_plan_play_refuses_a_down_rank_and_a_cut_group(tmp_path):
     out = run("--limit", "gpu-a")
     assert out.returncode != 0 and "REACHED" not in out.stdout
     assert "the run holds gpu-a but not gpu-b of the same multi-node group" in out.stdout
-    out = run("--limit", "gpu-a", "--tags", "configure")
-    assert out.returncode != 0 and "REACHED" not in out.stdout
-    assert "--tags configure without restart on the multi-node group pair" in " ".join(out.stdout.split())
+    for tags in (["--tags", "configure"], ["--tags", "install"], ["--skip-tags", "restart"]):
+        out = run("--limit", "gpu-a", *tags)
+        assert out.returncode != 0 and "REACHED" not in out.stdout
+        assert "skips the restart phase on the multi-node group pair" in " ".join(out.stdout.split()), tags
 
 
 def free_tcp_port() -> int:
