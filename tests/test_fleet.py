@@ -28,9 +28,13 @@ def test_manifest_leaves_out_the_batch():
 
 def test_a_worker_url_only_its_own_host_reaches_is_found_but_on_the_router_host():
     """The address rule is nodes.local_only's (test_nodes); here the URL's host is what it judges."""
-    local = [{"id": "gpu-3", "url": "http://LOCALHOST:30000"}, {"id": "gpu-4", "url": "https://[::ffff:127.0.0.1]/v1"}]
+    local = [
+        {"id": "gpu-3", "url": "http://LOCALHOST:30000"},
+        {"id": "gpu-4", "url": "https://[::ffff:127.0.0.1]/v1"},
+        {"id": "gpu-5", "url": "http://%31%32%37.0.0.1:30000"},  # URL parsers decode the host
+    ]
     workers = [*WORKERS, *local, {"id": "router", "url": "http://127.0.0.1:30001"}]
-    assert fleet.local_workers(workers, "router") == ["gpu-3", "gpu-4"]
+    assert fleet.local_workers(workers, "router") == ["gpu-3", "gpu-4", "gpu-5"]
     assert fleet.local_workers([*WORKERS, {"id": "bad", "url": "http://[::1:30000"}], "router") == []
 
 

@@ -311,7 +311,15 @@ def test_spec_running_cap_has_one_source(monkeypatch):
     assert fired and "> 40 running requests" in fired[0]
 
 
-@pytest.mark.parametrize("args", [{"host": "127.0.0.1"}, {"port": 31000}, {"host": "localhost", "port": 30000}])
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"host": "127.0.0.1"},
+        {"port": 31000},
+        {"host": "localhost", "port": 30000},
+        *({"host": h} for h in ("LOCALHOST", "127.1", "::ffff:127.0.0.1", "localhost.")),
+    ],
+)
 def test_a_replica_behind_the_router_listens_where_the_router_reaches_it(args):
     """A profile's host/port used to pass on a replica: it served on its own port, the router's health check never
     saw it, and the roll stopped with the new profile running outside the router."""

@@ -22,6 +22,7 @@ import ipaddress
 import os
 import re
 import socket
+from urllib.parse import unquote
 
 SOCKET_IFNAME_ENV = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 # Flags that differ between the nodes of one group: everything else must be the same on every node.
@@ -71,13 +72,10 @@ def node(
     }
 
 
-def local_only(address: object) -> bool:
-    """Whether another host cannot reach this host at ``address`` (an IP, [IPv6] or host name): loopback, unspecified
-    (0.0.0.0, ::; a connection there stays on the dialing host), either as IPv4-mapped IPv6, or a localhost name.
-    IPv4 also in the short forms URL parsers and inet_aton read (127.1, 0x7f.1, 2130706433)."""
-    text = str(address).strip().strip("[]").split("%", 1)[0].rstrip(".").lower()
-    if text in ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback") or text.endswith(".localhost"):
-        return True
+def _address(address: object) -> tuple[str, ipaddress.IPv4Address | ipaddress.IPv6Address | None]:
+    """(the name in lower case, its IP or None) for an IP, [IPv6], zone-suffixed or host name; IPv4 also in the
+    short forms URL parsers and inet_aton read (127.1, 0x7f.1, 2130706433); IPv4-mapped IPv6 as its IPv4."""
+    text = unquote(str(address)).strip().strip("[]").split("%", 1)[0].rstrip(".").lower()
     try:
         ip = ipaddress.ip_address(text)
     except ValueError:
@@ -85,8 +83,22 @@ def local_only(address: object) -> bool:
             ip = ipaddress.IPv4Address(socket.inet_aton(text)) if re.fullmatch(r"[0-9a-fx.]+", text) else None
         except OSError:
             ip = None
-    ip = getattr(ip, "ipv4_mapped", None) or ip
-    return ip is not None and (ip.is_loopback or ip.is_unspecified)
+    return text, getattr(ip, "ipv4_mapped", None) or ip
+
+
+def loopback(address: object) -> bool:
+    """Whether ``address`` is this host's loopback: a loopback IP in any form, or a localhost name."""
+    text, ip = _address(address)
+    if text in ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback") or text.endswith(".localhost"):
+        return True
+    return ip is not None and ip.is_loopback
+
+
+def local_only(address: object) -> bool:
+    """Whether another host cannot reach this host at ``address``: loopback, or unspecified (0.0.0.0, ::; a
+    connection there stays on the dialing host)."""
+    ip = _address(address)[1]
+    return loopback(address) or (ip is not None and ip.is_unspecified)
 
 
 def _positive_int(value: object, name: str) -> int:

@@ -472,7 +472,7 @@ def _listen(args: dict[str, Any], table: flags.FlagTable) -> dict[str, Any]:
         ip = ipaddress.ip_address(address)
     except ValueError:
         ip = None
-    is_open = not (address == "localhost" or (ip is not None and ip.is_loopback))
+    is_open = not nodes.loopback(host)
     connect = "127.0.0.1" if ip is None and address in ("", "0") or ip is not None and ip.is_unspecified else address
     if ":" in connect:
         connect = f"[{connect}]"
