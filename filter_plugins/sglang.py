@@ -7,7 +7,7 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
-from sglang_deploy import fleet, formats, gpu, nodes, profiles, report, rules, secret_names
+from sglang_deploy import flags, fleet, formats, gpu, nodes, profiles, report, rules, secret_names
 
 
 def _slurped_json(result: dict, name: str) -> object:
@@ -80,8 +80,11 @@ def router_flag_problems(extra_args: dict, owned: dict) -> list[str]:
 
 def router_key_mismatch(workers: list, hostvars, router_key: object) -> list[str]:
     """fleet.key_mismatch for the router's workers, each one's key its sglang_api_key."""
+    # .get: sglang_server_allow_open_bind is a default of a role that the router play does not run.
     return fleet.key_mismatch(
-        router_key, {h: (hostvars[h].get("sglang_api_key") if h in hostvars else None) for h in workers}
+        router_key,
+        {h: (hostvars[h].get("sglang_api_key") if h in hostvars else None) for h in workers},
+        [h for h in workers if h in hostvars and flags.is_truthy(hostvars[h].get("sglang_server_allow_open_bind"))],
     )
 
 

@@ -134,6 +134,8 @@ def test_router_and_replica_keys_must_be_one_key():
     assert [p.split(" ", 2)[:2] for p in problems] == [["a", "require"], ["a", "have"], ["b", "have"]]
     assert "set sglang_router_api_key" in problems[0] and "another sglang_api_key" in problems[1]
     assert all(key not in p and other not in p for p in problems)
+    # a keyless replica on a private network (sglang_server_allow_open_bind) takes the router's key
+    assert fleet.key_mismatch(key, {"a": key, "b": ""}, open_ok=["b"]) == []
 
 
 def test_summary_of_a_stopped_roll():

@@ -71,6 +71,7 @@ def test_a_docker_engine_the_script_starts_is_not_one_of_its_jobs(tmp_path):
     up = tmp_path / "up"
     _fake(bin_dir, "docker", f'test -f "{up}"')
     _fake(bin_dir, "dockerd", f'echo $$ > "{up}"; exec sleep 120')
+    _fake(bin_dir, "systemctl", "exit 1")  # a host with systemd would start its own docker instead
     run = f"""say() {{ :; }}; die() {{ echo "$*" >&2; exit 1; }}
 SUDO=""; LOGDIR="{tmp_path}"
 {ensure_docker}

@@ -101,6 +101,22 @@ def test_a_router_whose_key_is_not_the_replicas_is_refused_with_the_fix(tmp_path
     assert KEY not in json.dumps(result) and OTHER_KEY not in json.dumps(result)
 
 
+def test_a_keyless_replica_acknowledged_as_open_passes_behind_a_keyed_router(tmp_path):
+    """On a private network a replica may run without a key (sglang_server_allow_open_bind); it takes the router's."""
+    replicas = {
+        "gpu-1": {
+            "sglang_api_key": "",
+            "sglang_server_allow_open_bind": True,
+            "sglang_router_worker_url": "http://gpu-1:1",
+        }
+    }
+    result = settings_check(tmp_path, replicas, sglang_router_workers=["gpu-1"], sglang_router_api_key=KEY)
+    assert not result.get("failed"), result
+    replicas["gpu-1"]["sglang_server_allow_open_bind"] = False
+    result = settings_check(tmp_path, replicas, sglang_router_workers=["gpu-1"], sglang_router_api_key=KEY)
+    assert result.get("failed") and "sglang_server_allow_open_bind: true" in result["msg"], result
+
+
 @pytest.fixture(scope="session")
 def smg_python(tmp_path_factory) -> tuple[str, dict | None]:
     """A Python with the role's pinned smg: SGLANG_SMG_PYTHON, else this one with smg installed from PyPI into a

@@ -73,10 +73,11 @@ def local_workers(workers: list[dict], router_host: str) -> list[str]:
     return out
 
 
-def key_mismatch(router_key: object, worker_keys: dict) -> list[str]:
+def key_mismatch(router_key: object, worker_keys: dict, open_ok: list | tuple = ()) -> list[str]:
     """Why the router and its workers (``worker_keys``: host -> its sglang_api_key) would not agree on the API key,
     each with the fix and never a key: the router presents sglang_router_api_key to every worker, so each worker's
-    key must be that one."""
+    key must be that one. A worker without a key in ``open_ok`` (sglang_server_allow_open_bind: a private network)
+    accepts the router's key and is not refused."""
     router = str(router_key or "")
     keyed = [h for h, key in worker_keys.items() if key not in (None, "")]
     if not router:
@@ -98,11 +99,12 @@ def key_mismatch(router_key: object, worker_keys: dict) -> list[str]:
             " presents its key to them, and they would answer 401 to every request. Use one key: put sglang_api_key"
             " in group_vars/all (vault it) and leave sglang_router_api_key unset (it defaults to sglang_api_key)"
         )
-    keyless = [h for h in worker_keys if h not in keyed]
+    keyless = [h for h in worker_keys if h not in keyed and h not in open_ok]
     if keyless:
         problems.append(
             f"{', '.join(keyless)} have no sglang_api_key while the router has one: whoever reaches them goes around"
-            " the router's key. Put sglang_api_key in group_vars/all (vault it) so the replicas and the router share it"
+            " the router's key. Put sglang_api_key in group_vars/all (vault it) so the replicas and the router share it,"
+            " or, on a private network, set sglang_server_allow_open_bind: true for them"
         )
     return problems
 
