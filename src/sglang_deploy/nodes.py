@@ -86,19 +86,21 @@ def _address(address: object) -> tuple[str, ipaddress.IPv4Address | ipaddress.IP
     return text, getattr(ip, "ipv4_mapped", None) or ip
 
 
+def _is_loopback(text: str, ip) -> bool:
+    local_names = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
+    return text in local_names or text.endswith(".localhost") or (ip is not None and ip.is_loopback)
+
+
 def loopback(address: object) -> bool:
     """Whether ``address`` is this host's loopback: a loopback IP in any form, or a localhost name."""
-    text, ip = _address(address)
-    if text in ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback") or text.endswith(".localhost"):
-        return True
-    return ip is not None and ip.is_loopback
+    return _is_loopback(*_address(address))
 
 
 def local_only(address: object) -> bool:
     """Whether another host cannot reach this host at ``address``: loopback, or unspecified (0.0.0.0, ::; a
     connection there stays on the dialing host)."""
-    ip = _address(address)[1]
-    return loopback(address) or (ip is not None and ip.is_unspecified)
+    text, ip = _address(address)
+    return _is_loopback(text, ip) or (ip is not None and ip.is_unspecified)
 
 
 def _positive_int(value: object, name: str) -> int:
