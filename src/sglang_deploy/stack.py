@@ -409,6 +409,11 @@ def requirements_wheels(requirement_files: list[str], wheel_dir: str) -> set[str
 GIT_WHEEL_DIR = re.compile(r"sglang-[0-9a-f]{12}")
 
 
+def git_wheel_dir(commit: str) -> str:
+    """The wheelhouse folder (GIT_WHEEL_DIR) of the wheel built from this SGLang commit."""
+    return f"sglang-{commit[:12]}"
+
+
 def unreferenced_wheels(wheel_dir: str, referenced: set[str]) -> list[str]:
     """Wheel files in wheel_dir and its sglang-<commit>/ folders, and downloads that download() left unfinished
     (.NAME.part), whose path relative to wheel_dir is not in referenced; paths in wheel_dir, sorted."""

@@ -329,7 +329,9 @@ def lock(
         if sglang.get("git"):
             sglang["commit"] = resolve_commit(sglang["git"], sglang.get("commit") or sglang["ref"])
             # One folder per commit: every commit of a branch builds a wheel of the same file name.
-            built = build_git_wheel(uv, bundle, sglang["commit"], wheelhouse / f"sglang-{sglang['commit'][:12]}", work)
+            built = build_git_wheel(
+                uv, bundle, sglang["commit"], wheelhouse / stack.git_wheel_dir(sglang["commit"]), work
+            )
             notes.append(
                 f"{built.parent.name}/{built.name}: SGLang {sglang['commit']} built here; "
                 f"the wheel exists only in {wheelhouse}"
