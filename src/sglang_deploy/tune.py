@@ -27,7 +27,7 @@ A search file (YAML)::
     two_stage: {workload: {output_len: 64, requests: 8}, top: 4}   # optional: short run for all, full for the top
     repeat: {top: 3, times: 3}           # the top candidates of each objective measured this often in all
     noise: 0.02                          # relative gap under which two medians are a tie
-    vars: {}                             # extra variables for every deploy (e.g. sglang_server_env)
+    vars: {}                             # for every deploy: only SEARCH_VARS (sglang_server_env, sglang_tp, ...)
 
 Keys: a candidate's key hashes its rendered launch (argv, environment, SGLang release) and the stack of every
 host (bundle and id, or on lab hosts the emulator's settings). A run's key adds the workload, the deploy vars
@@ -53,8 +53,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 
+from . import formats, rules
 from . import profiles as prof
-from . import rules
 from .secret_names import is_secret_name
 
 SEARCH_KEYS = {
@@ -251,9 +251,75 @@ def _metric(raw: dict, where: str, workload: Workload) -> tuple[str, int]:
     return metric, conc
 
 
+# The variables a search file's vars: may set, for every deploy of the search and its facts run, with the type
+# of each: the server's environment, the readiness wait and launch settings the rules check at render. A search
+# file is shared like a profile: connection variables (ansible_ssh_common_args runs a command on the controller),
+# paths, users, keys, acknowledgements and the router's settings stay in the inventory and group_vars.
+SEARCH_VARS = {
+    "sglang_server_env": dict,
+    "sglang_server_emulator_env": dict,
+    "sglang_server_ready_timeout": int,
+    "sglang_dist_timeout": int,
+    "sglang_tp": int,
+    "sglang_enable_metrics": bool,
+}
+# Ansible evaluates a template in any extra variable on the controller ({{ lookup('pipe', ...) }} runs a command).
+_TEMPLATE = re.compile(r"\{[{%#]")
+
+
+def _check_var(key: str, value: Any) -> None:
+    """SearchError unless vars: may set ``key`` to ``value`` (SEARCH_VARS)."""
+    where = f"vars.{key}"
+    if key == "profile" or key == "sglang_profiles" or key.startswith("sglang_benchmark_"):
+        raise SearchError(f"{where} is set by the search itself (use base, axes, workload)")
+    if key not in SEARCH_VARS:
+        why = (
+            "an Ansible variable (connection and privilege settings act on the controller and the hosts)"
+            if key.startswith("ansible_")
+            else "not a setting a search varies"
+        )
+        raise SearchError(
+            f"{where}: {why}; a search file may set only {', '.join(SEARCH_VARS)}. Set the others in the "
+            "inventory or group_vars"
+        )
+    kind = SEARCH_VARS[key]
+    if kind is dict:
+        _need(isinstance(value, dict), f"{where}: a mapping NAME -> value of environment variables")
+        problems = formats.env_problems(value)
+        secret = sorted(str(k) for k in value if is_secret_name(k))
+        if secret:
+            problems.append(f"{', '.join(secret)} name secrets: give them through sglang_server_secret_env (vault it)")
+        if any(not isinstance(v, (str, int, float)) or isinstance(v, bool) for v in value.values()):
+            problems.append("each value is a string or a number")
+        _need(not problems, f"{where}: {'; '.join(problems)}")
+    elif kind is int:
+        _need(isinstance(value, int) and not isinstance(value, bool) and value > 0, f"{where}: a positive integer")
+    else:
+        _need(isinstance(value, bool), f"{where}: true or false")
+
+
+def _check_no_template(doc: Any) -> None:
+    """SearchError naming the place of the first Jinja template in a key or value of ``doc``."""
+    todo = [("", doc)]
+    while todo:
+        where, node = todo.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                todo.append((f"{where}.{k}" if where else str(k), v))
+                todo.append((where or "top level", k))
+        elif isinstance(node, list):
+            todo += [(f"{where}[{i}]", v) for i, v in enumerate(node)]
+        elif isinstance(node, str) and _TEMPLATE.search(node):
+            raise SearchError(
+                f"{where}: holds a Jinja template ('{{{{', '{{%' or '{{#'), which Ansible would evaluate on the "
+                "controller (a lookup runs commands there): write the value itself"
+            )
+
+
 def parse_search(doc: Any, name: str = "search", path: str | None = None) -> Search:
     """A Search from the parsed YAML of a search file; SearchError names what to fix."""
     _need(isinstance(doc, dict), "a search file is a mapping with base, axes, workload, objectives")
+    _check_no_template(doc)
     unknown = set(doc) - SEARCH_KEYS
     _need(not unknown, f"unknown keys {sorted(unknown)}; allowed {sorted(SEARCH_KEYS)}")
     name = str(doc.get("name") or name)
@@ -353,8 +419,8 @@ def parse_search(doc: Any, name: str = "search", path: str | None = None) -> Sea
         isinstance(extra, dict) and all(isinstance(k, str) and k.isidentifier() for k in extra),
         "vars: a mapping of extra variables for every deploy, each name a variable name (letters, digits, '_')",
     )
-    clash = [k for k in extra if k == "profile" or k == "sglang_profiles" or k.startswith("sglang_benchmark_")]
-    _need(not clash, f"vars: {', '.join(clash)} are set by the search itself (use base, axes, workload)")
+    for key, value in extra.items():
+        _check_var(key, value)
     return Search(
         name=name,
         base=base,
