@@ -143,7 +143,7 @@ def download(work: Path) -> None:
     subprocess.run(cmd + list(WHEELS), check=True)
 
 
-def pack(work: Path, parts: Path) -> list[Path]:
+def pack(work: Path, parts: Path, part_bytes: int = PART_BYTES) -> list[Path]:
     parts.mkdir(parents=True, exist_ok=True)
     tar_path = work / "wheels.tar"
     with tarfile.open(tar_path, "w") as tar:
@@ -152,7 +152,7 @@ def pack(work: Path, parts: Path) -> list[Path]:
     digest = hashlib.sha256()
     written = []
     with tar_path.open("rb") as src:
-        while chunk := src.read(PART_BYTES):
+        while chunk := src.read(part_bytes):
             digest.update(chunk)
             part = parts / f"part{len(written):02d}"
             part.write_bytes(chunk)
@@ -162,14 +162,58 @@ def pack(work: Path, parts: Path) -> list[Path]:
     return written
 
 
+TRANSFER_BYTES = 64 * 2**20  # what one device call carries: the working tree and the carried paths
+
+
+class PlanError(ValueError):
+    pass
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
+
+
+def tree_bytes(repo: Path) -> int:
+    """Bytes of what travels with every call: tracked files and untracked files git does not ignore."""
+    listed = _git(repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard").stdout
+    return sum((repo / name).stat().st_size for name in listed.split("\0") if name and (repo / name).is_file())
+
+
 def plan(parts: Path) -> list[str]:
-    """One command per transfer: the part travels in the working copy and moves out of it at once."""
+    """One transfer per part: the part travels as a carried path of the working copy (so PARTS must be inside
+    the repository and git-ignored) and the command moves it out of the copy at once. PlanError names the fix."""
+    parts = parts.resolve()
+    top = _git(parts if parts.is_dir() else parts.parent, "rev-parse", "--show-toplevel")
+    if not parts.is_dir() or top.returncode != 0:
+        raise PlanError(
+            f"{parts} is not a folder inside a git checkout: the device machine receives only the repository's "
+            "working tree, so pack the parts into a git-ignored folder of it (e.g. build/gpu-parts)"
+        )
+    repo = Path(top.stdout.strip())
+    rel = parts.relative_to(repo).as_posix()
     names = sorted(p.name for p in parts.glob("part*"))
-    return [
-        f"mkdir -p /root/stage && mv {parts.name}/{name} /root/stage/"
-        + (f" && mv {parts.name}/wheels.sha256 /root/stage/" if i == len(names) - 1 else "")
-        for i, name in enumerate(names)
+    if not names or not (parts / "wheels.sha256").is_file():
+        raise PlanError(f"{rel} holds no part* files and wheels.sha256: run `pack` first")
+    if _git(repo, "check-ignore", "-q", f"{rel}/{names[0]}").returncode != 0:
+        raise PlanError(
+            f"{rel} is not git-ignored: every part would travel with every call (over the 64 MiB a call carries); "
+            f"ignore it (echo /{rel}/ >> .git/info/exclude) or pack into build/gpu-parts (ignored by .gitignore)"
+        )
+    tree = tree_bytes(repo)
+    largest = max((parts / n).stat().st_size for n in names)
+    if tree + largest > TRANSFER_BYTES:
+        raise PlanError(
+            f"the working tree ({tree} bytes) and a part ({largest} bytes) exceed the {TRANSFER_BYTES} bytes a "
+            "call carries: pack with a smaller --part-bytes"
+        )
+    lines = [
+        f"# from the repository root {repo}; PARTS = {rel} (git-ignored); working tree {tree} bytes per call",
+        "# one device call per part, back to back: carry the listed paths, run the command",
     ]
+    for i, name in enumerate(names):
+        carry = [f"{rel}/{name}"] + ([f"{rel}/wheels.sha256"] if i == len(names) - 1 else [])
+        lines.append(f"carry={','.join(carry)}  command: mkdir -p /root/stage && mv {' '.join(carry)} /root/stage/")
+    return lines
 
 
 def install(stage: Path, site: Path) -> None:
@@ -213,6 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("pack")
     p.add_argument("work", type=Path)
     p.add_argument("parts", type=Path)
+    p.add_argument("--part-bytes", type=int, default=PART_BYTES, help=f"bytes per part ({PART_BYTES})")
     sub.add_parser("plan").add_argument("parts", type=Path)
     p = sub.add_parser("install")
     p.add_argument("stage", type=Path)
@@ -221,10 +266,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "download":
         download(args.work)
     elif args.cmd == "pack":
-        for part in pack(args.work, args.parts):
+        for part in pack(args.work, args.parts, args.part_bytes):
             print(f"{part} {part.stat().st_size}")
     elif args.cmd == "plan":
-        print("\n".join(plan(args.parts)))
+        try:
+            print("\n".join(plan(args.parts)))
+        except PlanError as exc:
+            print(f"gpu_stage plan: {exc}", file=sys.stderr)
+            return 2
     else:
         install(args.stage, args.site)
     return 0

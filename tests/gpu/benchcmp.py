@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness import Server
+from harness import REPO, Server
 
 # Per level: (our key, our statistic, bench_serving key); bench_serving reports mean and median.
 FIGURES = (
@@ -24,8 +24,10 @@ FIGURES = (
 
 
 def ours(server: Server, levels, out: Path, input_len: int, output_len: int) -> dict:
-    """`sglang-deploy bench` (the project's CLI) with the API key from an environment variable."""
-    env = {**os.environ, "GPU_SUITE_KEY": server.api_key or ""}
+    """`sglang-deploy bench` (the project's CLI, from this checkout's src: nothing to install) with the API key
+    from an environment variable."""
+    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "GPU_SUITE_KEY": server.api_key or "", "PYTHONPATH": path}
     cmd = [
         sys.executable,
         "-m",

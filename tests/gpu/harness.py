@@ -31,6 +31,16 @@ SAFE_ENV = {
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
     "NVSHMEM_DISABLE_NVLS": "1",
 }
+# The tiny model's launch: dummy weights; pytorch sampling and no prefill CUDA graph as in the staging recipe
+# (the prefill graph capture crashed on a head_dim 64 config); decode graphs up to the sweep's concurrency.
+DENSE_ARGS = {
+    "load-format": "dummy",
+    "mem-fraction-static": 0.5,
+    "sampling-backend": "pytorch",
+    "disable-prefill-cuda-graph": True,
+    "cuda-graph-max-bs": 64,
+    "enable-metrics": True,
+}
 
 
 def free_port() -> int:
@@ -184,6 +194,51 @@ class Server:
                 pass
             self.proc.wait(10)
         return {"main_exit_s": main_gone, "group_exit_s": group_gone, "sigkill": killed}
+
+
+def assert_key_masked(server: Server) -> dict[int, str]:
+    """The API key is in no command line of the server's processes and not in its log, where SGLang's
+    server_args line shows it masked. Returns the command lines by pid."""
+    cmdlines = {}
+    for pid in server.group_pids():
+        try:
+            cmdlines[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+    assert len(cmdlines) >= 3, cmdlines  # launcher (the server), its output filter, SGLang's workers
+    assert not [pid for pid, line in cmdlines.items() if API_KEY in line], cmdlines
+    log = server.log_text()
+    assert API_KEY not in log
+    assert "api_key='***'" in log or "api_key=***" in log, "SGLang's server_args line not found"
+    return cmdlines
+
+
+def stop_and_watch_memory(server: Server) -> dict:
+    """Server.stop() while watching the GPU's used memory: the stop's timings, when over 1 GiB was freed
+    (gpu_memory_freed_s, None if not within 60 s), what nvidia-smi shows after, the exit status."""
+    before = used_memory_mib()[0]
+    start = time.monotonic()
+    freed: dict = {}
+
+    def watch():
+        while time.monotonic() - start < 60 and "s" not in freed:
+            if used_memory_mib()[0] < before - 1024:
+                freed["s"] = round(time.monotonic() - start, 3)
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    timing = server.stop()
+    watcher.join(60)
+    return {
+        **timing,
+        "gpu_memory_freed_s": freed.get("s"),
+        "used_mib_before": before,
+        "used_mib_after": used_memory_mib(),
+        "compute_apps_after": compute_apps(),
+        "exit_status": server.proc.returncode,
+        "log_tail": server.log_text().splitlines()[-30:],
+    }
 
 
 class ProcessUnit:

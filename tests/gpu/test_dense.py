@@ -14,22 +14,12 @@ from pathlib import Path
 import benchcmp
 import harness
 import pytest
-from harness import API_KEY, Server
+from harness import DENSE_ARGS, Server
 
 from sglang_deploy import gpu, readiness
 
 LEVELS = (1, 8, 32)
 INPUT_LEN = OUTPUT_LEN = 256
-# The tiny model's launch: dummy weights; pytorch sampling and no prefill CUDA graph as in the staging recipe
-# (the prefill graph capture crashed on a head_dim 64 config); decode graphs up to the sweep's concurrency.
-DENSE_ARGS = {
-    "load-format": "dummy",
-    "mem-fraction-static": 0.5,
-    "sampling-backend": "pytorch",
-    "disable-prefill-cuda-graph": True,
-    "cuda-graph-max-bs": 64,
-    "enable-metrics": True,
-}
 
 
 class HealthRecorder(threading.Thread):
@@ -99,19 +89,8 @@ def test_readiness_follows_the_real_stages(dense, rec_dir):
 
 
 def test_api_key_never_in_argv_and_masked_in_output(dense, rec_dir):
-    pids = dense.group_pids()
-    cmdlines = {}
-    for pid in pids:
-        try:
-            cmdlines[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-    assert len(cmdlines) >= 3, cmdlines  # launcher (the server), its output filter, SGLang's workers
-    assert not [pid for pid, line in cmdlines.items() if API_KEY in line], cmdlines
-    log = dense.log_text()
-    assert API_KEY not in log
-    assert "api_key='***'" in log or "api_key=***" in log, "SGLang's server_args line not found"
-    lines = log.splitlines()
+    cmdlines = harness.assert_key_masked(dense)
+    lines = dense.log_text().splitlines()
     (rec_dir / "startup_log.txt").write_text("\n".join(lines[:400]) + "\n")
     harness.write_json(rec_dir / "processes.json", {str(pid): line for pid, line in cmdlines.items()})
 
@@ -340,28 +319,6 @@ def test_check_argv_and_recorded_flags_with_the_installed_parser(dense, out_dir,
 
 
 def test_stopping_the_process_group_frees_the_gpu(dense, rec_dir):
-    before = harness.used_memory_mib()[0]
-    start = time.monotonic()
-    freed: dict = {}
-
-    def watch():
-        while time.monotonic() - start < 60 and "s" not in freed:
-            if harness.used_memory_mib()[0] < before - 1024:
-                freed["s"] = round(time.monotonic() - start, 3)
-            time.sleep(0.05)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    timing = dense.stop()
-    watcher.join(60)
-    record = {
-        **timing,
-        "gpu_memory_freed_s": freed.get("s"),
-        "used_mib_before": before,
-        "used_mib_after": harness.used_memory_mib(),
-        "compute_apps_after": harness.compute_apps(),
-        "exit_status": dense.proc.returncode,
-        "log_tail": dense.log_text().splitlines()[-30:],
-    }
+    record = harness.stop_and_watch_memory(dense)
     harness.write_json(rec_dir / "stop.json", record)
-    assert freed.get("s") is not None and not timing["sigkill"], record
+    assert record["gpu_memory_freed_s"] is not None and not record["sigkill"], record

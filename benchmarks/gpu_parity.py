@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""`sglang-deploy bench` against `python -m sglang.bench_serving` on one real SGLang server (issue 22 item 5).
+
+Run on a GPU host where sglang imports (docs/gpu.md says how to stage it):
+
+    python benchmarks/gpu_parity.py --out results/gpu-parity
+
+One server of the GPU suite's small dense model (dummy weights, tests/gpu/harness.py); one dataset for both: our
+benchmark's own prompts (bench.workload.build_prompt) written as a ShareGPT file that bench_serving reads
+(`--dataset-name sharegpt --sharegpt-output-len`); the same request count, input and output length per level and
+the same warm-up. Per level, REPEATS runs of each tool in alternating order, the radix cache flushed before each
+run. Request-rate levels run too when our command takes --request-rate. Writes parity-raw.json (every run:
+command, figures, output tail) and parity-table.md (min/median/max per tool, the ratio of the medians, the goal);
+prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "src"), str(REPO / "tests" / "gpu")]
+
+import harness  # tests/gpu: the suite's server launch, stop and key handling
+
+from sglang_deploy.bench.workload import build_prompt
+
+# (label, our level key, our statistic, bench_serving key, goal: relative tolerance, absolute tolerance in ms)
+FIGURES = (
+    ("output tok/s", "output_throughput_tok_s", None, "output_throughput", 0.02, None),
+    ("TPOT mean ms", "tpot_ms", "mean", "mean_tpot_ms", 0.02, None),
+    ("TPOT median ms", "tpot_ms", "p50", "median_tpot_ms", 0.02, None),
+    ("ITL mean ms", "itl_ms", "mean", "mean_itl_ms", 0.02, None),
+    ("ITL median ms", "itl_ms", "p50", "median_itl_ms", 0.02, None),
+    ("TTFT mean ms", "ttft_ms", "mean", "mean_ttft_ms", 0.05, 3.0),
+)
+
+
+def pairs(text: str) -> list[tuple[float, int]]:
+    """'1:16,8:64' -> [(1, 16), (8, 64)]: a concurrency (or request rate) and its request count."""
+    out = []
+    for item in filter(None, text.split(",")):
+        level, _, count = item.partition(":")
+        out.append((float(level) if "." in level else int(level), int(count)))
+    return out
+
+
+def write_dataset(path: Path, count: int, input_len: int) -> Path:
+    """Our prompts 0..count-1 as ShareGPT conversations (the answer text is unused: the length is forced)."""
+    rows = [
+        {
+            "id": str(i),
+            "conversations": [{"from": "human", "value": build_prompt(i, input_len)}, {"from": "gpt", "value": "ok"}],
+        }
+        for i in range(count)
+    ]
+    path.write_text(json.dumps(rows))
+    return path
+
+
+def ours_cmd(server, mode: str, level, count: int, args, out: Path) -> list[str]:
+    cmd = [sys.executable, "-m", "sglang_deploy.cli", "bench", "--url", server.url, "--api-key-env", "PARITY_KEY"]
+    cmd += ["--input-len", str(args.input_len), "--output-len", str(args.output_len), "--warmup", str(args.warmup)]
+    cmd += ["--request-rate", str(level)] if mode == "rate" else ["--concurrency", str(level)]
+    return cmd + [args.ours_count_flag, str(count), "--json", str(out)]
+
+
+def theirs_cmd(server, mode: str, level, count: int, args, dataset: Path, out: Path) -> list[str]:
+    cmd = [sys.executable, "-m", "sglang.bench_serving", "--backend", "sglang-oai-chat", "--base-url", server.url]
+    cmd += ["--model", server.launch.args["served-model-name"], "--tokenizer", str(args.model)]
+    cmd += ["--dataset-name", "sharegpt", "--dataset-path", str(dataset)]
+    cmd += ["--sharegpt-output-len", str(args.output_len), "--num-prompts", str(count), "--seed", str(args.seed)]
+    cmd += ["--warmup-requests", str(args.warmup), "--output-file", str(out), "--disable-tqdm"]
+    if mode == "rate":
+        cmd += ["--request-rate", str(level)]
+    else:
+        cmd += ["--max-concurrency", str(level)]
+    return cmd
+
+
+def figures(tool: str, out: Path) -> dict:
+    if tool == "ours":
+        level = json.loads(out.read_text())["levels"][0]
+        got = {label: level[key] if stat is None else (level[key] or {}).get(stat) for label, key, stat, *_ in FIGURES}
+        got["completed"] = level["completed"]
+        got["prompt_tokens_mean"] = level.get("prompt_tokens_mean")
+        return got
+    row = json.loads(out.read_text().strip().splitlines()[-1])
+    got = {label: row.get(key) for label, _, _, key, *_ in FIGURES}
+    got["completed"] = row.get("completed")
+    got["prompt_tokens_mean"] = row["total_input_tokens"] / row["completed"] if row.get("completed") else None
+    return got
+
+
+def run_one(server, tool: str, mode: str, level, count: int, args, dataset: Path, work: Path, rep: int) -> dict:
+    out = work / f"{tool}-{mode}{level}-r{rep}.{'json' if tool == 'ours' else 'jsonl'}"
+    out.unlink(missing_ok=True)
+    if tool == "ours":
+        cmd = ours_cmd(server, mode, level, count, args, out)
+    else:
+        cmd = theirs_cmd(server, mode, level, count, args, dataset, out)
+    status = server.request("POST", "/flush_cache", timeout=30)[0]
+    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "PARITY_KEY": server.api_key, "OPENAI_API_KEY": server.api_key}
+    start = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, check=False)
+    record = {
+        "tool": tool,
+        "mode": mode,
+        "level": level,
+        "requests": count,
+        "repeat": rep,
+        "flush_cache_status": status,
+        "cmd": " ".join(cmd),
+        "rc": proc.returncode,
+        "wall_s": round(time.monotonic() - start, 2),
+        "output_tail": (proc.stdout + proc.stderr)[-2500:].replace(server.api_key, "***"),
+    }
+    if proc.returncode == 0 or out.exists():
+        try:
+            record["figures"] = figures(tool, out)
+        except (OSError, ValueError, KeyError, IndexError) as exc:
+            record["figures_error"] = f"{type(exc).__name__}: {exc}"
+    return record
+
+
+def table(runs: list[dict], levels: list[tuple[str, object]]) -> list[str]:
+    head = "| mode | level | figure | ours min / median / max | bench_serving min / median / max | ratio (medians) | goal |"
+    lines = [head, "|" + "---|" * 7]
+    for mode, level in levels:
+        sel = {
+            t: [
+                r["figures"]
+                for r in runs
+                if r["mode"] == mode and r["level"] == level and r["tool"] == t and "figures" in r
+            ]
+            for t in ("ours", "theirs")
+        }
+        for label, *_, rel, absolute in FIGURES:
+            vals = {t: [f[label] for f in sel[t] if f.get(label) is not None] for t in sel}
+            if not vals["ours"] or not vals["theirs"]:
+                lines.append(f"| {mode} | {level} | {label} | {vals['ours']} | {vals['theirs']} | n/a | not measured |")
+                continue
+            mine, other = statistics.median(vals["ours"]), statistics.median(vals["theirs"])
+            ok = abs(mine - other) <= max(rel * abs(other), absolute or 0.0)
+            spread = {
+                t: " / ".join(f"{x:.4g}" for x in (min(v), statistics.median(v), max(v))) for t, v in vals.items()
+            }
+            lines.append(
+                f"| {mode} | {level} | {label} | {spread['ours']} | {spread['theirs']} | {mine / other:.3f} | "
+                f"{'met' if ok else 'MISSED'} (±{rel:.0%}{f' or {absolute:g} ms' if absolute else ''}) |"
+            )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True, help="folder for parity-raw.json, parity-table.md, logs")
+    ap.add_argument("--model", type=Path, help="model folder (default: OUT/models/dense, made by tools/make_models.py)")
+    ap.add_argument("--levels", default="1:16,8:64,32:256", help="concurrency:requests,... (1:16,8:64,32:256)")
+    ap.add_argument("--rates", default="8:64,32:128", help="request-rate:requests,... when ours takes --request-rate")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--input-len", type=int, default=256)
+    ap.add_argument("--output-len", type=int, default=256)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--source", help="what code ran, for the record (e.g. the commit)")
+    args = ap.parse_args(argv)
+    out = args.out.resolve()
+    work = out / "runs"
+    work.mkdir(parents=True, exist_ok=True)
+    if args.model is None:
+        if not (out / "models" / "dense" / "config.json").exists():
+            subprocess.run([sys.executable, str(REPO / "tools" / "make_models.py"), str(out / "models")], check=True)
+        args.model = out / "models" / "dense"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))}
+    help_text = subprocess.run(
+        [sys.executable, "-m", "sglang_deploy.cli", "bench", "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
+    plan = [("concurrency", level, count) for level, count in pairs(args.levels)]
+    if "--request-rate" in help_text:
+        plan += [("rate", level, count) for level, count in pairs(args.rates)]
+    dataset = write_dataset(work / "dataset-sharegpt.json", max(c for *_, c in plan) + args.warmup, args.input_len)
+    args.ours_count_flag = "--num-prompts" if "--num-prompts" in help_text else "--requests"
+    meta = {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "source": args.source,
+        "ours_takes_request_rate": "--request-rate" in help_text,
+        "gpu": harness.smi("--query-gpu=name,driver_version", "--format=csv,noheader").strip(),
+        "settings": {k: str(v) for k, v in vars(args).items()},
+        "dataset": str(dataset),
+    }
+    server = harness.Server(harness.render(harness.DENSE_ARGS, args.model), out / "logs", "parity")
+    runs: list[dict] = []
+    try:
+        meta["ready"] = server.wait_ready(timeout=600)
+        meta["launch_argv"] = server.launch.argv
+        for i, (mode, level, count) in enumerate(plan):
+            for rep in range(args.repeats):
+                order = ("ours", "theirs") if (i + rep) % 2 == 0 else ("theirs", "ours")
+                for tool in order:
+                    runs.append(run_one(server, tool, mode, level, count, args, dataset, work, rep))
+                    print(
+                        json.dumps(
+                            {k: runs[-1].get(k) for k in ("tool", "mode", "level", "repeat", "rc", "wall_s", "figures")}
+                        ),
+                        flush=True,
+                    )
+                    (out / "parity-raw.json").write_text(json.dumps({**meta, "runs": runs}, indent=1))
+    finally:
+        meta["stop"] = server.stop()
+        (out / "parity-raw.json").write_text(json.dumps({**meta, "runs": runs}, indent=1))
+    lines = table(runs, [(mode, level) for mode, level, _ in plan])
+    header = [
+        f"# sglang-deploy bench vs sglang.bench_serving, {meta['date_utc']}",
+        "",
+        f"`{meta['command']}` ({meta['source']}); {meta['gpu']}; {args.repeats} repeats per level, "
+        "alternating order, radix cache flushed before each run; same prompts (ShareGPT file of our prompts), "
+        f"{args.input_len}-word prompts, {args.output_len} output tokens forced, warm-up {args.warmup}.",
+        "",
+    ]
+    (out / "parity-table.md").write_text("\n".join(header + lines) + "\n")
+    print("\n".join(header + lines))
+    return 0 if all(r["rc"] == 0 for r in runs) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
