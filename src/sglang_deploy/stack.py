@@ -51,12 +51,63 @@ def validate(bundle: dict) -> list[str]:
             f"sglang.commit: a git source needs a full 40-hex commit, got {sglang.get('commit')!r} "
             "(set it in the bundle or with sglang_stack_sglang_commit)"
         )
+    if isinstance(sglang, dict) and sglang.get("git"):
+        errors += git_source_problems(sglang)
     for key in ("extra_packages", "extra_index_urls"):
         if not isinstance(bundle.get(key, []), list):
             errors.append(f"{key}: must be a list")
     if not isinstance(bundle.get("hashes", {}), dict):
         errors.append("hashes: must map 'name==version' to a sha256 hex digest")
     return errors
+
+
+# What a bundle hands to git, pip and uv is checked before any of them sees it: a value they would read as an option
+# (--upload-pack=COMMAND, -r FILE), a transport helper (ext::COMMAND), or a line break that starts a new line in a
+# requirements file runs commands or reads files on the controller or the host.
+_HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
+_USER = r"[A-Za-z0-9_][A-Za-z0-9_.+-]*"
+GIT_URL = re.compile(
+    rf"https://(?:[^/@\s]+@)?{_HOST}(?::[0-9]+)?(?:/\S*)?"  # https, optionally with credentials
+    rf"|ssh://(?:{_USER}@)?{_HOST}(?::[0-9]+)?/\S*"
+    rf"|(?:{_USER}@)?{_HOST}:(?!//)\S+"  # ssh, scp-like: git@github.com:sgl-project/sglang
+    r"|file:///\S*|/\S*"  # a local repository
+)
+GIT_URL_FORMS = "https://HOST/PATH, ssh://[USER@]HOST/PATH, USER@HOST:PATH, file:///PATH or an absolute path"
+# A branch or tag name: no option, no revision syntax (.., ^{}, @{, ~, :), no wildcard.
+GIT_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_+-]*(?:[./][A-Za-z0-9_+-]+)*")
+# A folder inside the checkout: no segment starts with '.', so no '..'; not absolute.
+SUBDIRECTORY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
+
+
+def _control(text: str) -> bool:
+    return any(ord(char) < 32 or ord(char) == 127 for char in text)
+
+
+def git_source_problems(sglang: dict) -> list[str]:
+    """A git source that git would take as an option or a command, or that is not one of the GIT_URL_FORMS; a ref or
+    subdirectory that is not a plain name. Values are not repeated (a URL may hold a password)."""
+    url, problems = sglang.get("git"), []
+    if not isinstance(url, str) or url.startswith("-"):
+        problems.append("sglang.git: begins with '-': git would read it as an option; give a repository URL")
+    elif "::" in url:
+        problems.append("sglang.git: names a git transport helper (TRANSPORT::ADDRESS), which runs commands")
+    elif _control(url) or not GIT_URL.fullmatch(url):
+        problems.append(f"sglang.git: not a repository URL of the forms {GIT_URL_FORMS} (no whitespace)")
+    ref = sglang.get("ref")
+    if ref not in (None, "") and not (
+        isinstance(ref, str) and GIT_REF.fullmatch(ref) and not ref.endswith(".lock") and len(ref) <= 200
+    ):
+        problems.append(
+            f"sglang.ref {str(ref)[:60]!r}: a branch or tag name (letters, digits, '_', '+', '-', '.', '/'; "
+            "not beginning with '-', no '..')"
+        )
+    subdirectory = sglang.get("subdirectory", "python")
+    if not (isinstance(subdirectory, str) and SUBDIRECTORY.fullmatch(subdirectory)):
+        problems.append(
+            f"sglang.subdirectory {str(subdirectory)[:60]!r}: a folder inside the repository (a relative path "
+            "whose parts do not begin with '.' or '-')"
+        )
+    return problems
 
 
 def content(bundle: dict) -> dict:

@@ -150,21 +150,36 @@ def _index_args(bundle: dict) -> list[str]:
     return args
 
 
-def _run(argv: list[str], what: str, cwd: str | None = None) -> str:
-    result = subprocess.run(argv, capture_output=True, text=True, cwd=cwd)
+def _run(argv: list[str], what: str, cwd: str | None = None, env: dict | None = None) -> str:
+    result = subprocess.run(
+        argv, capture_output=True, text=True, cwd=cwd, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+    )
     if result.returncode != 0:
         raise LockError(f"{what} failed ({' '.join(argv[:3])} ...): {result.stderr.strip()[-3000:]}")
     return result.stdout
+
+
+# Every git call ends its options with `--`, so no value of a bundle is read as an option (--upload-pack=COMMAND);
+# git may use only the transports a bundle may name (no ext::COMMAND, also not in a redirect or a submodule), and
+# never asks for a password on the terminal.
+_GIT_ENV = {"GIT_ALLOW_PROTOCOL": "https:ssh:file", "GIT_TERMINAL_PROMPT": "0"}
+
+
+def _git(args: list[str], what: str) -> str:
+    return _run(["git", *args], what, env=_GIT_ENV)
 
 
 def resolve_commit(git_url: str, ref: str) -> str:
     """The full commit a branch or tag points at now (`git ls-remote`); a full sha is returned as it is."""
     if stack._COMMIT.match(ref):
         return ref
-    out = _run(["git", "ls-remote", git_url, ref, f"{ref}^{{}}"], f"git ls-remote {git_url} {ref}")
-    shas = {line.split()[1]: line.split()[0] for line in out.splitlines() if line.strip()}
+    problems = stack.git_source_problems({"git": git_url, "ref": ref})
+    if problems:
+        raise LockError("; ".join(problems))
+    out = _git(["ls-remote", "--", git_url, ref, f"{ref}^{{}}"], f"git ls-remote {git_url} {ref}")
+    shas = {line.split()[1]: line.split()[0] for line in out.splitlines() if len(line.split()) == 2}
     for name in (f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
-        if name in shas:
+        if name in shas and stack._COMMIT.match(shas[name]):
             return shas[name]
     raise LockError(f"git ref {ref!r} not found in {git_url}: give a branch, a tag or a full commit")
 
@@ -172,10 +187,18 @@ def resolve_commit(git_url: str, ref: str) -> str:
 def build_git_wheel(uv: str, bundle: dict, commit: str, out_dir: Path, work: Path) -> Path:
     """Check out SGLang at commit and build its python/ folder once into a wheel (in out_dir)."""
     source = bundle["sglang"]
+    problems = stack.git_source_problems(source) + (
+        [] if stack._COMMIT.match(commit) else [f"commit {commit!r}: not a full 40-hex commit"]
+    )
+    if problems:
+        raise LockError("; ".join(problems))
     checkout = work / "sglang-src"
-    _run(["git", "clone", "--quiet", "--no-checkout", source["git"], str(checkout)], f"git clone {source['git']}")
-    _run(["git", "-C", str(checkout), "checkout", "--quiet", commit], f"git checkout {commit}")
-    subdir = checkout / source.get("subdirectory", "python")
+    _git(["clone", "--quiet", "--no-checkout", "--", source["git"], str(checkout)], f"git clone {source['git']}")
+    # switch, not checkout: checkout reads what follows `--` as paths.
+    _git(["-C", str(checkout), "switch", "--quiet", "--detach", "--", commit], f"git switch {commit}")
+    subdir = (checkout / source.get("subdirectory", "python")).resolve()
+    if not subdir.is_relative_to(checkout.resolve()):
+        raise LockError(f"sglang.subdirectory: a link that leads out of the repository of commit {commit}")
     built = work / "built"
     _run(
         [uv, "build", "--wheel", "--quiet", "--out-dir", str(built), *_index_args(bundle), str(subdir)],

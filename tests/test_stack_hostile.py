@@ -1,0 +1,146 @@
+"""Hostile stack bundles and locks (issue 20): what a bundle hands to git, uv and pip cannot be read as an option or
+a command, secrets in URLs stay out of errors, a lock is read only beside its bundle, and a download stops at a size
+cap and a deadline."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+import yaml
+
+from sglang_deploy import stack, stack_lock
+from sglang_deploy.cli import main
+from sglang_deploy.paths import STACKS
+
+
+def floating(**change) -> dict:
+    bundle = yaml.safe_load((STACKS / "nightly.yml").read_text())
+    for key, value in change.items():
+        section, _, sub = key.partition("__")
+        if sub:
+            bundle[section] = {**bundle[section], sub: value}
+        else:
+            bundle[section] = value
+    return bundle
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A local git repository with one commit on branch main; returns (path, commit)."""
+    path = tmp_path / "repo"
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    (path / "python").mkdir()
+    (path / "python" / "pyproject.toml").write_text("[project]\nname = 'sglang'\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], check=True)
+    return path, subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def write_bundle(folder, bundle: dict) -> None:
+    folder.mkdir(exist_ok=True)
+    (folder / f"{bundle['name']}.yml").write_text(yaml.safe_dump(bundle))
+
+
+def test_a_git_source_that_git_reads_as_an_option_runs_nothing(tmp_path, repo, capsys):
+    """The red team's bundle: git ls-remote took --upload-pack=COMMAND as an option and ran it."""
+    marker = tmp_path / "PWNED"
+    bundle = floating(sglang={"git": f"--upload-pack=touch {marker}; true", "ref": str(repo[0])})
+    write_bundle(tmp_path / "stacks", bundle)
+    assert (
+        main(["stack", "lock", "nightly", "--stacks-dir", str(tmp_path / "stacks"), "--wheelhouse", str(tmp_path)]) == 2
+    )
+    assert "sglang.git: begins with '-': git would read it as an option" in capsys.readouterr().err
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "--upload-pack=touch /tmp/x",
+        "-c",
+        "-cprotocol.ext.allow=always",
+        "ext::sh -c touch% /tmp/x",
+        "ext::sh",
+        "fd::17",
+        "ssh://-oProxyCommand=touch%20x/repo",
+        "-oProxyCommand=x@host:repo",
+        "https://github.com/a b",
+        "https://github.com/a\nb",
+        "git://github.com/sgl-project/sglang",
+        "http://github.com/sgl-project/sglang",
+        "relative/path",
+        "../repo",
+        "",
+        ["https://github.com/sgl-project/sglang"],
+    ],
+)
+def test_git_urls_other_than_the_accepted_forms_are_refused(url):
+    problems = stack.git_source_problems({"git": url, "ref": "main"})
+    assert len(problems) == 1 and problems[0].startswith("sglang.git: ")
+    assert str(url) not in problems[0] or url in ("", "-c")  # a URL may hold a password: never repeated
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://github.com/sgl-project/sglang",
+        "https://token:x-oauth@github.com/sgl-project/sglang.git",
+        "ssh://git@github.com:22/sgl-project/sglang.git",
+        "git@github.com:sgl-project/sglang.git",
+        "file:///srv/git/sglang",
+        "/srv/git/sglang",
+    ],
+)
+def test_git_urls_of_the_accepted_forms_pass(url):
+    assert stack.git_source_problems({"git": url, "ref": "v0.5.23"}) == []
+
+
+@pytest.mark.parametrize(
+    "ref", ["--upload-pack=x", "-c", "--", "main..x", "main^{}", "HEAD@{1}", "a b", "a\nb", "/main", "x.lock", "a:b"]
+)
+def test_refs_that_are_not_branch_or_tag_names_are_refused(ref):
+    problems = stack.git_source_problems({"git": "https://github.com/sgl-project/sglang", "ref": ref})
+    assert len(problems) == 1 and problems[0].startswith("sglang.ref ")
+
+
+@pytest.mark.parametrize("subdirectory", ["../..", "/etc", "-x", "python/../..", ".git"])
+def test_a_subdirectory_outside_the_checkout_is_refused(subdirectory):
+    problems = stack.git_source_problems({"git": "/srv/sglang", "subdirectory": subdirectory})
+    assert len(problems) == 1 and problems[0].startswith("sglang.subdirectory ")
+
+
+def test_git_runs_no_transport_helper_even_past_the_checks(tmp_path):
+    """Every git call allows only https, ssh and file: ext:: (a command) is refused by git itself."""
+    marker = tmp_path / "PWNED"
+    with pytest.raises(stack_lock.LockError, match="transport 'ext' not allowed"):
+        stack_lock._git(["ls-remote", "--", f"ext::sh -c touch% {marker}"], "git ls-remote")
+    assert not marker.exists()
+
+
+def test_a_branch_resolves_and_checks_out_through_every_git_call(tmp_path, repo, monkeypatch):
+    path, commit = repo
+    assert stack_lock.resolve_commit(str(path), "main") == commit
+    assert stack_lock.resolve_commit(f"file://{path}", "main") == commit
+    with pytest.raises(stack_lock.LockError, match="git ref 'no-such' not found"):
+        stack_lock.resolve_commit(str(path), "no-such")
+    built, real = [], stack_lock._run
+    monkeypatch.setattr(  # git runs, uv build is recorded
+        stack_lock, "_run", lambda argv, what, **kw: real(argv, what, **kw) if argv[0] == "git" else built.append(argv)
+    )
+    with pytest.raises(ValueError):  # the stand-in build wrote no wheel
+        stack_lock.build_git_wheel("uv", floating(sglang={"git": str(path)}), commit, tmp_path, tmp_path)
+    assert built[-1][-1] == str((tmp_path / "sglang-src" / "python").resolve())
+
+
+def test_a_subdirectory_link_out_of_the_checkout_is_refused(tmp_path, repo):
+    path, _ = repo
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "rm", "-q", "-r", "python"], check=True)
+    (path / "python").symlink_to(tmp_path)
+    subprocess.run([*git, "add", "python"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "link"], check=True)
+    commit = stack_lock.resolve_commit(str(path), "main")
+    with pytest.raises(stack_lock.LockError, match="sglang.subdirectory: a link that leads out of the repository"):
+        stack_lock.build_git_wheel("uv", {"sglang": {"git": str(path)}}, commit, tmp_path / "out", tmp_path)
