@@ -11,10 +11,11 @@ description:
   - Checks C(GET /health) first (fails unless 200), runs O(warmup) uncounted requests once, then for each level in O(concurrency) sends O(requests) streamed
     chat completions (C(/v1/chat/completions), C(stream_options.include_usage=true)) with that many
     workers, each on its own keep-alive HTTP/1.1 connection opened before the level's clock starts.
-  - The output length is forced (C(ignore_eos=true), C(max_tokens) = C(min_tokens) = O(output_len),
-    temperature 0) and verified against the server's C(usage.completion_tokens); responses of another
-    length are reported per level as a count and examples, not averaged away. A response without
-    usage counts as a failed request.
+  - The output length is forced as C(sglang.bench_serving) does (C(ignore_eos=true), C(max_tokens) =
+    O(output_len), temperature 0; C(min_tokens) only with O(min_tokens)) and verified against the server's
+    C(usage.completion_tokens); the figures use the real counts, and responses of another length are
+    reported per level as a count and examples, not averaged away. A response without usage counts as a
+    failed request.
   - Prompts are deterministic common-word text of about O(input_len) tokens, unique per request at
     their start (no prefix-cache reuse between requests).
   - "Definitions (also written into the result's C(definitions)). t_send = when the request bytes are
@@ -27,8 +28,9 @@ description:
     latency; with speculative decoding one chunk carries several tokens). C(tokens_per_chunk) = mean of
     completion_tokens / token chunks and the aggregate ratio. C(output_throughput_tok_s) =
     sum(completion_tokens) / wall_s, wall_s = last stream end - first t_send of the level.
-    C(achieved_concurrency) = sum(e2e) / wall_s. Each latency is {mean, p50, p90, p99} with linear
-    interpolation between closest ranks."
+    C(input_throughput_tok_s) and C(total_throughput_tok_s) use C(usage.prompt_tokens).
+    C(achieved_concurrency) = sum(e2e) / wall_s. Each latency is {mean, p50, p90, p95, p99, std} with linear
+    interpolation between closest ranks and the population std (numpy's, as bench_serving)."
   - "Speculative accept length for each level alone: (delta C(sglang:generation_tokens_total)) /
     (delta C(sglang:spec_verify_calls_total)) between /metrics scrapes right before and after the level
     (source C(metrics_delta), needs C(--enable-metrics)); otherwise the cumulative since-start
@@ -69,6 +71,12 @@ options:
     description: Output tokens per request (at least 2), forced and verified.
     type: int
     default: 256
+  min_tokens:
+    description: Also send C(min_tokens) = O(output_len), for a server that stops early despite C(ignore_eos).
+      SGLang then runs its min-new-tokens penalizer on every decode step (slower decoding; the figures are not
+      comparable with bench_serving's).
+    type: bool
+    default: false
   warmup:
     description: Uncounted warm-up requests, once before the first level.
     type: int
@@ -137,7 +145,8 @@ result:
       description: >-
         Per concurrency level - concurrency, requests, completed, failed, errors (message -> count), wall_s,
         output_tokens, output_throughput_tok_s, request_throughput_req_s, achieved_concurrency,
-        decode_tok_s_per_request, ttft_ms, ttfo_ms, tpot_ms, itl_ms, e2e_ms (each {mean, p50, p90, p99} or null),
+        input_tokens, input_throughput_tok_s, total_throughput_tok_s, decode_tok_s_per_request, ttft_ms, ttfo_ms,
+        tpot_ms, itl_ms, e2e_ms (each {mean, p50, p90, p95, p99, std} or null),
         tokens_per_chunk {mean, aggregate}, prompt_tokens_mean, output_len_mismatch {count, expected, examples},
         reasoning {reasoning_chunks, reasoning_chars, content_chunks, content_chars, reasoning_tokens},
         spec_accept_length ({value, source[, before]} or null), output_check {count, examples} (responses that
@@ -185,6 +194,7 @@ def main() -> None:
             "requests": {"type": "int"},
             "input_len": {"type": "int", "default": DEFAULT_INPUT_LEN},
             "output_len": {"type": "int", "default": DEFAULT_OUTPUT_LEN},
+            "min_tokens": {"type": "bool", "default": False},
             "warmup": {"type": "int", "default": DEFAULT_WARMUP},
             "timeout": {"type": "float", "default": DEFAULT_TIMEOUT_S},
             "dest": {"type": "path"},
@@ -206,6 +216,7 @@ def main() -> None:
             requests=p["requests"],
             input_len=p["input_len"],
             output_len=p["output_len"],
+            min_tokens=p["min_tokens"],
             warmup=p["warmup"],
             timeout=p["timeout"],
             context=p["context"],

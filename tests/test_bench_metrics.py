@@ -57,9 +57,75 @@ def test_multi_token_chunks_inflate_itl_but_not_decode_rate():
 def test_percentiles_interpolate_linearly():
     values = list(range(1, 101))
     s = metrics.summarize(values)
-    assert s == {"mean": 50.5, "p50": 50.5, "p90": pytest.approx(90.1), "p99": pytest.approx(99.01)}
+    assert s == {
+        "mean": 50.5,
+        "p50": 50.5,
+        "p90": pytest.approx(90.1),
+        "p95": pytest.approx(95.05),
+        "p99": pytest.approx(99.01),
+        "std": pytest.approx(28.86607, rel=1e-6),  # population std, as numpy.std
+    }
     assert metrics.summarize([]) is None
     assert metrics.percentile([7.0], 99) == 7.0
+
+
+def _bench_serving_metrics(tls: list, dur_s: float) -> dict:
+    """sglang 0.5.16's calculate_metrics (sglang/benchmark/serving.py) on the same requests, as it records them
+    with the chat backend: ttft = first non-empty delta, itl = gaps between later non-empty deltas, latency =
+    the last SSE line ([DONE]), output_len = usage.completion_tokens, prompt_len = the request's input tokens."""
+    np = pytest.importorskip("numpy")
+    ok = [t for t in tls if t.ok]
+    ttfts = [t.token_times[0] - t.t_send for t in ok]
+    itls = [b - a for t in ok for a, b in zip(t.token_times, t.token_times[1:])]
+    lat = [t.t_end - t.t_send for t in ok]
+    tpots = [(t.t_end - t.t_send - f) / (t.completion_tokens - 1) for t, f in zip(ok, ttfts) if t.completion_tokens > 1]
+    out_tokens = sum(t.completion_tokens for t in ok)
+    in_tokens = sum(t.prompt_tokens for t in ok)
+    out = {
+        "request_throughput": len(ok) / dur_s,
+        "output_throughput": out_tokens / dur_s,
+        "input_throughput": in_tokens / dur_s,
+        "total_throughput": (in_tokens + out_tokens) / dur_s,
+        "concurrency": np.sum(lat) / dur_s,
+    }
+    for name, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2e_latency", lat)):
+        out[f"mean_{name}_ms"] = np.mean(values) * 1000
+        out[f"median_{name}_ms"] = np.median(values) * 1000
+        out[f"std_{name}_ms"] = np.std(values) * 1000
+        for p in (90, 95, 99):
+            out[f"p{p}_{name}_ms"] = np.percentile(values, p) * 1000
+    return out
+
+
+def test_figures_equal_bench_servings_on_the_same_requests():
+    """Parity: every figure bench_serving reports is ours under the same name mapping (p50 = its median)."""
+    tls = [
+        synthetic(0.0, 0.05, 256, 500.0, tail=0.001),
+        synthetic(0.01, 0.09, 256, 450.0, per_chunk=3, tail=0.002),
+        synthetic(0.3, 0.07, 200, 480.0),
+        synthetic(0.35, 0.2, 256, 300.0, per_chunk=2),
+        Timeline(t_send=0.4, t_end=0.41, error="HTTP 500: boom"),
+    ]
+    m = level_metrics(tls, 4, 256)
+    theirs = _bench_serving_metrics(tls, m["wall_s"])
+    assert m["request_throughput_req_s"] == pytest.approx(theirs["request_throughput"])
+    assert m["output_throughput_tok_s"] == pytest.approx(theirs["output_throughput"])
+    assert m["input_throughput_tok_s"] == pytest.approx(theirs["input_throughput"])
+    assert m["total_throughput_tok_s"] == pytest.approx(theirs["total_throughput"])
+    assert m["achieved_concurrency"] == pytest.approx(theirs["concurrency"])
+    for ours, name in (("ttft_ms", "ttft"), ("tpot_ms", "tpot"), ("itl_ms", "itl"), ("e2e_ms", "e2e_latency")):
+        for stat, their_stat in (("mean", "mean"), ("p50", "median"), ("std", "std"), ("p90", "p90"), ("p95", "p95")):
+            assert m[ours][stat] == pytest.approx(theirs[f"{their_stat}_{name}_ms"]), (ours, stat)
+        assert m[ours]["p99"] == pytest.approx(theirs[f"p99_{name}_ms"]), ours
+    assert m["output_len_mismatch"]["count"] == 1  # the 200-token answer, counted as 200 in every figure
+
+
+def test_the_body_forces_the_length_as_bench_serving_without_min_tokens():
+    body = workload.chat_body("m", "hi", 128)
+    assert body["ignore_eos"] is True and body["max_tokens"] == 128 and body["temperature"] == 0.0
+    assert "min_tokens" not in body  # SGLang's min-new-tokens penalizer slows every decode step
+    assert body["stream_options"] == {"include_usage": True}
+    assert workload.chat_body("m", "hi", 128, min_tokens=True)["min_tokens"] == 128
 
 
 def test_aggregate_throughput_uses_the_level_wall_time():
@@ -119,6 +185,7 @@ def test_sse_recorder_is_independent_of_chunk_boundaries():
     events = [
         {"choices": [{"delta": {"role": "assistant", "content": ""}}]},
         {"choices": [{"delta": {"reasoning_content": "hmm"}}]},
+        {"choices": [{"delta": {"reasoning": "vLLM's name"}}]},
         {"choices": [{"delta": {"content": "Hi"}}]},
         {"choices": [{"delta": {"content": " there"}, "finish_reason": "length"}]},
         {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 3, "reasoning_tokens": 1}},
@@ -130,8 +197,8 @@ def test_sse_recorder_is_independent_of_chunk_boundaries():
         for i in range(0, len(raw), step):
             rec.feed(raw[i : i + step])
         assert rec.done and tl.error is None
-        assert len(tl.token_times) == 3
-        assert (tl.reasoning_chunks, tl.content_chunks, tl.content_chars) == (1, 2, 8)
+        assert len(tl.token_times) == 4
+        assert (tl.reasoning_chunks, tl.content_chunks, tl.content_chars) == (2, 2, 8)
         assert (tl.completion_tokens, tl.prompt_tokens, tl.reasoning_tokens) == (3, 9, 1)
 
 

@@ -30,6 +30,18 @@ def emulator(tmp_path):
         emu.stop()
 
 
+def drop_from_body(monkeypatch, key: str) -> None:
+    """Requests without `key`: what a server that ignores that field sees."""
+    original = sweep.chat_body
+
+    def without(*args, **kwargs):
+        body = original(*args, **kwargs)
+        del body[key]
+        return body
+
+    monkeypatch.setattr(sweep, "chat_body", without)
+
+
 def test_sweep_reports_the_configured_rates(emulator, tmp_path, capsys):
     emu = emulator(
         "--enable-metrics", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", accept_length=3
@@ -85,14 +97,7 @@ def test_sweep_reports_the_configured_rates(emulator, tmp_path, capsys):
 
 def test_output_length_mismatch_is_reported_not_averaged(emulator, monkeypatch, capsys):
     emu = emulator()
-    original = sweep.chat_body
-
-    def no_forcing(model, prompt, output_len, stream=True):  # a server that ignores ignore_eos/min_tokens
-        body = original(model, prompt, output_len, stream)
-        del body["ignore_eos"], body["min_tokens"]
-        return body
-
-    monkeypatch.setattr(sweep, "chat_body", no_forcing)
+    drop_from_body(monkeypatch, "ignore_eos")  # a server that ignores ignore_eos
     failed, res = run_module(
         sglang_bench,
         {"url": emu.url, "concurrency": [2], "requests": 4, "input_len": 16, "output_len": 400, "warmup": 0},
@@ -108,16 +113,24 @@ def test_output_length_mismatch_is_reported_not_averaged(emulator, monkeypatch, 
     assert "4 responses not 400 tokens" in res["table"]
 
 
+def test_min_tokens_is_sent_only_when_asked(emulator, monkeypatch, capsys):
+    """A server that ignores ignore_eos stops early; --min-tokens (module: min_tokens) still forces the length."""
+    emu = emulator()
+    drop_from_body(monkeypatch, "ignore_eos")
+    args = {"url": emu.url, "concurrency": [1], "requests": 2, "input_len": 16, "output_len": 400, "warmup": 0}
+    failed, res = run_module(sglang_bench, {**args, "min_tokens": True}, capsys)
+    assert not failed, res
+    level = res["result"]["levels"][0]
+    assert level["output_len_mismatch"]["count"] == 0 and level["output_tokens"] == 800
+    assert res["result"]["workload"]["forced_length"] == {"ignore_eos": True, "max_tokens": 400, "min_tokens": 400}
+    failed, res = run_module(sglang_bench, args, capsys)
+    assert res["result"]["workload"]["forced_length"]["min_tokens"] is None
+    assert res["result"]["levels"][0]["output_len_mismatch"]["count"] == 2
+
+
 def test_missing_usage_counts_as_failure(emulator, monkeypatch, capsys):
     emu = emulator()
-    original = sweep.chat_body
-
-    def no_usage(model, prompt, output_len, stream=True):
-        body = original(model, prompt, output_len, stream)
-        del body["stream_options"]
-        return body
-
-    monkeypatch.setattr(sweep, "chat_body", no_usage)
+    drop_from_body(monkeypatch, "stream_options")
     failed, res = run_module(
         sglang_bench, {"url": emu.url, "concurrency": [1], "requests": 2, "output_len": 8, "warmup": 0}, capsys
     )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..server_http import Endpoint, HttpError, auth_headers
 from .metrics import Timeline
 
-BENCH_VERSION = "1.1.0"
+BENCH_VERSION = "1.2.0"  # 1.2: bench_serving parity (no min_tokens by default, std/p95, input/total throughput)
 
 _json_decode = json.JSONDecoder().decode  # skips json.loads' per-call encoding detection
 
@@ -111,11 +111,11 @@ class Connection:
         self.reader = self.writer = None
 
     async def send(self, method: str, path: str, body: bytes | None = None, accept: str = "application/json") -> float:
-        """Write a request; returns perf_counter at the moment it was written."""
+        """Write a request; returns perf_counter right before it was written (bench_serving's `st`)."""
         await self.open()
         head = self.target.head(method, path, None if body is None else len(body), accept)
-        self.writer.write(head + body if body else head)
         t = time.perf_counter()
+        self.writer.write(head + body if body else head)
         await self.writer.drain()
         return t
 
@@ -220,7 +220,7 @@ class _SSERecorder:
         for choice in obj.get("choices") or ():
             delta = choice.get("delta") or {}
             content = delta.get("content")
-            reasoning = delta.get("reasoning_content")
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")  # vLLM's name, as bench_serving
             if reasoning:
                 tl.text.append(reasoning)
                 tl.reasoning_chunks += 1

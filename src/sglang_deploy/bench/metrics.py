@@ -9,30 +9,41 @@ from dataclasses import dataclass, field
 OUTPUT_CHECK_CHARS = 4096  # of each response, for the output check
 
 DEFINITIONS = {
-    "t_send": "perf_counter when the request bytes are written to the connection (waiting for a "
-    "concurrency slot or a connection is not counted)",
-    "token_chunk": "an SSE chunk whose choices[].delta has non-empty `content` or `reasoning_content` "
-    "(the role-only first chunk and the usage chunk are not token chunks)",
+    "parity": "TTFT, ITL, TPOT, E2E, request/output/total throughput and their mean, p50 (= median), std, p95, "
+    "p99 follow sglang.bench_serving (calculate_metrics and the chat request function of sglang 0.5.16); "
+    "the remaining differences are named in docs/benchmark.md",
+    "t_send": "perf_counter right before the request bytes are written to the connection (bench_serving's `st`; "
+    "waiting for a concurrency slot is not counted; connections are kept alive and opened before the level, "
+    "where bench_serving opens one per request)",
+    "token_chunk": "an SSE chunk whose choices[0].delta has non-empty `content` or `reasoning_content` "
+    "(`reasoning` when there is no reasoning_content); the role-only first chunk and the usage chunk are not "
+    "token chunks",
     "completion_tokens": "server-reported usage.completion_tokens (stream_options.include_usage=true; a "
-    "request without usage counts as failed); includes reasoning tokens",
+    "request without usage counts as failed, where bench_serving assumes the requested length); includes "
+    "reasoning tokens",
     "ttft_ms": "t_first_token_chunk - t_send",
     "ttfo_ms": "t_first_chunk_with_content - t_send (first non-reasoning output)",
-    "e2e_ms": "t_stream_end - t_send, stream end = `data: [DONE]` (or end of body)",
+    "e2e_ms": "t_stream_end - t_send, stream end = the `data: [DONE]` line (or the end of the body)",
     "tpot_ms": "(e2e - ttft) / (completion_tokens - 1), per request (requests with completion_tokens > 1)",
     "decode_tok_s_per_request": "(completion_tokens - 1) / (t_last_token_chunk - t_first_token_chunk), "
     "per request; the single-stream decode speed",
-    "itl_ms": "gaps between consecutive token chunks of one request, pooled over the level's requests "
-    "(a chunk-level step latency: with speculative decoding one chunk carries several tokens)",
+    "itl_ms": "gaps between consecutive token chunks of one request (the first token's wait is TTFT, not an "
+    "ITL), pooled over the level's requests; with speculative decoding one chunk carries several tokens, so "
+    "this is a chunk step latency (bench_serving re-tokenizes each chunk there and splits the gap)",
     "tokens_per_chunk": "mean over requests of completion_tokens / token_chunks; `aggregate` = "
     "sum(completion_tokens) / sum(token_chunks)",
     "output_throughput_tok_s": "sum(completion_tokens of completed requests) / wall_s",
+    "input_throughput_tok_s": "sum(usage.prompt_tokens of completed requests) / wall_s (the server's count, "
+    "chat template included)",
+    "total_throughput_tok_s": "(sum(prompt_tokens) + sum(completion_tokens)) / wall_s",
     "request_throughput_req_s": "completed / wall_s",
     "wall_s": "last request's stream end - first request's t_send, for the level",
-    "achieved_concurrency": "sum(e2e) / wall_s (average requests in flight)",
-    "stats": "{mean, p50, p90, p99}; percentiles by linear interpolation between closest ranks "
-    "(numpy's default), over completed requests",
+    "achieved_concurrency": "sum(e2e) / wall_s (average requests in flight; bench_serving's `concurrency`)",
+    "stats": "{mean, p50, p90, p95, p99, std}; percentiles by linear interpolation between closest ranks "
+    "(numpy's default, as bench_serving), std is the population standard deviation (numpy.std), over completed "
+    "requests",
     "output_len_mismatch": "completed requests whose completion_tokens != the requested output_len: a "
-    "count and the first examples, never averaged away",
+    "count and the first examples, never averaged away (their real counts are what the figures use)",
     "reasoning": "reasoning_content chunks/chars vs content chunks/chars; `reasoning_tokens` = "
     "sum(usage.reasoning_tokens) when the server reports it",
     "spec_accept_length": "source `metrics_delta`: (delta sglang:generation_tokens_total) / (delta "
@@ -52,7 +63,7 @@ DEFINITIONS = {
 }
 
 
-_PCTS = (50, 90, 99)
+_PCTS = (50, 90, 95, 99)
 
 
 @dataclass
@@ -90,13 +101,15 @@ def percentile(sorted_values: list, pct: float) -> float:
 
 
 def summarize(values: list) -> dict | None:
-    """{mean, p50, p90, p99} of the values, None when there are none."""
+    """{mean, p50, p90, p95, p99, std} of the values (std: population, as numpy.std), None when there are none."""
     if not values:
         return None
     s = sorted(values)
-    out = {"mean": sum(s) / len(s)}
+    mean = sum(s) / len(s)
+    out = {"mean": mean}
     for p in _PCTS:
         out[f"p{p}"] = percentile(s, p)
+    out["std"] = math.sqrt(sum((x - mean) ** 2 for x in s) / len(s))
     return out
 
 
@@ -119,9 +132,13 @@ def level_metrics(timelines: list, concurrency: int, output_len: int | None = No
     else:
         wall = 0.0
     tokens = sum(t.completion_tokens for t in done)
+    prompts = [t.prompt_tokens for t in done if t.prompt_tokens is not None]
     out["wall_s"] = wall
     out["output_tokens"] = tokens
+    out["input_tokens"] = sum(prompts)
     out["output_throughput_tok_s"] = tokens / wall if wall > 0 else None
+    out["input_throughput_tok_s"] = sum(prompts) / wall if wall > 0 else None
+    out["total_throughput_tok_s"] = (sum(prompts) + tokens) / wall if wall > 0 else None
     out["request_throughput_req_s"] = len(done) / wall if wall > 0 else None
     out["achieved_concurrency"] = sum(t.t_end - t.t_send for t in done) / wall if wall > 0 else None
 
@@ -155,7 +172,6 @@ def level_metrics(timelines: list, concurrency: int, output_len: int | None = No
         "mean": sum(tpc) / len(tpc) if tpc else None,
         "aggregate": tokens / chunks_total if chunks_total else None,
     }
-    prompts = [t.prompt_tokens for t in done if t.prompt_tokens is not None]
     out["prompt_tokens_mean"] = sum(prompts) / len(prompts) if prompts else None
 
     bad = [

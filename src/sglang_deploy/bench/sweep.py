@@ -89,12 +89,15 @@ class _Probe:
 
 
 class _Run:
-    def __init__(self, target: Target, model: str | None, input_len: int, output_len: int, timeout: float):
+    def __init__(
+        self, target: Target, model: str | None, input_len: int, output_len: int, timeout: float, min_tokens: bool
+    ):
         self.target = target
         self.model = model
         self.input_len = input_len
         self.output_len = output_len
         self.timeout = timeout
+        self.min_tokens = min_tokens
         self.emulated_header = False
         self.next_index = 0
         self.connections_opened = 0
@@ -102,7 +105,8 @@ class _Run:
     def bodies(self, n: int) -> list:
         out = []
         for _ in range(n):
-            body = chat_body(self.model, build_prompt(self.next_index, self.input_len), self.output_len)
+            prompt = build_prompt(self.next_index, self.input_len)
+            body = chat_body(self.model, prompt, self.output_len, min_tokens=self.min_tokens)
             out.append(json.dumps(body).encode())
             self.next_index += 1
         return out
@@ -226,10 +230,13 @@ async def run_benchmark_async(
     output_len: int = DEFAULT_OUTPUT_LEN,
     warmup: int = DEFAULT_WARMUP,
     timeout: float = DEFAULT_TIMEOUT_S,
+    min_tokens: bool = False,
     context: dict | None = None,
     progress=None,
 ) -> dict:
     """The sweep; the result dict (see DEFINITIONS). `requests` None -> default_requests(c) per level;
+    min_tokens also sends min_tokens = output_len (for servers that stop early despite ignore_eos; it slows
+    SGLang's decoding, so figures are then not comparable with bench_serving's);
     progress(str) gets a line per level. ValueError for unusable settings (nothing is sent), ServerUnusable
     when the server cannot be benchmarked (nothing was measured)."""
     levels_c = check_settings(concurrency, requests, input_len, output_len, warmup, timeout)
@@ -242,7 +249,7 @@ async def run_benchmark_async(
     info = await probe.json("/server_info") or await probe.json("/get_server_info")
     if not model:
         model = (info or {}).get("served_model_name") or server_http.first_model(await probe.json("/v1/models"))
-    run = _Run(target, model, input_len, output_len, timeout)
+    run = _Run(target, model, input_len, output_len, timeout, min_tokens)
 
     warm, warm_stop = await run.level(min(warmup, max(levels_c)), warmup) if warmup > 0 else ([], None)
     warm_failed = [t.error for t in warm if not t.ok]
@@ -280,7 +287,11 @@ async def run_benchmark_async(
             "endpoint": "/v1/chat/completions (stream, stream_options.include_usage)",
             "input_len": input_len,
             "output_len": output_len,
-            "forced_length": {"ignore_eos": True, "max_tokens": output_len, "min_tokens": output_len},
+            "forced_length": {
+                "ignore_eos": True,
+                "max_tokens": output_len,
+                "min_tokens": output_len if min_tokens else None,
+            },
             "temperature": 0.0,
             "prompt": "deterministic common-word text of about input_len tokens, unique prefix per request",
             "warmup_requests": warmup,
@@ -324,16 +335,32 @@ def check_dest(dest: str) -> str:
 
 def write_result(result: dict, dest: str) -> str:
     """Write the result as JSON (parent directories created); returns the absolute path."""
+    return write_file(json.dumps(result, indent=2, default=str) + "\n", dest)
+
+
+def write_file(data: str | bytes, dest: str, mode: int = 0o600, sync: bool = False) -> str:
+    """Write ``data`` (text as UTF-8) to ``dest`` with ``mode``, parent directories created; returns the absolute
+    path. A private temporary file beside it (not a fixed name a link could stand on), then an atomic rename, which
+    replaces a link at ``dest`` instead of writing through it; ``sync``: on disk (file and folder) on return."""
     path = os.path.abspath(os.path.expanduser(dest))
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    # A private temporary file beside it (not a fixed name a link could stand on), then an atomic rename.
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".", suffix=".tmp")
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(result, fh, indent=2, sort_keys=False, default=str)
-            fh.write("\n")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            os.fchmod(fh.fileno(), mode)
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
+    if sync:
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
     return path

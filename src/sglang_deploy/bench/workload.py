@@ -11,16 +11,19 @@ DEFAULT_WARMUP = 2  # requests, once before the first level
 DEFAULT_TIMEOUT_S = 600.0  # per request
 
 
-def chat_body(model: str | None, prompt: str, output_len: int, stream: bool = True) -> dict:
-    """Request body forcing exactly output_len tokens at temperature 0."""
+def chat_body(model: str | None, prompt: str, output_len: int, stream: bool = True, min_tokens: bool = False) -> dict:
+    """Request body forcing output_len tokens at temperature 0 as bench_serving does: ignore_eos and the token
+    cap. min_tokens only when asked (for servers that stop early despite ignore_eos): SGLang then runs its
+    min-new-tokens penalizer on every decode step, which slows decoding."""
     body = {
         "messages": [{"role": "user", "content": prompt}],
         "max_tokens": output_len,
-        "min_tokens": output_len,
         "ignore_eos": True,
         "temperature": 0.0,
         "stream": stream,
     }
+    if min_tokens:
+        body["min_tokens"] = output_len
     if stream:
         body["stream_options"] = {"include_usage": True}
     if model:

@@ -46,7 +46,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--output-len",
         type=int,
         default=bench.DEFAULT_OUTPUT_LEN,
-        help=f"output tokens, forced and verified ({bench.DEFAULT_OUTPUT_LEN})",
+        help=f"output tokens, forced as bench_serving does (ignore_eos and max_tokens) and verified against "
+        f"usage ({bench.DEFAULT_OUTPUT_LEN})",
+    )
+    p.add_argument(
+        "--min-tokens",
+        action="store_true",
+        help="also send min_tokens = output length, for a server that stops early despite ignore_eos (SGLang then "
+        "runs its min-new-tokens penalizer on every step: slower decoding, not comparable with bench_serving)",
     )
     p.add_argument(
         "--warmup",
@@ -105,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
             output_len=args.output_len,
             warmup=args.warmup,
             timeout=args.timeout,
+            min_tokens=args.min_tokens,
             context={"invoked_by": "sglang-deploy bench"},
             progress=lambda line: print(line, file=sys.stderr, flush=True),
         )
