@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from sglang_deploy import api, cli, tune
+from sglang_deploy import api, cli, tune, tune_report
 from test_tune import SEARCH
 
 
@@ -83,3 +83,91 @@ def test_the_command_line_refuses_a_hostile_search_before_any_playbook(tmp_path,
     assert cli.main(["tune", str(path)]) == 2
     err = capsys.readouterr().err
     assert "ansible_ssh_common_args: an Ansible variable" in err and "PWNED" not in err
+
+
+# --------------------------------------------------------------------------------------------------
+# Artifacts: written as `bench --json` writes them; user values escaped in every report
+
+
+def outcome_with(tmp_path, **axes):
+    from test_tune import ModelDeploy, planned_lab, search
+
+    s, planned, excluded = planned_lab(search(axes={**SEARCH["axes"], **axes}))
+    return tune.run_search(s, planned, excluded, ModelDeploy(), tune.Store(tmp_path / "store"))
+
+
+@pytest.mark.parametrize("name", ["report.md", "outcome.json", "pareto.png"])
+def test_the_report_is_not_written_through_a_planted_link(tmp_path, name):
+    out = outcome_with(tmp_path)
+    folder = tmp_path / "report"
+    folder.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("someone else's file\n")
+    (folder / name).symlink_to(victim)
+    with pytest.raises(ValueError, match=f"{name} exists and is not a regular file"):
+        tune_report.write(out, folder)
+    assert victim.read_text() == "someone else's file\n" and [p.name for p in folder.iterdir()] == [name]
+
+
+def test_a_dangling_link_or_a_linked_folder_is_a_clear_error(tmp_path):
+    out = outcome_with(tmp_path)
+    folder = tmp_path / "report"
+    folder.mkdir()
+    (folder / "outcome.json").symlink_to(tmp_path / "missing" / "outcome.json")
+    with pytest.raises(ValueError, match="outcome.json exists and is not a regular file"):
+        tune_report.write(out, folder)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(ValueError, match="linked is a link or not a folder"):
+        tune_report.write(out, tmp_path / "linked")
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_artifacts_are_written_privately_and_replaced_whole(tmp_path):
+    out = outcome_with(tmp_path)
+    folder = tune_report.write(out, tmp_path / "report")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(tune_report.ARTIFACTS)  # no temporary file left
+    store = tune.Store(tmp_path / "s")
+    store.put("k", {"a": 1})
+    assert (tmp_path / "s" / "runs" / "k.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_the_store_refuses_a_linked_runs_folder(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "runs").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(tune.SearchError, match="runs is a link or not a folder"):
+        tune.Store(tmp_path / "s").put("k", {"a": 1})
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_tune_refuses_a_linked_results_folder_before_any_playbook(tmp_path, monkeypatch):
+    def no_playbook(*a, **kw):
+        raise AssertionError("a playbook ran")
+
+    monkeypatch.setattr(api, "run_playbook", no_playbook)
+    (tmp_path / "out" / "report").mkdir(parents=True)
+    (tmp_path / "out" / "report" / "report.md").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(tune.SearchError, match="report.md exists and is not a regular file"):
+        api.tune(tune.parse_search(SEARCH), out_dir=tmp_path / "out")
+
+
+def test_newlines_and_control_characters_of_user_values_are_escaped_in_every_report(tmp_path, capsys):
+    out = outcome_with(
+        tmp_path,
+        **{"served-model-name": ["ok", "x\n# INJECTED"], "tag": {"a|b`c\x1b[2J": {}, "plain": {}}},
+    )
+    assert any("INJECTED" in p.candidate.label for p in out.pruned)
+    folder = tune_report.write(out, tmp_path / "report")
+    md = (folder / "report.md").read_text()
+    assert "\n# INJECTED" not in md and "x\\n# INJECTED" in md and "\x1b" not in md and "\\x1b[2J" in md
+    table = [ln for ln in md.splitlines() if ln.startswith("| 1 |")]
+    assert table and all(ln.replace("\\|", "").count("|") == 8 for ln in table)  # the label's '|' stays in its cell
+    assert "tag=a\\|b`c\\x1b[2J`` |" in md  # in a code span longer than its backticks
+    text = tune_report.summary(out)
+    assert "\x1b" not in text and not any(ln.startswith("# INJECTED") for ln in text.splitlines())
+    from sglang_deploy.cli.tune import print_plan
+
+    print_plan(out)
+    err = capsys.readouterr().err
+    assert "PRUNED" in err and not any(ln.startswith("# INJECTED") for ln in err.splitlines())

@@ -881,6 +881,12 @@ def tune(
 
     search = search_file if isinstance(search_file, tuning.Search) else tuning.load_search(search_file)
     budget_obj = tuning.Budget.parse(budget)
+    store = tuning.Store(Path(out_dir) if out_dir else RESULTS / f"tune-{search.name}")
+    store.check()
+    try:
+        tune_report.check(store.report_dir)
+    except ValueError as exc:
+        raise tuning.SearchError(str(exc)) from exc
     extravars = dict(extravars or {})
     phase = _phase_emitter(on_event)
     result = TuneResult(search=search)
@@ -907,7 +913,6 @@ def tune(
     if on_plan:
         on_plan(preview)
 
-    store = tuning.Store(Path(out_dir) if out_dir else RESULTS / f"tune-{search.name}")
     before: dict | None = None
     deploy_one = _tune_deployer(search, inventory, limit, extravars, on_event)
 
@@ -926,7 +931,11 @@ def tune(
     if before and not outcome.cancelled:
         phase("restore what served before")
         result.restores = _tune_restore(before, planned, inventory, extravars, on_event)
-    result.report_dir = tune_report.write(outcome, store.root / "report")
+    try:
+        result.report_dir = tune_report.write(outcome, store.report_dir)
+    except ValueError as exc:  # a link planted during the search
+        result.error = f"the report was not written: {exc}"
+        return result
     if promote:
         chosen = _tune_chosen(outcome, candidate)
         body = tuning.promotion_body(search, chosen, outcome)

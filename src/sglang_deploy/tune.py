@@ -46,14 +46,15 @@ import math
 import os
 import re
 import statistics
-import tempfile
 import time
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 
 from . import formats, rules
+from .bench.sweep import write_file
 from . import profiles as prof
 from .secret_names import is_secret_name
 
@@ -467,7 +468,16 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{a}={v}" for a, v in self.choices.items())
+        return one_line(", ".join(f"{a}={v}" for a, v in self.choices.items()))
+
+
+def one_line(value: Any) -> str:
+    """``value`` as text for one line of a report: control characters (line breaks, tab, ESC, DEL, C1), format
+    characters (bidirectional overrides) and line separators written as escapes (a newline as \\n)."""
+    return "".join(ascii(c)[1:-1] if unicodedata.category(c) in _NOT_SHOWN else c for c in str(value))
+
+
+_NOT_SHOWN = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 def _matches(choices: dict, cond: dict) -> bool:
@@ -651,13 +661,27 @@ def plan(search: Search, candidates: list, hosts: list, clock: Callable[[], floa
 
 
 class Store:
-    """One JSON file per run key under a folder; each written atomically (temp file, fsync, rename)."""
+    """One JSON file per run key under a folder; each written atomically (bench's writer: private temp file, fsync,
+    rename). Its folders must not be links: a report or record would land wherever a planted one points."""
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
 
+    @property
+    def report_dir(self) -> Path:
+        return self.root / "report"
+
     def _path(self, key: str) -> Path:
         return self.root / "runs" / f"{key}.json"
+
+    def check(self) -> None:
+        """SearchError naming the fix when the store's folders cannot be written safely."""
+        for folder in (self.root, self.root / "runs", self.report_dir):
+            if folder.is_symlink() or (os.path.lexists(folder) and not folder.is_dir()):
+                raise SearchError(
+                    f"{folder} is a link or not a folder: the results are written only into real folders; remove "
+                    "it or give --out a new folder"
+                )
 
     def get(self, key: str) -> dict | None:
         try:
@@ -668,25 +692,8 @@ class Store:
             return None  # a damaged record is measured again
 
     def put(self, key: str, record: dict) -> Path:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(record, fh, indent=2, default=str)
-                fh.write("\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-        return path
+        self.check()
+        return Path(write_file(json.dumps(record, indent=2, default=str) + "\n", str(self._path(key)), sync=True))
 
     def records(self) -> list:
         return [r for r in (self.get(p.stem) for p in sorted((self.root / "runs").glob("*.json"))) if r]
@@ -1109,19 +1116,8 @@ def promote(path: str | Path, name: str, body: dict, host_profiles: dict | None 
             old.splitlines(True), new.splitlines(True), fromfile=f"{path} (before)", tofile=f"{path} (after)"
         )
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A private temporary file (a fixed name could be a planted link) that keeps the file's mode: group_vars may
-    # hold secrets in a 0600 file.
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(new)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    # The file keeps its mode: group_vars may hold secrets in a 0600 file.
+    write_file(new, str(path), mode=path.stat().st_mode & 0o7777 if path.exists() else 0o644)
     return diff, new
 
 

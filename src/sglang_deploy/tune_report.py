@@ -5,18 +5,33 @@ Pure functions over the outcome; the API writes them under results/tune-<search>
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 
 from sglang_deploy import tune
+from sglang_deploy.bench.sweep import check_dest, write_file
 from sglang_deploy.report import SYNTHETIC_NOTE
+from sglang_deploy.tune import one_line
 
 PLOT_NAME = "pareto.png"
+ARTIFACTS = ("report.md", PLOT_NAME, "outcome.json")
 
 
 def _f(value, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _code(value, cell: bool = False) -> str:
+    """A user value as Markdown inline code on one line: delimited by more backticks than it holds; in a table
+    cell (``cell``) its '|' escaped."""
+    text = one_line(value)
+    ticks = "`" * (1 + max((len(r) for r in re.findall(r"`+", text)), default=0))
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    text = f"{ticks}{pad}{text}{pad}{ticks}"
+    return text.replace("|", "\\|") if cell else text
 
 
 def _spread(row: dict) -> str:
@@ -44,7 +59,10 @@ def summary(out: tune.Outcome) -> str:
         lines.append(f"  => {_decision_text(out, d)}")
     for p, r in out.failed():
         first = (r.get("error") or "").strip().splitlines()[:1]
-        lines.append(f"FAILED #{p.candidate.index} ({r.get('kind')}): {p.candidate.label}: {first[0] if first else ''}")
+        lines.append(
+            f"FAILED #{p.candidate.index} ({one_line(r.get('kind'))}): {p.candidate.label}: "
+            + one_line(first[0] if first else "")
+        )
     return "\n".join(lines)
 
 
@@ -88,10 +106,11 @@ def markdown(out: tune.Outcome, plot_name: str | None = PLOT_NAME) -> str:
     lines = [f"# Flag-matrix search `{s.name}`", ""]
     if out.emulated:
         lines += [f"> **{SYNTHETIC_NOTE}** (the emulator's synthetic performance model, not a GPU).", ""]
-    base = s.base if isinstance(s.base, str) else "inline " + json.dumps(s.base)
+    base = _code(s.base) if isinstance(s.base, str) else "inline " + _code(json.dumps(s.base))
     lines += [
         f"- Date: {datetime.now().astimezone().isoformat(timespec='seconds')}",
-        f"- Base profile: `{base}`; axes: " + "; ".join(f"`{a.name}` = {', '.join(a.labels)}" for a in s.axes),
+        f"- Base profile: {base}; axes: "
+        + "; ".join(f"{_code(a.name)} = {', '.join(_code(lb) for lb in a.labels)}" for a in s.axes),
         f"- Workload: concurrency {list(w.concurrency)}, input {w.input_len}, output {w.output_len} tokens, "
         f"requests per level {w.requests or 'default'}"
         + (
@@ -122,7 +141,7 @@ def markdown(out: tune.Outcome, plot_name: str | None = PLOT_NAME) -> str:
         for r in rows:
             lim = "ok" if r["within_limits"] else "over: " + "; ".join(r["limits_broken"])
             lines.append(
-                f"| {r['rank']} | #{r['candidate']} `{r['label']}` | {_f(r['median'])} | {_f(r['min'])} "
+                f"| {r['rank']} | #{r['candidate']} {_code(r['label'], cell=True)} | {_f(r['median'])} | {_f(r['min'])} "
                 f"| {_f(r['max'])} | {r['n']} | {lim} |"
             )
         lines.append("")
@@ -142,26 +161,29 @@ def markdown(out: tune.Outcome, plot_name: str | None = PLOT_NAME) -> str:
     if not failed:
         lines.append("None.")
     for p, r in failed:
+        error = [one_line(ln) for ln in (r.get("error") or "").splitlines()]
+        fence = "`" * (1 + max((len(t) for ln in error for t in re.findall(r"`+", ln)), default=2))
         lines += [
-            f"- #{p.candidate.index} `{p.candidate.label}` ({r.get('kind')}), profile `{p.profile}`:",
+            f"- #{p.candidate.index} {_code(p.candidate.label)} ({one_line(r.get('kind'))}), profile "
+            f"{_code(p.profile)}:",
             "",
-            "  ```",
-            *("  " + ln for ln in (r.get("error") or "").splitlines()),
-            "  ```",
+            f"  {fence}",
+            *("  " + ln for ln in error),
+            f"  {fence}",
             "",
         ]
     lines += ["", "## Pruned before launch", ""]
     if not out.pruned:
         lines.append("None.")
     for p in out.pruned:
-        lines.append(f"- #{p.candidate.index} `{p.candidate.label}`: " + "; ".join(p.reasons))
+        lines.append(f"- #{p.candidate.index} {_code(p.candidate.label)}: " + one_line("; ".join(p.reasons)))
     if out.excluded:
         lines += ["", "## Excluded by the search file's constraints", ""]
         for choices, reason in out.excluded:
-            lines.append(f"- `{', '.join(f'{a}={v}' for a, v in choices.items())}`: {reason}")
+            lines.append(f"- {_code(', '.join(f'{a}={v}' for a, v in choices.items()))}: {one_line(reason)}")
     if out.skipped_budget:
         lines += ["", "## Not run (budget spent)", ""]
-        lines += [f"- #{p.candidate.index} `{p.candidate.label}`" for p in out.skipped_budget]
+        lines += [f"- #{p.candidate.index} {_code(p.candidate.label)}" for p in out.skipped_budget]
     return "\n".join(lines) + "\n"
 
 
@@ -200,7 +222,7 @@ def plot(out: tune.Outcome, path) -> Path | None:
     for i in sorted(front):  # the values alone keep the label short; the report's tables have the axis names
         p = pts[i][0]
         ax.annotate(
-            " / ".join(p.candidate.choices.values()),
+            one_line(" / ".join(p.candidate.choices.values())),
             (pts[i][1]["median"], pts[i][2]["median"]),
             textcoords="offset points",
             xytext=(0, -14),
@@ -217,18 +239,28 @@ def plot(out: tune.Outcome, path) -> Path | None:
     ax.set_title(f"tune {out.search.name}: {c['measured_ok']} measured, {c['failed']} failed, {c['pruned']} pruned")
     if out.emulated:
         fig.supxlabel(SYNTHETIC_NOTE, color="#b00020", fontsize=10)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
-    return path
+    return Path(write_file(png.getvalue(), str(path), mode=0o644))
+
+
+def check(out_dir) -> None:
+    """ValueError naming the fix when the report cannot be written into out_dir as `bench --json` writes: the
+    folder or an artifact is a link (a dangling one too) or not what it should be."""
+    out_dir = Path(out_dir)
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        raise ValueError(f"{out_dir} is a link or not a folder: remove it, or give --out a new folder")
+    for name in ARTIFACTS:
+        check_dest(str(out_dir / name))
 
 
 def write(out: tune.Outcome, out_dir) -> Path:
-    """report.md, pareto.png (two objectives or more) and outcome.json in out_dir; returns the folder."""
+    """report.md, pareto.png (two objectives or more) and outcome.json in out_dir, each through bench's writer
+    (private temporary file, rename); returns the folder. ValueError (check) before anything is written."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check(out_dir)
     drawn = plot(out, out_dir / PLOT_NAME)
-    (out_dir / "report.md").write_text(markdown(out, PLOT_NAME if drawn else None), encoding="utf-8")
-    (out_dir / "outcome.json").write_text(json.dumps(out.to_dict(), indent=2, default=str) + "\n", encoding="utf-8")
+    write_file(markdown(out, PLOT_NAME if drawn else None), str(out_dir / "report.md"), mode=0o644)
+    write_file(json.dumps(out.to_dict(), indent=2, default=str) + "\n", str(out_dir / "outcome.json"), mode=0o644)
     return out_dir

@@ -49,7 +49,10 @@ def print_plan(preview: tuning.Outcome) -> None:
         file=sys.stderr,
     )
     for p in preview.pruned:
-        print(f"  PRUNED #{p.candidate.index} {p.candidate.label}: {'; '.join(p.reasons)}", file=sys.stderr)
+        print(
+            f"  PRUNED #{p.candidate.index} {p.candidate.label}: {tuning.one_line('; '.join(p.reasons))}",
+            file=sys.stderr,
+        )
 
 
 def tune(args: argparse.Namespace) -> int:
