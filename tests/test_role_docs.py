@@ -1,4 +1,4 @@
-"""Role variables: defaults and argument_specs agree, and README.md documents them as generated."""
+"""Role variables: defaults and argument_specs agree, and each role's README documents them as generated."""
 
 import json
 import os
@@ -26,7 +26,8 @@ def test_every_default_is_specified(role):
             assert options[name]["default"] == value, f"{name}: spec default differs from defaults/main.yml"
 
 
-def test_readme_role_variables_are_generated_from_the_specs():
+def test_every_role_readme_has_its_variables_generated_from_the_specs():
+    """tools/role_docs.py --check: every role has a README whose variable tables match meta/argument_specs.yml."""
     proc = subprocess.run(
         [sys.executable, str(REPO / "tools" / "role_docs.py"), "--check"], capture_output=True, text=True
     )

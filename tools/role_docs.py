@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Write each role's variables (from meta/argument_specs.yml) into README.md between the role-vars markers.
+"""Write each role's variables (from meta/argument_specs.yml) into roles/<role>/README.md between the role-vars
+markers.
 
-python tools/role_docs.py          rewrite README.md
-python tools/role_docs.py --check  exit 1 when README.md is out of date (the test suite runs this)
+python tools/role_docs.py          rewrite the role READMEs
+python tools/role_docs.py --check  exit 1 when one is out of date or lacks the markers (the test suite runs this)
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-README = REPO / "README.md"
 START, END = "<!-- role-vars:start -->", "<!-- role-vars:end -->"
 
 
 def role_specs() -> dict[str, dict]:
+    """Role name -> its argument_specs (entry point -> spec)."""
     specs = {}
     for path in sorted(REPO.glob("roles/*/meta/argument_specs.yml")):
-        specs[path.parents[1].name] = yaml.safe_load(path.read_text())["argument_specs"]["main"]
+        specs[path.parents[1].name] = yaml.safe_load(path.read_text())["argument_specs"]
     return specs
 
 
@@ -29,15 +30,13 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def render() -> str:
+def render(entry_points: dict[str, dict]) -> str:
+    """One table per entry point; entry points other than main get a heading with their short description."""
     out = []
-    for role, spec in role_specs().items():
-        out += [
-            f"#### `{role}`: {_cell(spec['short_description'])}",
-            "",
-            "| variable | default | description |",
-            "|---|---|---|",
-        ]
+    for entry, spec in entry_points.items():
+        if entry != "main":
+            out += [f"Entry point `{entry}`: {_cell(spec['short_description'])}", ""]
+        out += ["| variable | default | description |", "|---|---|---|"]
         for name, opt in spec.get("options", {}).items():
             default = f"`{json.dumps(opt['default'])}`" if "default" in opt else "(see description)"
             desc = opt["description"]
@@ -48,16 +47,24 @@ def render() -> str:
 
 
 def main() -> int:
-    text = README.read_text()
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    new = f"{head}{START}\n{render()}{END}{tail}"
-    if "--check" in sys.argv:
-        if new != text:
-            print("README.md role variables are out of date: run python tools/role_docs.py", file=sys.stderr)
+    stale = []
+    for role, entry_points in role_specs().items():
+        readme = REPO / "roles" / role / "README.md"
+        text = readme.read_text() if readme.exists() else ""
+        if START not in text or END not in text:
+            print(f"{readme.relative_to(REPO)} lacks the {START} ... {END} markers: add them", file=sys.stderr)
             return 1
-        return 0
-    README.write_text(new)
+        head, rest = text.split(START, 1)
+        _, tail = rest.split(END, 1)
+        new = f"{head}{START}\n{render(entry_points)}{END}{tail}"
+        if new != text:
+            stale.append(readme)
+            if "--check" not in sys.argv:
+                readme.write_text(new)
+    if stale and "--check" in sys.argv:
+        names = ", ".join(str(p.relative_to(REPO)) for p in stale)
+        print(f"role variables out of date in {names}: run python tools/role_docs.py", file=sys.stderr)
+        return 1
     return 0
 
 
