@@ -1,11 +1,12 @@
 """Secret-looking names are masked in what results and artifacts record, and refused in profiles."""
 
 import json
+import time
 
 import pytest
 
 from sglang_deploy import flags
-from sglang_deploy.secret_names import MASK, is_secret_name, mask
+from sglang_deploy.secret_names import MASK, is_secret_name, mask, url_passwords
 
 
 @pytest.mark.parametrize(
@@ -74,3 +75,32 @@ def test_mask_keeps_names_and_hides_values():
     env = {"OMP_NUM_THREADS": "16", "HF_TOKEN": "hf_abc", "WANDB_API_KEY": "k"}
     assert mask(env) == {"OMP_NUM_THREADS": "16", "HF_TOKEN": MASK, "WANDB_API_KEY": MASK}
     assert env["HF_TOKEN"] == "hf_abc"  # the input is left alone
+
+
+@pytest.mark.parametrize(
+    ("text", "passwords"),
+    [
+        ("https://bob:hunter2pass@pypi.example/simple", ["hunter2pass"]),
+        ("postgres://smg:KEY@db:5432/smg", ["KEY"]),
+        ("redis://:K@cache:6379", ["K"]),
+        ("s3+x.y-z://u:p:q@h", ["p:q"]),  # the password runs from the first ':'
+        ('{"a": "http://u:one@h", "b": "ftp://v:two@g/x"}', ["one", "two"]),
+        ("proxy=http://u:p@h", ["p"]),
+        ("http://proxy.example:3128", []),
+        ("https://user@host/a:b@c", []),  # past the authority's '/'
+        ("http://u:p @h", []),  # whitespace ends the authority
+        ("://u:p@h", []),
+        ("1://u:p@h", []),  # a scheme begins with a letter
+        ("https://u:@h", []),
+    ],
+)
+def test_url_passwords(text, passwords):
+    assert url_passwords(text) == passwords
+
+
+@pytest.mark.parametrize("value", ["a" * 65536, "https://" + "a" * 65528, "a://:" + "@" * 65536, "a://" * 16384])
+def test_url_passwords_takes_one_pass_over_a_long_value(value):
+    """The regex before took seconds on 64 KiB (benchmarks/url_password.py), on every launch value and variable."""
+    start = time.perf_counter()
+    url_passwords(value)
+    assert time.perf_counter() - start < 0.5

@@ -39,7 +39,7 @@ from sglang_deploy import profiles as prof
 from sglang_deploy import tune as tuning
 from sglang_deploy.paths import REPO, require_project
 from sglang_deploy.readiness import parse_systemctl_show
-from sglang_deploy.secret_names import URL_PASSWORD, is_secret_name
+from sglang_deploy.secret_names import is_secret_name, url_passwords
 
 RUNNER_DIR = REPO / ".runner"
 KEEP_RUNS = 50  # private data dirs kept under RUNNER_DIR, newest first
@@ -319,7 +319,7 @@ def split_secrets(extravars: dict) -> tuple[dict, dict]:
         if is_secret_name(key):
             return True
         if isinstance(value, str):
-            return URL_PASSWORD.search(value) is not None
+            return bool(url_passwords(value))
         if isinstance(value, dict):
             return any(secret(k, v) for k, v in value.items())
         if isinstance(value, list):
@@ -347,7 +347,7 @@ def secret_values(secret_vars: dict) -> list:
         elif under_secret and value not in (None, "") and len(str(value)) >= 4:
             out.append(str(value))
         if isinstance(value, str):
-            out.extend(p for p in URL_PASSWORD.findall(value) if len(p) >= 4)
+            out.extend(p for p in url_passwords(value) if len(p) >= 4)
 
     walk(secret_vars, False)
     return sorted(set(out), key=len, reverse=True)

@@ -37,7 +37,7 @@ from . import flags, formats, nodes
 from .formats import MAX_LAUNCH_BYTES, MAX_VALUE_BYTES
 from .launch import MIN_KEY_LENGTH, SECRET_FLAGS
 from .paths import GROUP_VARS, read_bounded
-from .secret_names import URL_PASSWORD, is_secret_name
+from .secret_names import is_secret_name, url_passwords
 
 PROFILES_FILE = GROUP_VARS / "all" / "profiles.yml"
 SETTINGS_FILE = GROUP_VARS / "all" / "sglang.yml"
@@ -325,7 +325,7 @@ def _word(value: Any, where: str, problems: list[tuple[str, str]], flag: bool = 
                 " hold: shorten it (a long template or JSON belongs in a file whose path the flag takes)",
             )
         )
-    elif URL_PASSWORD.search(text):
+    elif url_passwords(text):
         problems.append(
             (
                 "secret-in-profile",
@@ -404,7 +404,7 @@ def extra_flag_problems(args: Any, var: str, owned: dict, secret_fix: str) -> li
                     f"{var}: a value of {name} begins with '-', which the parser would read as another flag: write"
                     " each flag as its own key"
                 )
-            elif any(URL_PASSWORD.search(str(v)) for v in values):
+            elif any(url_passwords(str(v)) for v in values):
                 problems.append(
                     f"{var}: a value of {name} is a URL with a password, which argv and the unit file would show:"
                     f" remove it ({secret_fix})"
