@@ -171,3 +171,68 @@ def test_newlines_and_control_characters_of_user_values_are_escaped_in_every_rep
     print_plan(out)
     err = capsys.readouterr().err
     assert "PRUNED" in err and not any(ln.startswith("# INJECTED") for ln in err.splitlines())
+
+
+# --------------------------------------------------------------------------------------------------
+# Secrets: masked in every listing; --promote's diff shows only the promotion's own lines
+
+
+SECRETS = ("sk-live-0123456789abcdef", "hf_0123456789abcdef", "PASSW0RDxyz", "svc@corp")
+
+
+def test_secret_axis_values_are_masked_in_pruned_lines_reports_and_outcome(tmp_path, capsys):
+    out = outcome_with(
+        tmp_path,
+        **{
+            "api-key": ["sk-live-0123456789abcdef"],
+            "env.HF_TOKEN": ["hf_0123456789abcdef"],
+            "model-path": ["/m", "https://user:PASSW0RDxyz@host/w", "s3://svc@corp.example:PASSW0RDxyz@bucket/w"],
+        },
+    )
+    assert out.pruned and all("api-key=***" in p.candidate.label for p in out.planned)
+    from sglang_deploy.cli.tune import print_plan
+
+    print_plan(out)
+    folder = tune_report.write(out, tmp_path / "report")
+    texts = {
+        "PRUNED lines": capsys.readouterr().err,
+        "summary": tune_report.summary(out),
+        "report.md": (folder / "report.md").read_text(),
+        "outcome.json": (folder / "outcome.json").read_text(),
+    }
+    for where, text in texts.items():
+        assert not [s for s in SECRETS if s in text], where
+    assert "model-path=https://***@host/w" in texts["report.md"] and "env.HF_TOKEN=***" in texts["report.md"]
+
+
+def test_a_constraint_naming_a_secret_value_is_masked_in_its_reason():
+    s = tune.parse_search(
+        {
+            **SEARCH,
+            "axes": {**SEARCH["axes"], "api-key": ["sk-live-0123456789abcdef", "sk-live-fedcba9876543210"]},
+            "constraints": [{"exclude": {"api-key": "sk-live-0123456789abcdef"}}],
+        }
+    )
+    _, excluded = tune.expand(s)
+    assert excluded and all("sk-live" not in reason + str(choices) for choices, reason in excluded)
+    assert "excluded by api-key=***" in excluded[0][1]
+
+
+def test_the_promotion_diff_shows_no_line_of_another_variable(tmp_path):
+    from test_tune import finished
+
+    out = finished(tmp_path)
+    target = tmp_path / "all.yml"
+    target.write_text(
+        "---\n"
+        "db_password: >-\n  folded-secret-head\n  folded-secret-tail\n"
+        "sglang_profiles:\n  baseline: {description: b, args: {tp-size: 8}}\n"
+        "ssh_private_key: |\n  -----BEGIN OPENSSH PRIVATE KEY-----\n  b3BlbnNzaC1rZXktdjEAAAAA\n"
+        "  -----END OPENSSH PRIVATE KEY-----\n"
+    )
+    diff, new = tune.promote(target, "fastest", tune.promotion_body(out.search, out.winner))
+    assert "folded-secret-tail" in new and "b3BlbnNzaC1rZXktdjEAAAAA" in new
+    assert "+  fastest:" in diff and "+    extends: baseline" in diff
+    for secret in ("folded-secret", "b3BlbnNzaC1rZXktdjEAAAAA", "OPENSSH", "db_password", "ssh_private_key"):
+        assert secret not in diff
+    assert all(ln.startswith(("---", "+++", "@@", "+")) for ln in diff.splitlines())  # no context lines

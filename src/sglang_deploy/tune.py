@@ -56,7 +56,7 @@ from typing import Any, Callable
 from . import formats, rules
 from .bench.sweep import write_file
 from . import profiles as prof
-from .secret_names import is_secret_name
+from .secret_names import MASK, is_secret_name
 
 SEARCH_KEYS = {
     "name",
@@ -104,6 +104,7 @@ class Axis:
     name: str
     labels: tuple
     settings: tuple  # per label: {"args": {...}, "env": {...}}
+    shown: tuple = ()  # per label: as reports show it (shown_label)
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,18 @@ def _label(value: Any) -> str:
     return str(value)
 
 
+# A URL's user part, up to the authority's last '@' (it may hold '@' and ':' itself).
+_USERINFO = re.compile(r"://[^/\s]*@")
+
+
+def shown_label(key: str | None, label: str) -> str:
+    """``label`` as reports show it: *** for every value of a secret flag or variable ``key`` (api-key, HF_TOKEN),
+    and a URL's user part (with its password) masked; the search itself keeps the label."""
+    if key is not None and is_secret_name(key):
+        return MASK
+    return _USERINFO.sub(f"://{MASK}@", label)
+
+
 def _need(cond: bool, msg: str) -> None:
     if not cond:
         raise SearchError(msg)
@@ -207,7 +220,7 @@ def _axis(name: Any, raw: Any) -> Axis:
                 _need(isinstance(body.get(part) or {}, dict), f"axes.{name}.{label}.{part} must be a mapping")
             labels.append(_label(label))
             settings.append({"args": dict(body.get("args") or {}), "env": dict(body.get("env") or {})})
-        return Axis(name, tuple(labels), tuple(settings))
+        return Axis(name, tuple(labels), tuple(settings), tuple(shown_label(None, lb) for lb in labels))
     _need(isinstance(raw, list) and raw, f"axes.{name}: give a list of values (or a mapping label -> args/env)")
     is_env = name.startswith(ENV_PREFIX)
     key = name[len(ENV_PREFIX) :] if is_env else name
@@ -216,7 +229,7 @@ def _axis(name: Any, raw: Any) -> Axis:
     _need(len(set(labels)) == len(labels), f"axes.{name}: values repeat ({', '.join(labels)})")
     part = "env" if is_env else "args"
     settings = tuple({"args": {}, "env": {}} | {part: {key: v}} for v in raw)
-    return Axis(name, tuple(labels), settings)
+    return Axis(name, tuple(labels), settings, tuple(shown_label(key, lb) for lb in labels))
 
 
 def _workload(raw: Any, where: str, base: Workload | None = None) -> Workload:
@@ -459,7 +472,7 @@ def load_search(path: str | Path) -> Search:
 
 @dataclass
 class Candidate:
-    """One combination: the label chosen per axis and the args/env it sets over the base profile."""
+    """One combination: the label chosen per axis (as reports show it) and the args/env it sets over the base."""
 
     index: int
     choices: dict
@@ -496,22 +509,28 @@ def expand(search: Search) -> tuple[list, list]:
             f"the axes make {combinations} combinations (at most {MAX_COMBINATIONS}): fewer values per axis, or "
             "split the search in stages and fix the axes the first one settles in the base profile"
         )
+    shown = {ax.name: dict(zip(ax.labels, ax.shown)) for ax in search.axes}
+
+    def labels(cond: dict) -> dict:
+        return {a: sorted(shown[a][lb] for lb in v) for a, v in cond.items()}
+
     candidates, excluded = [], []
     for combo in itertools.product(*(range(len(ax.labels)) for ax in search.axes)):
         choices = {ax.name: ax.labels[i] for ax, i in zip(search.axes, combo)}
         reason = None
         for c in search.constraints:
             if "exclude" in c and _matches(choices, c["exclude"]):
-                reason = "excluded by " + ", ".join(f"{a}={'|'.join(sorted(v))}" for a, v in c["exclude"].items())
+                reason = "excluded by " + ", ".join(f"{a}={'|'.join(v)}" for a, v in labels(c["exclude"]).items())
                 break
             if "when" in c and _matches(choices, c["when"]) and not _matches(choices, c["require"]):
                 reason = (
                     "constraint: "
-                    + ", ".join(f"{a}={'|'.join(sorted(v))}" for a, v in c["when"].items())
+                    + ", ".join(f"{a}={'|'.join(v)}" for a, v in labels(c["when"]).items())
                     + " requires "
-                    + ", ".join(f"{a} in {sorted(v)}" for a, v in c["require"].items())
+                    + ", ".join(f"{a} in {v}" for a, v in labels(c["require"]).items())
                 )
                 break
+        choices = {ax.name: ax.shown[i] for ax, i in zip(search.axes, combo)}
         if reason:
             excluded.append((choices, reason))
             continue
@@ -1110,15 +1129,46 @@ def promote(path: str | Path, name: str, body: dict, host_profiles: dict | None 
     new = buf.getvalue()
     if old.startswith("---") and not new.startswith("---"):
         new = "---\n" + new
-    diff = "".join(
-        _mask_secret_line(line)
-        for line in difflib.unified_diff(
-            old.splitlines(True), new.splitlines(True), fromfile=f"{path} (before)", tofile=f"{path} (after)"
-        )
-    )
+    diff = _promotion_diff(path, old, new)
     # The file keeps its mode: group_vars may hold secrets in a 0600 file.
     write_file(new, str(path), mode=path.stat().st_mode & 0o7777 if path.exists() else 0o644)
     return diff, new
+
+
+_TOP_KEY = re.compile(r"""(?:"([^"]*)"|'([^']*)'|([^\s#'"-][^:#]*?))\s*:(?:\s|$)""")
+
+
+def _variable_of_each_line(lines: list) -> list:
+    """The top-level variable each line of a group_vars file belongs to (None before the first)."""
+    out, current = [], None
+    for line in lines:
+        m = _TOP_KEY.match(line)
+        if m:
+            current = next(g for g in m.groups() if g is not None)
+        elif line[:1] not in ("", " ", "\t", "\n", "\r"):  # a comment, '---' or '...' in column 0 ends it
+            current = None
+        out.append(current)
+    return out
+
+
+def _promotion_diff(path: Path, old: str, new: str) -> str:
+    """The changed lines (no context) of sglang_profiles, secrets masked; lines of other variables that the rewrite
+    changed are counted, never shown (a private key block or a folded password's tail would be printed)."""
+    a, b = old.splitlines(True), new.splitlines(True)
+    owner_a, owner_b = _variable_of_each_line(a), _variable_of_each_line(b)
+    hunks, hidden = [], 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        rows = [("-", a[i], owner_a[i]) for i in range(i1, i2)] + [("+", b[j], owner_b[j]) for j in range(j1, j2)]
+        shown = [sign + line.rstrip("\r\n") + "\n" for sign, line, var in rows if var in (None, prof.PROFILES_VAR)]
+        hidden += len(rows) - len(shown)
+        if shown:
+            hunks.append(f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@\n")
+            hunks += [_mask_secret_line(line) for line in shown]
+    if hidden:
+        hunks.append(f"({hidden} changed lines of other variables not shown)\n")
+    return "".join([f"--- {path} (before)\n", f"+++ {path} (after)\n", *hunks]) if hunks else ""
 
 
 _YAML_KEY_LINE = re.compile(r"([ +-]\s*(?:-\s+)?)([^\s:#][^:#]*?)(\s*:\s+)(\S.*?)(\r?\n?)$")

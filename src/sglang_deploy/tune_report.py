@@ -110,7 +110,7 @@ def markdown(out: tune.Outcome, plot_name: str | None = PLOT_NAME) -> str:
     lines += [
         f"- Date: {datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- Base profile: {base}; axes: "
-        + "; ".join(f"{_code(a.name)} = {', '.join(_code(lb) for lb in a.labels)}" for a in s.axes),
+        + "; ".join(f"{_code(a.name)} = {', '.join(_code(lb) for lb in a.shown)}" for a in s.axes),
         f"- Workload: concurrency {list(w.concurrency)}, input {w.input_len}, output {w.output_len} tokens, "
         f"requests per level {w.requests or 'default'}"
         + (
