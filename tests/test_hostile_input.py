@@ -464,7 +464,13 @@ def test_a_hosts_result_time_cannot_steer_the_fetched_file_outside_results(start
 
 @pytest.mark.parametrize(
     ("args", "env"),
-    [({"model-path": "s3://reader:hunter2-secret@bucket/model"}, {}), ({}, {"HF_ENDPOINT": "https://u:pa55word@hf"})],
+    [
+        ({"model-path": "s3://reader:hunter2-secret@bucket/model"}, {}),
+        ({}, {"HF_ENDPOINT": "https://u:pa55word@hf"}),
+        # the user part holds '@': the parsers take the password after its first ':' all the same
+        ({"model-path": "s3://svc@corp.example:hunter2-secret@bucket/w"}, {}),
+        ({}, {"HF_ENDPOINT": "https://svc@corp:pa55word@hf"}),
+    ],
 )
 def test_a_url_with_a_password_in_a_profile_is_refused_without_showing_it(args, env):
     with pytest.raises(prof.ProfileError, match="is a URL with a password") as err:

@@ -177,6 +177,7 @@ def test_the_installed_smg_parser_refuses_a_typo_and_a_bad_value_before_the_rout
         ({"log-dir": ["/tmp", "--port", "9999", "--api-key", KEY]}, "log-dir begins with '-'"),
         ({"postgres-db-url": f"postgres://smg:{KEY}@db:5432/smg"}, "postgres-db-url is a URL with a password"),
         ({"redis-url": [f"redis://:{KEY}@cache:6379"]}, "redis-url is a URL with a password"),
+        ({"postgres-db-url": f"postgres://svc@corp:{KEY}@db/smg"}, "postgres-db-url is a URL with a password"),
         ({"log-dir": {"a": KEY}}, "log-dir takes one value or a list of values"),
     ],
 )

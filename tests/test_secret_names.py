@@ -1,7 +1,9 @@
 """Secret-looking names are masked in what results and artifacts record, and refused in profiles."""
 
 import json
+import random
 import time
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -92,10 +94,24 @@ def test_mask_keeps_names_and_hides_values():
         ("://u:p@h", []),
         ("1://u:p@h", []),  # a scheme begins with a letter
         ("https://u:@h", []),
+        # as the parsers read it: the user part runs to the last '@' of the authority, which ends at '?' or '#'
+        ("s3://svc@corp.example:PASSWORD@bucket/w", ["PASSWORD"]),
+        ("https://u:p@ss@h", ["p@ss"]),
+        ("https://u:pw@host?q=a@b", ["pw"]),
+        ("https://u:p#ss@host", ["p#ss"]),  # cut at '#' by the parsers, but a password all the same
     ],
 )
 def test_url_passwords(text, passwords):
     assert url_passwords(text) == passwords
+
+
+def test_url_passwords_finds_every_password_urllib_reads():
+    """Python's parser stands for the others (urllib3, Go's net/url and the WHATWG parser split the same way)."""
+    rng = random.Random(20)
+    for _ in range(20000):
+        url = "https://" + "".join(rng.choice("a1:/@?#%") for _ in range(rng.randint(0, 12)))
+        password = urlsplit(url).password
+        assert not password or password in url_passwords(url), url
 
 
 @pytest.mark.parametrize("value", ["a" * 65536, "https://" + "a" * 65528, "a://:" + "@" * 65536, "a://" * 16384])

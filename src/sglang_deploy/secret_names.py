@@ -59,14 +59,19 @@ def mask(mapping: dict) -> dict:
     return {key: (MASK if is_secret_name(key) else value) for key, value in mapping.items()}
 
 
-# A URL's authority as this rule reads it: up to '/' or whitespace.
+# A URL's authority: up to '/', '?' or '#' for the parsers; this rule also reads on to '/' or whitespace, so that a
+# password holding '?' or '#' (which the parsers would cut) is found too.
 _AUTHORITY = re.compile(r"[^/\s]*")
+_QUERY = re.compile(r"[?#]")
 _SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 
 
 def url_passwords(text: str) -> list[str]:
-    """The password of each URL in ``text`` (https://user:PASSWORD@host/...: an index URL, a proxy, a database URL).
-    One pass over ``text`` (the regex it replaces backtracked quadratically: 5.4 s on 64 KiB)."""
+    """The password of each URL in ``text`` (https://user:PASSWORD@host/...: an index URL, a proxy, a database URL),
+    read as urllib, urllib3, Go's net/url and the WHATWG parser (Rust's url crate, smg's) read it: the user part
+    runs to the authority's last '@', so it may hold '@' itself (s3://svc@corp.example:PASSWORD@bucket/w), and the
+    password from the user part's first ':'. One pass over ``text`` (the regex it replaces backtracked quadratically,
+    seconds on a 64 KiB value)."""
     found = []
     at = text.find("://")
     while at != -1:
@@ -75,8 +80,11 @@ def url_passwords(text: str) -> list[str]:
         while scheme and text[scheme - 1] in _SCHEME_CHARS:
             scheme -= 1
         if text.find("@", at + 3, end) != -1 and any(c.isascii() and c.isalpha() for c in text[scheme:at]):
-            _, colon, password = text[at + 3 : end].partition("@")[0].partition(":")
-            if colon and password:
-                found.append(password)
+            authority = text[at + 3 : end]
+            for view in (_QUERY.split(authority, 1)[0], authority):
+                _, colon, password = view.rpartition("@")[0].partition(":")
+                if colon and password:
+                    found.append(password)
+                    break
         at = text.find("://", at + 3)
     return found
