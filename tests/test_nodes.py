@@ -325,9 +325,11 @@ def test_inventory_wiring_through_ansible(tmp_path):
 
 @needs_playbook
 def test_the_plan_play_refuses_a_down_rank_and_a_cut_group(tmp_path):
-    """deploy.yml's first play on a group whose rank 1 does not answer (ssh to a closed port), and on a run that
-    --limit cuts the group in two: refused with the fix, and no later play starts."""
-    plays = yaml.safe_load((REPO / "playbooks" / "deploy.yml").read_text())
+    """The plan play (playbooks/plan.yml) on a group whose rank 1 does not answer (ssh to a closed port), and on a
+    run that --limit cuts the group in two: refused with the fix, and no later play starts."""
+    plan = yaml.safe_load((REPO / "playbooks" / "plan.yml").read_text())[0]
+    plan["vars_files"] = [str(REPO / "playbooks" / f) for f in plan["vars_files"]]
+    plays = [plan, *yaml.safe_load((REPO / "playbooks" / "deploy.yml").read_text())[1:]]
     after = {
         "name": "After",
         "hosts": plays[1]["hosts"],
