@@ -234,8 +234,8 @@ def test_each_default_has_one_source():
     for text in (documented["requests"]["description"], role_spec["sglang_benchmark_requests"]["description"]):
         assert "2 x concurrency" in text and "at least 8" in text or "max(8, 2 x concurrency)" in text
     assert "once before the first level" in role_spec["sglang_benchmark_warmup"]["description"]
-    readme = (REPO / "README.md").read_text()
-    results = " ".join(readme[readme.index("## Results") :].split())
+    doc = (REPO / "docs" / "benchmark.md").read_text()
+    results = " ".join(doc[doc.index("## What a deploy measures") :].split())
     assert "max(8, 2 x concurrency)" in results and "warm-up requests once (default 2" in results
     assert f"about {bench.DEFAULT_INPUT_LEN} prompt tokens" in results
     assert f"forced to {bench.DEFAULT_OUTPUT_LEN} tokens by default" in results
