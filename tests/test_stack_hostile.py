@@ -144,3 +144,113 @@ def test_a_subdirectory_link_out_of_the_checkout_is_refused(tmp_path, repo):
     commit = stack_lock.resolve_commit(str(path), "main")
     with pytest.raises(stack_lock.LockError, match="sglang.subdirectory: a link that leads out of the repository"):
         stack_lock.build_git_wheel("uv", {"sglang": {"git": str(path)}}, commit, tmp_path / "out", tmp_path)
+
+
+SECRET = "hunter2-SECRET-LINE"
+
+
+def stable(**change) -> dict:
+    bundle = yaml.safe_load((STACKS / "stable-0.5.23.yml").read_text())
+    return {**bundle, **change}
+
+
+def test_an_extra_package_that_is_an_option_never_reaches_uv(tmp_path, capsys):
+    """-r FILE in extra_packages made uv read FILE and echo its lines (a file of secrets) in the error."""
+    secrets = tmp_path / "secrets.txt"
+    secrets.write_text(f"{SECRET}\n")
+    write_bundle(tmp_path / "stacks", stable(extra_packages=[f"-r {secrets}"]))
+    argv = ["stack", "lock", "stable-0.5.23", "--stacks-dir", str(tmp_path / "stacks"), "--wheelhouse", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "extra_packages[0]: not a requirement beginning with a package name, or it holds an option" in err
+    assert SECRET not in err and str(secrets) not in err
+
+
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        ({"extra_packages": ["nvidia-ml-py --index-url=https://evil/simple"]}, "extra_packages[0]"),
+        ({"extra_packages": ["ok", "x\n-r /etc/shadow"]}, "extra_packages[1]"),
+        ({"extra_packages": ["./local/project"]}, "extra_packages[0]"),
+        ({"extra_packages": [" -c /etc/shadow"]}, "extra_packages[0]"),
+        ({"torch": {"version": "2.14.1\n-r /etc/shadow"}}, "torch.version"),
+        ({"sglang": {"version": "0.5.23 -r x"}}, "sglang.version"),
+        ({"flashinfer": {"package": "-r", "version": "1"}}, "flashinfer.package"),
+        ({"torch": {"version": "1", "index_url": "--index-url=https://evil"}}, "torch.index_url"),
+        ({"extra_index_urls": ["https://x/simple\n-r /etc/shadow"]}, "extra_index_urls[0]"),
+        ({"index_url": "-r"}, "index_url"),
+        ({"python": "3.12 --no-build-isolation"}, "python"),
+        ({"prerelease": "--allow"}, "prerelease"),
+        ({"exclude_newer": "-x"}, "exclude_newer"),
+        ({"platform": "x86_64-manylinux_2_35 -r x"}, "platform"),
+    ],
+)
+def test_values_uv_or_pip_would_read_as_options_or_lines_are_refused(change, key):
+    problems = stack_lock.floating_errors(stable(**change))
+    assert len(problems) == 1 and problems[0].startswith(key), problems
+
+
+def test_the_shipped_bundles_and_ordinary_requirements_pass():
+    assert (
+        stack_lock.floating_errors(stable(extra_packages=["nvidia-ml-py>=12", 'foo[a,b]==1; python_version>"3"'])) == []
+    )
+    assert stack_lock.floating_errors(stable(index_url="https://user:pw@mirror.example/simple")) == []
+    assert stack_lock.floating_errors(floating()) == []
+
+
+def test_urls_with_a_password_are_masked_in_every_error(tmp_path):
+    url = f"https://svc:{SECRET}@mirror.example/simple"
+    with pytest.raises(stack_lock.LockError) as failed:  # what uv or git print on failure
+        stack_lock._run(["sh", "-c", f"echo 'cannot reach {url}' >&2; exit 1"], f"uv pip compile --index={url}")
+    assert SECRET not in str(failed.value) and "https://svc:***@mirror.example/simple" in str(failed.value)
+    # a lock's URL with credentials: urllib reads user:password@host as a host and a port
+    entry = {"file": "a-1-py3-none-any.whl", "sha256": "0" * 64, "url": f"http://svc:{SECRET}@127.0.0.1:1/a.whl"}
+    with pytest.raises(stack_lock.LockError) as failed:
+        stack_lock.fetch({"packages": [entry]}, tmp_path)
+    assert SECRET not in str(failed.value)
+    assert "a-1-py3-none-any.whl: download from http://127.0.0.1 failed: " in str(failed.value)
+
+
+@pytest.fixture
+def locked_stacks(tmp_path):
+    """stacks/ with the shipped locked bundle and its lock, and a file outside it that holds a secret (not YAML)."""
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    for name in ("stable-0.5.23-2026-11-30.yml", "stable-0.5.23-2026-11-30.lock.yml"):
+        (stacks / name).write_text((STACKS / name).read_text())
+    outside = tmp_path / "private"
+    outside.mkdir()
+    (outside / "key.lock.yml").write_text(f"{SECRET}: [\n")
+    return stacks, outside / "key.lock.yml"
+
+
+@pytest.mark.parametrize("file", ["/PRIVATE", "../private/key.lock.yml", "x/../../private/key.lock.yml", "", 7])
+def test_a_lock_file_outside_the_stacks_folder_is_never_read(locked_stacks, capsys, file):
+    stacks, secret = locked_stacks
+    bundle = yaml.safe_load((stacks / "stable-0.5.23-2026-11-30.yml").read_text())
+    bundle["lock"]["file"] = str(secret) if file == "/PRIVATE" else file
+    (stacks / "stable-0.5.23-2026-11-30.yml").write_text(yaml.safe_dump(bundle))
+    assert main(["stack", "fetch", "stable-0.5.23-2026-11-30", "--stacks-dir", str(stacks)]) == 2
+    err = capsys.readouterr().err
+    assert "lock.file: the file name of a lock beside the bundle (NAME.lock.yml, no folder)" in err
+    assert SECRET not in err
+
+
+def test_links_out_of_the_stacks_folder_are_never_read(locked_stacks, tmp_path, capsys):
+    stacks, secret = locked_stacks
+    lock = stacks / "stable-0.5.23-2026-11-30.lock.yml"
+    lock.unlink()
+    lock.symlink_to(secret)
+    assert main(["stack", "fetch", "stable-0.5.23-2026-11-30", "--stacks-dir", str(stacks)]) == 2
+    err = capsys.readouterr().err
+    assert "lock stable-0.5.23-2026-11-30.lock.yml in " in err and "is a link to a file outside it" in err
+    assert SECRET not in err
+    assert main(["stack", "prune", "--stacks-dir", str(stacks), "--wheelhouse", str(tmp_path / "house")]) == 2
+    err = capsys.readouterr().err
+    assert "is a link to a file outside it" in err and "nothing pruned" in err and SECRET not in err
+    (stacks / "evil.yml").symlink_to(secret)
+    assert main(["stack", "lock", "evil", "--stacks-dir", str(stacks)]) == 2
+    err = capsys.readouterr().err
+    assert "bundle evil.yml in " in err and SECRET not in err
+    assert main(["stack", "lock", "../private/key.lock", "--stacks-dir", str(stacks)]) == 2
+    assert "bundle name '../private/key.lock': lower-case letters" in capsys.readouterr().err

@@ -7,11 +7,13 @@ Python 3.10+. A bundle reaches this code as a dict (the controller loads the YAM
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import re
 import shutil
 import tempfile
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -56,6 +58,7 @@ def validate(bundle: dict) -> list[str]:
     for key in ("extra_packages", "extra_index_urls"):
         if not isinstance(bundle.get(key, []), list):
             errors.append(f"{key}: must be a list")
+    errors += requirement_problems(bundle) + index_url_problems(bundle) + lock_file_problems(bundle)
     if not isinstance(bundle.get("hashes", {}), dict):
         errors.append("hashes: must map 'name==version' to a sha256 hex digest")
     return errors
@@ -77,6 +80,14 @@ GIT_URL_FORMS = "https://HOST/PATH, ssh://[USER@]HOST/PATH, USER@HOST:PATH, file
 GIT_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_+-]*(?:[./][A-Za-z0-9_+-]+)*")
 # A folder inside the checkout: no segment starts with '.', so no '..'; not absolute.
 SUBDIRECTORY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
+
+# A package name (PEP 508), with extras: flashinfer-python, sglang[all].
+PACKAGE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:\[[A-Za-z0-9._, -]*\])?")
+# A version or a PEP 440 specifier set: 2.14.1, >=2.15.0.dev0, ==2.12.0.dev20260307+cu130, >=1,<2.
+VERSION = re.compile(r"[A-Za-z0-9.*+!_=<>~, ]*[A-Za-z0-9.*+!_]")
+INDEX_URL = re.compile(r"https?://\S+|file:///\S*")
+# The lock file a locked bundle names: a plain file name beside the bundle, never a path.
+LOCK_FILE = re.compile(r"[a-z0-9][a-z0-9.-]*\.lock\.yml")
 
 
 def _control(text: str) -> bool:
@@ -108,6 +119,57 @@ def git_source_problems(sglang: dict) -> list[str]:
             "whose parts do not begin with '.' or '-')"
         )
     return problems
+
+
+def lock_file_problems(bundle: dict) -> list[str]:
+    """A lock.file that is not a plain file name beside the bundle (a path would be read, and echoed in errors)."""
+    lock = bundle.get("lock")
+    if lock and not (
+        isinstance(lock, dict) and isinstance(lock.get("file"), str) and LOCK_FILE.fullmatch(lock["file"])
+    ):
+        return [
+            "lock.file: the file name of a lock beside the bundle (NAME.lock.yml, no folder); lock the bundle again"
+        ]
+    return []
+
+
+def requirement_problems(bundle: dict) -> list[str]:
+    """Versions, package names and extra_packages that pip or uv would read as an option (a word beginning with '-':
+    -r FILE, --index-url) or as more than one line of a requirements file."""
+    problems = []
+    for key in ("torch", "flashinfer", "sglang"):
+        version = bundle.get(key, {}).get("version") if isinstance(bundle.get(key), dict) else None
+        if _text(version) and not VERSION.fullmatch(version):
+            problems.append(f"{key}.version {version[:60]!r}: a version or a specifier such as >=2.15.0.dev0")
+    package = bundle.get("flashinfer", {}).get("package") if isinstance(bundle.get("flashinfer"), dict) else None
+    if package is not None and not (isinstance(package, str) and PACKAGE.fullmatch(package)):
+        problems.append(f"flashinfer.package {str(package)[:60]!r}: a package name such as flashinfer-python")
+    extras = bundle.get("extra_packages", [])
+    for index, entry in enumerate(extras if isinstance(extras, list) else []):
+        if not isinstance(entry, str) or not entry.strip():
+            problems.append(f"extra_packages[{index}]: a requirement string such as 'nvidia-ml-py>=12'")
+        elif _control(entry) or not re.match(r"[A-Za-z0-9]", entry) or re.search(r"\s-", entry):
+            problems.append(
+                f"extra_packages[{index}]: not a requirement beginning with a package name, or it holds an option "
+                "(a word beginning with '-', such as -r FILE) or a line break, which pip and uv would obey: give "
+                "only a requirement such as 'nvidia-ml-py>=12'"
+            )
+    return problems
+
+
+def index_url_problems(bundle: dict) -> list[str]:
+    """Index URLs that are not http(s):// or file:// URLs (a value beginning with '-' would be an option)."""
+    named = [("index_url", bundle.get("index_url"))]
+    for key in ("torch", "flashinfer"):
+        if isinstance(bundle.get(key), dict):
+            named.append((f"{key}.index_url", bundle[key].get("index_url")))
+    extra = bundle.get("extra_index_urls", [])
+    named += [(f"extra_index_urls[{index}]", url) for index, url in enumerate(extra if isinstance(extra, list) else [])]
+    return [
+        f"{key}: an index URL (https://HOST/PATH, http://HOST/PATH or file:///PATH, no whitespace)"
+        for key, url in named
+        if url not in (None, "") and not (isinstance(url, str) and not _control(url) and INDEX_URL.fullmatch(url))
+    ]
 
 
 def content(bundle: dict) -> dict:
@@ -208,7 +270,7 @@ def entry_problems(entries: list) -> list[str]:
         elif not isinstance(digest, str) or not SHA256.fullmatch(digest):
             problems.append(f"{name}: sha256 {digest!r} is not 64 lowercase hex digits (lock the bundle again)")
         elif url and not (isinstance(url, str) and url.startswith(URL_SCHEMES)):
-            problems.append(f"{name}: url {url!r} is not http(s):// or file:// (lock the bundle again)")
+            problems.append(f"{name}: its url is not http(s):// or file:// (lock the bundle again)")
     return problems
 
 
@@ -241,6 +303,22 @@ def wheelhouse_problems(wheel_dir: str, entries: list[dict]) -> list[str]:
         if digest != entry["sha256"]:
             problems.append(f"{entry['file']}: sha256 {digest}, the lock says {entry['sha256']} (altered or truncated)")
     return problems
+
+
+# What a download of a lock's URL raises: OSError (URLError, HTTPError, a timeout), ValueError (an unknown URL type)
+# and HTTPException (InvalidURL: urllib passes user:password@host on as a host with a port).
+DOWNLOAD_ERRORS = (OSError, ValueError, http.client.HTTPException)
+
+
+def without_credentials(url: str, error: str) -> str:
+    """'HOST failed: ERROR' for a failed download of url, with its user name and password left out of both (the
+    download parses the URL with urllib, so urllib says what the credentials are)."""
+    parts = urllib.parse.urlsplit(url)
+    host = f"{parts.scheme}://{parts.hostname or ''}"
+    for secret in (parts.password, parts.username):
+        if secret:
+            error = error.replace(secret, "***")
+    return f"{host} failed: {error}"
 
 
 def download(url: str, dest: str) -> int:
@@ -278,8 +356,8 @@ def fetch_wheels(wheel_dir: str, entries: list[dict], jobs: int = 4) -> dict:
     def get(entry: dict) -> int:
         try:
             return download(entry["url"], os.path.join(wheel_dir, entry["file"]))
-        except OSError as exc:
-            problems.append(f"{entry['file']}: download from {entry['url']} failed: {exc}")
+        except DOWNLOAD_ERRORS as exc:
+            problems.append(f"{entry['file']}: download from {without_credentials(entry['url'], str(exc))}")
             return 0
 
     with ThreadPoolExecutor(jobs) as pool:

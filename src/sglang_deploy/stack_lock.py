@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import datetime
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -35,6 +36,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from sglang_deploy import profiles as prof
 from sglang_deploy import stack
+from sglang_deploy.secret_names import MASK, url_passwords
 
 DEFAULT_PLATFORM = "x86_64-manylinux_2_35"  # glibc 2.35: Ubuntu 22.04; Debian 12 and Ubuntu 24.04 are newer
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -108,12 +110,35 @@ def floating_errors(bundle: dict) -> list[str]:
                 return ["sglang: a git source needs ref (branch or tag) or commit to lock"]
             probe["sglang"]["commit"] = "0" * 40
     errors = stack.validate(probe)
+    if isinstance(bundle, dict):
+        errors += _lock_option_problems(bundle)
     if isinstance(bundle, dict) and bundle.get("lock"):
         errors.append(
             f"bundle {bundle.get('name')} is already locked; lock the floating bundle it came from "
             f"({bundle.get('locked_from')})"
         )
     return errors
+
+
+# Values of the lock-only keys, each checked before it reaches uv's command line.
+_LOCK_OPTIONS = {
+    "python": (re.compile(r"3\.[0-9]+(?:\.[0-9]+)?"), "a Python version such as '3.12'"),
+    "platform": (re.compile(r"[a-z0-9_]+-manylinux_[0-9]+_[0-9]+"), f"such as {DEFAULT_PLATFORM}"),
+    "index_strategy": (re.compile(r"first-index|unsafe-first-match|unsafe-best-match"), "one of uv's strategies"),
+    "prerelease": (
+        re.compile(r"disallow|allow|if-necessary|explicit|if-necessary-or-explicit"),
+        "one of uv's prerelease modes",
+    ),
+    "exclude_newer": (re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9:.]+(?:Z|[+-][0-9:]+)?)?"), "a date or time"),
+}
+
+
+def _lock_option_problems(bundle: dict) -> list[str]:
+    return [
+        f"{key} {str(bundle[key])[:60]!r}: {what}"
+        for key, (pattern, what) in _LOCK_OPTIONS.items()
+        if bundle.get(key) not in (None, "") and not pattern.fullmatch(str(bundle[key]))
+    ]
 
 
 def _target_tags(python: str, platform: str) -> list[tags.Tag]:
@@ -144,10 +169,17 @@ def pick_wheel(wheels: list[dict], ranked: list[tags.Tag]) -> dict | None:
 
 
 def _index_args(bundle: dict) -> list[str]:
-    args = ["--default-index", bundle.get("index_url") or DEFAULT_INDEX]
-    for url in stack.index_urls(bundle):
-        args += ["--index", url]
-    return args
+    # OPTION=VALUE throughout: a value is never read as an option of its own.
+    return [f"--default-index={bundle.get('index_url') or DEFAULT_INDEX}"] + [
+        f"--index={url}" for url in stack.index_urls(bundle)
+    ]
+
+
+def mask(text: str) -> str:
+    """text with the password of each URL in it replaced by *** (the URL rule of secret_names)."""
+    for password in url_passwords(text):
+        text = text.replace(password, MASK)
+    return text
 
 
 def _run(argv: list[str], what: str, cwd: str | None = None, env: dict | None = None) -> str:
@@ -155,7 +187,7 @@ def _run(argv: list[str], what: str, cwd: str | None = None, env: dict | None = 
         argv, capture_output=True, text=True, cwd=cwd, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})}
     )
     if result.returncode != 0:
-        raise LockError(f"{what} failed ({' '.join(argv[:3])} ...): {result.stderr.strip()[-3000:]}")
+        raise LockError(mask(f"{what} failed ({' '.join(argv[:3])} ...): {result.stderr.strip()[-3000:]}"))
     return result.stdout
 
 
@@ -181,7 +213,7 @@ def resolve_commit(git_url: str, ref: str) -> str:
     for name in (f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
         if name in shas and stack._COMMIT.match(shas[name]):
             return shas[name]
-    raise LockError(f"git ref {ref!r} not found in {git_url}: give a branch, a tag or a full commit")
+    raise LockError(mask(f"git ref {ref!r} not found in {git_url}: give a branch, a tag or a full commit"))
 
 
 def build_git_wheel(uv: str, bundle: dict, commit: str, out_dir: Path, work: Path) -> Path:
@@ -229,25 +261,20 @@ def _compile(
         "--refresh",  # what the indexes serve now, not uv's cached pages (a nightly index changes daily)
         "--generate-hashes",
         "--no-header",
-        "-o",
-        f"pylock.{label}.toml",
-        "--python-version",
-        bundle["python"],
-        "--python-platform",
-        bundle.get("platform", DEFAULT_PLATFORM),
-        "--index-strategy",
-        bundle.get("index_strategy", "first-index"),
-        "--prerelease",
-        bundle.get("prerelease", "if-necessary-or-explicit"),
+        f"--output-file=pylock.{label}.toml",
+        f"--python-version={bundle['python']}",
+        f"--python-platform={bundle.get('platform', DEFAULT_PLATFORM)}",
+        f"--index-strategy={bundle.get('index_strategy', 'first-index')}",
+        f"--prerelease={bundle.get('prerelease', 'if-necessary-or-explicit')}",
         *_index_args(bundle),
     ]
     if overrides:
         (work / f"{label}.overrides.txt").write_text("\n".join(overrides) + "\n")
-        argv += ["--overrides", f"{label}.overrides.txt"]
+        argv.append(f"--overrides={label}.overrides.txt")
     if find_links:
-        argv += ["--find-links", str(find_links)]
+        argv.append(f"--find-links={find_links}")
     if bundle.get("exclude_newer"):
-        argv += ["--exclude-newer", str(bundle["exclude_newer"])]
+        argv.append(f"--exclude-newer={bundle['exclude_newer']}")
     _run(argv, "uv pip compile", cwd=str(work))
     with open(work / f"pylock.{label}.toml", "rb") as handle:
         return tomllib.load(handle)
@@ -300,7 +327,12 @@ def _entries(pylock: dict, bundle: dict, wheelhouse: Path, built: Path | None, n
     def hash_download(entry: dict) -> None:
         path = wheelhouse / entry["file"]
         if not path.exists() or (entry["sha256"] and stack.sha256_file(str(path)) != entry["sha256"]):
-            stack.download(entry["url"], str(path))
+            try:
+                stack.download(entry["url"], str(path))
+            except stack.DOWNLOAD_ERRORS as exc:
+                raise LockError(
+                    f"{entry['file']}: download from {stack.without_credentials(entry['url'], str(exc))}"
+                ) from exc
         digest = stack.sha256_file(str(path))
         if not entry["sha256"]:
             notes.append(f"{entry['file']}: the index published no sha256; locked the hash of the download")
@@ -428,9 +460,23 @@ def lock(
     return LockResult(bundle_file, lock_file, locked, lock_data, lock_data["notes"])
 
 
+def _inside(stacks_dir: Path, name: str, what: str) -> Path:
+    """stacks_dir/name, refused when it leads out of stacks_dir (a link): a YAML error would echo lines of that file."""
+    path = stacks_dir / name
+    if not path.resolve().is_relative_to(stacks_dir.resolve()):
+        raise LockError(
+            f"{what} {name} in {stacks_dir} is a link to a file outside it: bundles and locks are read only there"
+        )
+    return path
+
+
 def load_bundle(name: str, stacks_dir: Path) -> dict:
     """stacks_dir/<name>.yml; an unknown name lists the bundles there."""
-    path = stacks_dir / f"{name}.yml"
+    if not stack._NAME.match(name):
+        raise LockError(
+            f"bundle name {name[:60]!r}: lower-case letters, digits, '.' and '-' only (a file of {stacks_dir})"
+        )
+    path = _inside(stacks_dir, f"{name}.yml", "bundle")
     if not path.is_file():
         known = sorted(p.stem for p in stacks_dir.glob("*.yml") if not p.name.endswith(".lock.yml"))
         raise LockError(f"no bundle {name!r} in {stacks_dir}; bundles there: {', '.join(known) or 'none'}")
@@ -444,7 +490,10 @@ def load_lock(bundle: dict, stacks_dir: Path) -> dict:
     """The lock file of a locked bundle, checked against the bundle's lock id."""
     if not bundle.get("lock"):
         raise LockError(f"bundle {bundle.get('name')} is not locked: run sglang-deploy stack lock {bundle.get('name')}")
-    path = stacks_dir / bundle["lock"]["file"]
+    problems = stack.lock_file_problems(bundle)
+    if problems:
+        raise LockError(f"bundle {bundle['name']}: {problems[0]}")
+    path = _inside(stacks_dir, bundle["lock"]["file"], "lock")
     try:
         data = prof.read_yaml(path)
     except prof.ProfileError as exc:
@@ -474,9 +523,9 @@ def prune(wheelhouse: Path, stacks_dirs: list[Path], *, delete: bool = False) ->
     referenced: set[str] = set()
     for path in locks:
         try:
-            data = prof.read_yaml(path)
+            data = prof.read_yaml(_inside(path.parent, path.name, "lock"))
             referenced.update(entry["file"] for entry in stack.lock_files(data))
-        except (prof.ProfileError, AttributeError, KeyError, TypeError) as exc:
+        except (LockError, prof.ProfileError, AttributeError, KeyError, TypeError) as exc:
             raise LockError(
                 f"{path}: not a readable lock ({exc.__class__.__name__}: {exc}); nothing pruned: repair or move it"
             ) from exc
