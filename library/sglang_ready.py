@@ -19,9 +19,12 @@ description:
     (C(journalctl -u UNIT --since <process start> -n 60 --no-pager -o cat)), which hold the traceback,
     instead of waiting out O(timeout).
   - After the server is ready and when O(sanity=true), sends a few deterministic chat prompts
-    (temperature 0, 32 tokens) and fails when an answer is empty, is one character repeated
-    (the C(!!!!) of a broken kernel backend), or is not text (more than 10% control, unassigned,
+    (temperature 0, 32 tokens) and fails when an answer is empty, white space only, one character
+    repeated (the C(!!!!) of a broken kernel backend), or not text (more than 10% control, unassigned,
     private-use or U+FFFD replacement characters). The failure names the check and shows the output.
+  - When C(/server_info) says C(load_format) C(dummy) (random weights, which write no language), only
+    a run of C(!) fails (token id 0 of byte-level BPE vocabularies, what NaN logits produce); the
+    outputs are then marked C(dummy_weights).
 version_added: "0.1.0"
 author: sglang-deploy
 options:
@@ -98,8 +101,8 @@ sanity:
   sample: [{"prompt": "What is the capital of France? Answer with one word.", "output": "Paris",
             "field": "content", "finish_reason": "stop"}]
 failed_check:
-  description: On a sanity failure, the check that failed (empty, repeated_char, not_text, http_status,
-    response_format, request) and the offending output.
+  description: On a sanity failure, the check that failed (empty, whitespace, repeated_char, not_text,
+    http_status, response_format, request) and the offending output.
   returned: when a sanity check failed
   type: dict
   sample: {"check": "repeated_char", "prompt": "Count from 1 to 10, separated by commas.", "output": "!!!!!!!!"}

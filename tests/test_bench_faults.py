@@ -17,6 +17,7 @@ from emulator_proc import Emulator, run_module  # first: puts the repo's module_
 import sglang_bench
 from sglang_deploy import cli
 from sglang_deploy.bench import sweep
+from sglang_deploy.bench.metrics import Timeline
 
 
 @pytest.fixture
@@ -141,6 +142,29 @@ def test_garbage_output_fails_the_cli_and_the_module(emulator, capsys):
     )
     assert failed and "not plausible text" in res["msg"]
     assert res["result"]["levels"][0]["output_check"]["count"] == 2
+
+
+def test_dummy_weights_tolerate_non_language_but_not_the_nan_signature(emulator, capsys):
+    """A server that says load_format dummy: answers that are not language pass (tolerated, counted); a run of
+    '!' still fails the sweep."""
+    newlines = Timeline(t_send=0.0, t_end=1.0, completion_tokens=4, text=["\n"] * 4)
+    assert sweep.output_check([newlines], dummy=True) == {
+        "count": 0,
+        "examples": [],
+        "dummy_weights": True,
+        "tolerated": 1,
+    }
+    assert sweep.output_check([newlines])["count"] == 1  # real weights: the old refusal stands
+    emu = emulator("--load-format", "dummy")
+    assert bench(emu.url, "--concurrency", "1", "--requests", "2") == 0
+    emu = emulator("--load-format", "dummy", fault="garbage")
+    failed, res = run_module(
+        sglang_bench, {"url": emu.url, "concurrency": [1], "requests": 2, "output_len": 8, "warmup": 0}, capsys
+    )
+    assert failed and "not plausible text" in res["msg"] and "token id 0" in res["msg"]
+    assert res["result"]["server_info"]["load_format"] == "dummy"
+    level = res["result"]["levels"][0]["output_check"]
+    assert level["dummy_weights"] is True and level["count"] == 2
 
 
 def test_https_against_plain_http_fails_fast_and_names_the_fix(emulator, capsys):

@@ -103,6 +103,13 @@ def test_garbage_output_is_caught(emulator, capsys):
     assert res["health_status"] == 200
 
 
+def test_garbage_output_is_caught_with_dummy_weights_too(emulator, capsys):
+    emu = emulator("--load-format", "dummy", fault="garbage")
+    failed, res = run_module(sglang_ready, {"url": emu.url, "timeout": 30, "model": "qwen"}, capsys)
+    assert failed and res["failed_check"]["check"] == "repeated_char" and "token id 0" in res["msg"]
+    assert res["sanity"][0]["dummy_weights"] is True
+
+
 def test_generation_errors_fail_the_sanity_check(emulator, capsys):
     emu = emulator(fault="http_500")
     failed, res = run_module(sglang_ready, {"url": emu.url, "timeout": 30}, capsys)
@@ -155,7 +162,7 @@ def test_unit_watch_rules(watch):
     "text,check",
     [
         ("", "empty"),
-        ("   \n", "empty"),
+        ("   \n", "whitespace"),
         ("!!!!!!!!!!", "repeated_char"),
         ("! ! ! ! ! !", "repeated_char"),
         ("\x00\x01\x02abc\x03\x04", "not_text"),
@@ -169,6 +176,27 @@ def test_unit_watch_rules(watch):
 def test_output_checks(text, check):
     problem = readiness.check_output(text)
     assert (problem[0] if problem else None) == check
+
+
+@pytest.mark.parametrize(
+    "text,check",
+    [
+        ("\n" * 256, None),  # the NEXTN dummy model's answer on an H200 (issue 22)
+        ("", None),
+        (" 337M" * 40, None),
+        ("aaaaaaaa", None),
+        ("\ufffd\ufffd\x00\x01", None),
+        ("!!!!!!!!!!", "repeated_char"),  # token id 0 from NaN logits: a broken backend, weights or not
+        ("! ! !\n! !", "repeated_char"),
+        ("!!!", None),
+        ("!!!!!a", None),
+    ],
+)
+def test_dummy_weights_refuse_only_the_nan_signature(text, check):
+    problem = readiness.check_output(text, dummy=True)
+    assert (problem[0] if problem else None) == check
+    assert readiness.dummy_weights({"load_format": "dummy"}) and not readiness.dummy_weights({"load_format": "auto"})
+    assert not readiness.dummy_weights(None) and not readiness.dummy_weights(["dummy"])
 
 
 def test_unusable_systemctl_is_reported_as_such(emulator, monkeypatch, capsys):

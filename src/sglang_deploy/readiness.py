@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .server_http import Endpoint, check_api_key, request
+from .server_http import Endpoint, check_api_key, get_json, request
 
 HEALTH_PATH = "/health"
 UNIT_PROPERTIES = (
@@ -47,6 +47,7 @@ SANITY_TIMEOUT_S = 120.0  # per request; the first one past it fails the check
 REPEAT_MIN_CHARS = 4
 REPEAT_SHARE = 0.9
 BAD_CHAR_RATIO = 0.1
+NAN_TEXT = "!"
 
 
 class ServerDied(Exception):
@@ -291,13 +292,30 @@ def wait_ready(
 # Output sanity
 
 
-def check_output(text: str) -> tuple | None:
-    """(check, detail) when the text is not plausible model output, else None. Checks: empty,
-    repeated_char (one character makes >= 90% of >= 4 visible chars: the "!!!!" of a broken backend),
-    not_text (control, unassigned, private-use, surrogate or U+FFFD characters > 10%)."""
-    if not text or not text.strip():
-        return "empty", "no output text"
+def dummy_weights(server_info) -> bool:
+    """Whether the server loads random weights (/server_info load_format `dummy`, SGLang's --load-format dummy)."""
+    return isinstance(server_info, dict) and server_info.get("load_format") == "dummy"
+
+
+def check_output(text: str, dummy: bool = False) -> tuple | None:
+    """(check, detail) when the text is not what the server's weights produce, else None.
+
+    Real weights: empty (no text), whitespace (white space only), repeated_char (one character makes >= 90% of
+    >= 4 visible characters: the "!!!!" of a broken backend), not_text (control, unassigned, private-use,
+    surrogate or U+FFFD characters > 10%).
+    Dummy weights (`dummy`): random weights write no language (all newlines, one token repeated, nothing), so
+    the form says nothing and only the broken-backend signature is refused: visible text that is all NAN_TEXT
+    ("!", token id 0 of byte-level BPE vocabularies such as Qwen's and Llama 3's, which argmax picks from NaN
+    logits)."""
     visible = [c for c in text if not c.isspace()]
+    if dummy:
+        if len(visible) >= REPEAT_MIN_CHARS and set(visible) == {NAN_TEXT}:
+            return "repeated_char", f"{len(visible)} x {NAN_TEXT!r}: token id 0, what NaN logits produce"
+        return None
+    if not text:
+        return "empty", "no output text"
+    if not visible:
+        return "whitespace", f"{len(text)} white-space characters and nothing else"
     if len(visible) >= REPEAT_MIN_CHARS:
         char, count = Counter(visible).most_common(1)[0]
         if count / len(visible) >= REPEAT_SHARE:
@@ -319,8 +337,13 @@ def sanity_check(
     timeout: float = SANITY_TIMEOUT_S,
 ) -> list:
     """Run the deterministic prompts (temperature 0); returns [{prompt, output, ...}] or raises SanityError.
-    The visible answer is `content`; when a reasoning model spent all tokens thinking, `reasoning_content`."""
+    The visible answer is `content`; when a reasoning model spent all tokens thinking, `reasoning_content`.
+    Answers are judged by check_output, by its dummy-weights rule when /server_info says load_format dummy."""
     endpoint = Endpoint.parse(url)
+    try:
+        dummy = dummy_weights(get_json(endpoint, "/server_info", api_key, timeout))
+    except OSError as exc:
+        raise SanityError("request", "GET /server_info", "", f"{type(exc).__name__}: {exc}", []) from exc
     outputs: list = []
     for prompt in prompts:
         body = {
@@ -348,8 +371,10 @@ def sanity_check(
         if not content.strip() and message.get("reasoning_content"):
             content, field_name = message["reasoning_content"], "reasoning_content"
         entry = {"prompt": prompt, "output": content, "field": field_name, "finish_reason": choice.get("finish_reason")}
+        if dummy:
+            entry["dummy_weights"] = True
         outputs.append(entry)
-        problem = check_output(content)
+        problem = check_output(content, dummy)
         if problem:
             raise SanityError(problem[0], prompt, content, problem[1], outputs)
     return outputs

@@ -54,9 +54,10 @@ DEFINITIONS = {
     "levels and warm-up",
     "prompt_tokens_mean": "mean usage.prompt_tokens (chat template included)",
     "output_check": f"completed requests whose text (content and reasoning_content, first {OUTPUT_CHECK_CHARS} "
-    "characters) is "
-    "empty, one character repeated (>= 90% of >= 4 visible characters) or not text (> 10% control, unassigned "
-    "or replacement characters): a count and the first examples",
+    "characters) is empty, white space only, one character repeated (>= 90% of >= 4 visible characters) or not "
+    "text (> 10% control, unassigned or replacement characters): a count and the first examples. When "
+    "/server_info says load_format dummy (`dummy_weights`), random weights write no language: only a run of '!' "
+    "(token id 0, what NaN logits produce) counts, and `tolerated` counts the answers real weights would fail",
     "stopped": "why the sweep ended early: the first request without an answer within the timeout stops its "
     "level (the requests cut short count as failed), a server that stops answering ends the sweep; later "
     "levels are `not run` (all requests failed)",

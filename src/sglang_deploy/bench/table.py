@@ -95,6 +95,11 @@ def format_table(result: dict) -> str:
                 f"c={m['concurrency']}: {oc['count']} responses are not plausible text ({ex['check']}: "
                 f"{ex['detail']}), e.g. {ex['output'][:40]!r}"
             )
+        if oc.get("tolerated"):
+            lines.append(
+                f"c={m['concurrency']}: {oc['tolerated']} responses are not language, tolerated: the server loads "
+                "dummy weights (load_format dummy)"
+            )
     if sources:
         lines.append("accept length source: " + ", ".join(sorted(sources)))
     if result.get("stopped"):
