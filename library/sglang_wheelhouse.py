@@ -36,6 +36,7 @@ options:
     default: ""
 notes:
   - Read-only without O(fetch); in check mode nothing is downloaded. Stdlib only. The rule lives in module_utils/sglang_deploy/stack.py.
+  - A download stops past 8 GB, and all of them one hour after the first; a stopped download leaves no file.
 """
 
 EXAMPLES = r"""

@@ -254,3 +254,91 @@ def test_links_out_of_the_stacks_folder_are_never_read(locked_stacks, tmp_path, 
     assert "bundle evil.yml in " in err and SECRET not in err
     assert main(["stack", "lock", "../private/key.lock", "--stacks-dir", str(stacks)]) == 2
     assert "bundle name '../private/key.lock': lower-case letters" in capsys.readouterr().err
+
+
+@pytest.fixture
+def hostile_server(tmp_path):
+    """Wheels that never end: /endless streams without a length, /drip sends a byte every 50 ms, /silent sends its
+    headers and nothing more, /huge announces 100 GB."""
+    import http.server
+    import threading
+    import time
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            if self.path.startswith("/huge"):
+                self.send_header("Content-Length", str(100 * 10**9))
+            elif not self.path.startswith("/endless"):
+                self.send_header("Content-Length", str(10**5))
+            self.end_headers()
+            try:
+                while not stopping.is_set():
+                    if self.path.startswith("/endless"):
+                        self.wfile.write(b"x" * 65536)
+                    elif self.path.startswith("/drip"):
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+                        time.sleep(0.05)
+                    else:
+                        time.sleep(0.05)
+            except OSError:
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    stopping = threading.Event()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    stopping.set()
+    server.shutdown()
+
+
+def wheel_entry(url: str, name: str) -> dict:
+    return {"name": name, "version": "1", "file": f"{name}-1-py3-none-any.whl", "url": url + name, "sha256": "0" * 64}
+
+
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("endless", "sent more than the cap of 0.00 GB per wheel"),
+        ("huge", "announces 100.00 GB, over the cap of 0.00 GB per wheel"),
+        ("drip", "stopped at the deadline of the fetch after 0.0 MB"),
+        ("silent", "stopped at the deadline of the fetch after 0.0 MB"),
+    ],
+)
+def test_a_download_stops_at_the_size_cap_or_the_deadline_and_leaves_nothing(hostile_server, tmp_path, path, message):
+    import time
+
+    house = tmp_path / "house"
+    start = time.monotonic()
+    with pytest.raises(stack_lock.LockError) as failed:
+        stack_lock.fetch({"packages": [wheel_entry(hostile_server, path)]}, house, max_bytes=10**6, timeout=1.5)
+    assert time.monotonic() - start < 4
+    assert f"{path}-1-py3-none-any.whl: download from http://127.0.0.1 failed: " in str(failed.value)
+    assert message in str(failed.value)
+    assert "1 stopped by the size cap or the deadline, leaving no file" in str(failed.value)
+    assert list(house.iterdir()) == []  # no wheel, no .part
+
+
+def test_stack_fetch_takes_the_bounds_from_the_command_line(locked_stacks, tmp_path, monkeypatch):
+    stacks, _ = locked_stacks
+    seen = {}
+    monkeypatch.setattr(stack_lock, "fetch", lambda lock, house, **bounds: seen.update(bounds) or 1 / 0)
+    argv = ["stack", "fetch", "stable-0.5.23-2026-11-30", "--stacks-dir", str(stacks), "--wheelhouse", str(tmp_path)]
+    with pytest.raises(ZeroDivisionError):
+        main([*argv, "--timeout", "5", "--max-wheel-gb", "0.5"])
+    assert seen == {"jobs": 4, "max_bytes": 5 * 10**8, "timeout": 5.0}
+
+
+def test_an_interrupted_fetch_stops_its_other_downloads_and_leaves_nothing(hostile_server, tmp_path):
+    import threading
+
+    stop = threading.Event()
+    stop.set()  # what fetch_wheels sets when Ctrl-C reaches it
+    with pytest.raises(stack.DownloadStopped, match="interrupted"):
+        stack.download(hostile_server + "endless", str(tmp_path / "a-1-py3-none-any.whl"), stop=stop)
+    assert list(tmp_path.iterdir()) == []

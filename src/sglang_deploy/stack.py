@@ -13,6 +13,8 @@ import os
 import re
 import shutil
 import tempfile
+import threading
+import time
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -321,29 +323,76 @@ def without_credentials(url: str, error: str) -> str:
     return f"{host} failed: {error}"
 
 
-def download(url: str, dest: str) -> int:
-    """Download url to dest through a temporary file; returns the size."""
+# Bounds of every download of a wheel: a stack's largest wheels are 1 to 3 GB, so a body past MAX_WHEEL_BYTES is
+# not a wheel; a fetch's downloads together end at its deadline (one that stalls stops READ_TIMEOUT after it at most).
+MAX_WHEEL_BYTES = 8 * 10**9
+FETCH_TIMEOUT = 3600
+READ_TIMEOUT = 60
+
+
+class DownloadStopped(OSError):
+    """A download stopped at the size cap, the deadline, or because its fetch was interrupted."""
+
+
+def _time_left(deadline: float, done: int) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise DownloadStopped(f"stopped at the deadline of the fetch after {done / 1e6:.1f} MB")
+    return min(READ_TIMEOUT, left)
+
+
+def download(url: str, dest: str, *, max_bytes: int = MAX_WHEEL_BYTES, deadline: float | None = None, stop=None) -> int:
+    """Download url to dest; returns the size. The body goes to a private temporary file, renamed to dest only when
+    complete and removed on any failure; the download stops past max_bytes, at deadline (time.monotonic(), default
+    FETCH_TIMEOUT from now), when the server sends nothing for READ_TIMEOUT s, or when stop (a threading.Event) is
+    set, raising DownloadStopped."""
+    deadline = time.monotonic() + FETCH_TIMEOUT if deadline is None else deadline
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".", suffix=".part")
+    size = 0
     try:
-        with urllib.request.urlopen(url, timeout=300) as response, os.fdopen(fd, "wb") as handle:
-            shutil.copyfileobj(response, handle, 1 << 20)
+        with os.fdopen(fd, "wb") as handle, urllib.request.urlopen(url, timeout=_time_left(deadline, 0)) as response:
+            announced = response.headers.get("Content-Length") or ""
+            if announced.isdigit() and int(announced) > max_bytes:
+                raise DownloadStopped(
+                    f"announces {int(announced) / 1e9:.2f} GB, over the cap of {max_bytes / 1e9:.2f} GB per wheel"
+                )
+            while block := response.read1(1 << 20):  # what has arrived, so a slow drip meets the checks below
+                size += len(block)
+                if size > max_bytes:
+                    raise DownloadStopped(f"sent more than the cap of {max_bytes / 1e9:.2f} GB per wheel")
+                if stop is not None and stop.is_set():
+                    raise DownloadStopped("interrupted")
+                _time_left(deadline, size)
+                handle.write(block)
         os.replace(tmp, dest)
-    except BaseException:
+    except BaseException as exc:
         os.unlink(tmp)
+        if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError):
+            _time_left(deadline, size)  # the deadline, if that is what passed
+            raise DownloadStopped(f"the server sent nothing for {READ_TIMEOUT} s (after {size / 1e6:.1f} MB)") from exc
         raise
-    return os.path.getsize(dest)
+    return size
 
 
-def fetch_wheels(wheel_dir: str, entries: list[dict], jobs: int = 4) -> dict:
-    """Download each lock entry missing from wheel_dir or altered there, and check it against the lock.
+def fetch_wheels(
+    wheel_dir: str,
+    entries: list[dict],
+    jobs: int = 4,
+    *,
+    max_bytes: int = MAX_WHEEL_BYTES,
+    timeout: float = FETCH_TIMEOUT,
+) -> dict:
+    """Download each lock entry missing from wheel_dir or altered there, and check it against the lock. Every
+    download stops past max_bytes, and all of them at timeout seconds from now.
 
-    Returns downloaded (count), bytes, and problems: each wheel that could not be downloaded (a wheel built at lock
-    time has no URL) or whose download does not match the lock (deleted), naming the file.
+    Returns downloaded (count), bytes, problems: each wheel that could not be downloaded (a wheel built at lock time
+    has no URL) or whose download does not match the lock (deleted), naming the file, and stopped: how many downloads
+    the size cap or the deadline stopped.
     """
     refused = entry_problems(entries)
     if refused:
-        return {"downloaded": 0, "bytes": 0, "problems": refused}
+        return {"downloaded": 0, "bytes": 0, "problems": refused, "stopped": 0}
     todo = [entry for entry in entries if wheelhouse_problems(wheel_dir, [entry])]
     problems = [
         f"{entry['file']}: built when the bundle was locked and not in {wheel_dir}; copy it from the wheelhouse "
@@ -352,20 +401,32 @@ def fetch_wheels(wheel_dir: str, entries: list[dict], jobs: int = 4) -> dict:
         if not entry.get("url")
     ]
     todo = [entry for entry in todo if entry.get("url")]
+    deadline, stop, stopped = time.monotonic() + timeout, threading.Event(), []
 
     def get(entry: dict) -> int:
         try:
-            return download(entry["url"], os.path.join(wheel_dir, entry["file"]))
+            path = os.path.join(wheel_dir, entry["file"])
+            return download(entry["url"], path, max_bytes=max_bytes, deadline=deadline, stop=stop)
         except DOWNLOAD_ERRORS as exc:
             problems.append(f"{entry['file']}: download from {without_credentials(entry['url'], str(exc))}")
+            stopped.append(isinstance(exc, DownloadStopped))
             return 0
 
     with ThreadPoolExecutor(jobs) as pool:
-        sizes = list(pool.map(get, todo))
+        try:
+            sizes = list(pool.map(get, todo))
+        except BaseException:  # Ctrl-C: the other downloads stop too, and remove their temporary files
+            stop.set()
+            raise
     for problem in wheelhouse_problems(wheel_dir, [entry for entry, size in zip(todo, sizes) if size]):
         os.unlink(os.path.join(wheel_dir, problem.split(": ", 1)[0]))
         problems.append(problem + "; deleted")
-    return {"downloaded": sum(1 for size in sizes if size), "bytes": sum(sizes), "problems": problems}
+    return {
+        "downloaded": sum(1 for size in sizes if size),
+        "bytes": sum(sizes),
+        "problems": problems,
+        "stopped": sum(stopped),
+    }
 
 
 def requirements_text(lock: dict, wheel_dir: str) -> str:

@@ -504,14 +504,28 @@ def load_lock(bundle: dict, stacks_dir: Path) -> dict:
     return data
 
 
-def fetch(lock_data: dict, wheelhouse: Path, *, jobs: int = 4) -> FetchResult:
+def fetch(
+    lock_data: dict,
+    wheelhouse: Path,
+    *,
+    jobs: int = 4,
+    max_bytes: int = stack.MAX_WHEEL_BYTES,
+    timeout: float = stack.FETCH_TIMEOUT,
+) -> FetchResult:
     """Download every wheel of a lock into wheelhouse (kept when already there with the right sha256), each
-    checked against the lock (stack.fetch_wheels, the rule the role's controller check uses too)."""
+    checked against the lock (stack.fetch_wheels, the rule the role's controller check uses too); a wheel stops past
+    max_bytes, the whole fetch at timeout seconds."""
     wheelhouse.mkdir(parents=True, exist_ok=True)
     entries = stack.lock_files(lock_data)
-    result = stack.fetch_wheels(str(wheelhouse), entries, jobs)
+    result = stack.fetch_wheels(str(wheelhouse), entries, jobs, max_bytes=max_bytes, timeout=timeout)
     if result["problems"]:
-        raise LockError("; ".join(result["problems"]))
+        hint = (
+            f" ({result['stopped']} stopped by the size cap or the deadline, leaving no file: raise stack fetch's "
+            "--max-wheel-gb or --timeout only for a wheel known to be that large or a slow mirror)"
+            if result["stopped"]
+            else ""
+        )
+        raise LockError("; ".join(result["problems"]) + hint)
     total = sum((wheelhouse / entry["file"]).stat().st_size for entry in entries)
     return FetchResult(wheelhouse, len(entries), result["downloaded"], result["bytes"], total)
 

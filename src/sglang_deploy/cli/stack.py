@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from sglang_deploy import stack_lock
+from sglang_deploy import stack, stack_lock
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.paths import STACKS
 
@@ -39,6 +39,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _common(fetch)
     fetch.add_argument("--jobs", type=int, default=4, help="parallel downloads (4)")
+    fetch.add_argument(
+        "--timeout",
+        type=float,
+        default=stack.FETCH_TIMEOUT,
+        help=f"seconds for all downloads together ({stack.FETCH_TIMEOUT}); then they stop, keeping no partial file",
+    )
+    fetch.add_argument(
+        "--max-wheel-gb",
+        type=float,
+        default=stack.MAX_WHEEL_BYTES / 1e9,
+        help=f"a download past this many GB is stopped and removed ({stack.MAX_WHEEL_BYTES / 1e9:g})",
+    )
     fetch.set_defaults(func=run_fetch)
 
     prune = actions.add_parser(
@@ -113,7 +125,9 @@ def run_fetch(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     start = time.monotonic()
     try:
-        result = stack_lock.fetch(lock, args.wheelhouse, jobs=args.jobs)
+        result = stack_lock.fetch(
+            lock, args.wheelhouse, jobs=args.jobs, max_bytes=int(args.max_wheel_gb * 1e9), timeout=args.timeout
+        )
     except (stack_lock.LockError, OSError) as exc:
         print(f"sglang-deploy stack fetch: {exc}", file=sys.stderr)
         return 1
