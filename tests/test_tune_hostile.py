@@ -236,3 +236,58 @@ def test_the_promotion_diff_shows_no_line_of_another_variable(tmp_path):
     for secret in ("folded-secret", "b3BlbnNzaC1rZXktdjEAAAAA", "OPENSSH", "db_password", "ssh_private_key"):
         assert secret not in diff
     assert all(ln.startswith(("---", "+++", "@@", "+")) for ln in diff.splitlines())  # no context lines
+
+
+# --------------------------------------------------------------------------------------------------
+# Work limits; the promotion checked before the search
+
+
+def test_a_search_too_large_to_plan_is_refused_as_it_is_read():
+    """5 axes of 10 values: 100,000 candidates, each rendered and validated before the first deploy (minutes)."""
+    refused("make 100000 combinations (at most 4096)", axes={f"env.SGLANG_X{i}": list(range(10)) for i in range(5)})
+    refused("33 axes with 66 values (at most 32 axes", axes={f"env.SGLANG_X{i}": [0, 1] for i in range(33)})
+    refused("values (at most 32 axes and 512 values)", axes={"env.SGLANG_X": list(range(513))})
+
+
+def test_planning_stops_where_the_budget_does():
+    from test_tune import host
+
+    axes = {
+        "max-running-requests": list(range(64, 80)),
+        "chunked-prefill-size": list(range(4096, 4112)),
+        "cuda-graph-max-bs": list(range(32, 48)),
+    }
+    s = tune.parse_search({**SEARCH, "axes": axes, "constraints": []}, name="t")
+    candidates, _ = tune.expand(s)
+    assert len(candidates) == 4096
+    planned = tune.plan(s, candidates, [host()], want=3)
+    assert len(planned) == 3 and not any(p.pruned for p in planned)
+    ticks = iter(range(100))
+    planned = tune.plan(s, candidates, [host()], clock=lambda: next(ticks), deadline=10)
+    assert 0 < len(planned) < 10
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--promote", "../x"], "profile name '../x'"),
+        (["--promote", "fast", "--into", "{tmp}"], "--into: {tmp} is a folder"),
+        (["--promote", "fast", "--into", "{tmp}/link.yml"], "link.yml exists and is not a regular file"),
+        (["--promote", "fast", "--into", "{tmp}/bad.yml"], "bad.yml is not valid YAML"),
+        (["--promote", "fast", "--into", "{tmp}/list.yml"], "sglang_profiles must be a mapping"),
+    ],
+)
+def test_a_bad_promotion_is_refused_before_the_search_runs(argv, needle, tmp_path, monkeypatch, capsys):
+    def no_playbook(*a, **kw):
+        raise AssertionError("a playbook ran")
+
+    monkeypatch.setattr(api, "run_playbook", no_playbook)
+    (tmp_path / "link.yml").symlink_to(tmp_path / "victim.yml")
+    (tmp_path / "bad.yml").write_text("a: [\n")
+    (tmp_path / "list.yml").write_text("sglang_profiles: [a]\n")
+    path = tmp_path / "s.yml"
+    path.write_text(yaml.safe_dump(SEARCH))
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    assert cli.main(["tune", str(path), "--out", str(tmp_path / "out"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert needle.replace("{tmp}", str(tmp_path)) in err and "Traceback" not in err

@@ -887,6 +887,9 @@ def tune(
         tune_report.check(store.report_dir)
     except ValueError as exc:
         raise tuning.SearchError(str(exc)) from exc
+    promote_into = promote_into or prof.PROFILES_FILE
+    if promote:  # refused before the search runs, not after it
+        tuning.check_promotion(promote, promote_into)
     extravars = dict(extravars or {})
     phase = _phase_emitter(on_event)
     result = TuneResult(search=search)
@@ -908,8 +911,13 @@ def tune(
         )
         return result
     candidates, excluded = tuning.expand(search)
-    planned = tuning.plan(search, candidates, hosts)
-    preview = tuning.Outcome(search=search, planned=planned, excluded=excluded, budget=budget_obj.text)
+    # Planned only as far as the budget reaches: enough runnable candidates, or its time.
+    deadline = time.monotonic() + budget_obj.seconds if budget_obj.seconds else None
+    planned = tuning.plan(search, candidates, hosts, time.monotonic, budget_obj.candidates, deadline)
+    unplanned = len(candidates) - len(planned)
+    preview = tuning.Outcome(
+        search=search, planned=planned, excluded=excluded, budget=budget_obj.text, unplanned=unplanned
+    )
     if on_plan:
         on_plan(preview)
 
@@ -925,7 +933,7 @@ def tune(
         return deploy_one(p, workload, stage, repeat)
 
     outcome = tuning.run_search(
-        search, planned, excluded, deploy_first_reads_status, store, budget_obj, on_progress=phase
+        search, planned, excluded, deploy_first_reads_status, store, budget_obj, on_progress=phase, unplanned=unplanned
     )
     result.outcome = outcome
     if before and not outcome.cancelled:

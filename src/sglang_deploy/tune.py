@@ -54,7 +54,7 @@ from typing import Any, Callable
 
 
 from . import formats, rules
-from .bench.sweep import write_file
+from .bench.sweep import check_dest, write_file
 from . import profiles as prof
 from .secret_names import MASK, is_secret_name
 
@@ -330,6 +330,13 @@ def _check_no_template(doc: Any) -> None:
             )
 
 
+# Work limits checked as the file is read: every combination is expanded and rendered for every host (about 3 ms
+# each) before the first deploy, so past these a search would plan for minutes (a larger search is several).
+MAX_AXES = 32
+MAX_AXIS_VALUES = 512
+MAX_COMBINATIONS = 4096
+
+
 def parse_search(doc: Any, name: str = "search", path: str | None = None) -> Search:
     """A Search from the parsed YAML of a search file; SearchError names what to fix."""
     _need(isinstance(doc, dict), "a search file is a mapping with base, axes, workload, objectives")
@@ -348,7 +355,19 @@ def parse_search(doc: Any, name: str = "search", path: str | None = None) -> Sea
     )
     raw_axes = doc.get("axes")
     _need(isinstance(raw_axes, dict) and raw_axes, "axes: a mapping of axis -> values (at least one axis)")
+    values = sum(len(v) if isinstance(v, (dict, list)) else 1 for v in raw_axes.values())
+    _need(
+        len(raw_axes) <= MAX_AXES and values <= MAX_AXIS_VALUES,
+        f"axes: {len(raw_axes)} axes with {values} values (at most {MAX_AXES} axes and {MAX_AXIS_VALUES} values): "
+        "search in stages, fixing in the base profile what a stage settles",
+    )
     axes = [_axis(k, v) for k, v in raw_axes.items()]
+    combinations = math.prod(len(ax.labels) for ax in axes)
+    _need(
+        combinations <= MAX_COMBINATIONS,
+        f"the axes make {combinations} combinations (at most {MAX_COMBINATIONS}): fewer values per axis, or "
+        "split the search in stages and fix the axes the first one settles in the base profile",
+    )
     touched: dict = {}
     for ax in axes:
         for s in ax.settings:
@@ -497,18 +516,8 @@ def _matches(choices: dict, cond: dict) -> bool:
     return all(choices[axis] in labels for axis, labels in cond.items())
 
 
-# Expansion enumerates every combination before the budget applies; past this it would run for minutes.
-MAX_COMBINATIONS = 100_000
-
-
 def expand(search: Search) -> tuple[list, list]:
     """(candidates, excluded): every combination, minus those the constraints drop ((choices, reason) pairs)."""
-    combinations = math.prod(len(ax.labels) for ax in search.axes)
-    if combinations > MAX_COMBINATIONS:
-        raise SearchError(
-            f"the axes make {combinations} combinations (at most {MAX_COMBINATIONS}): fewer values per axis, or "
-            "split the search in stages and fix the axes the first one settles in the base profile"
-        )
     shown = {ax.name: dict(zip(ax.labels, ax.shown)) for ax in search.axes}
 
     def labels(cond: dict) -> dict:
@@ -633,13 +642,24 @@ def run_key(cand_key: str, workload: Workload, deploy_vars: dict, repeat: int) -
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def plan(search: Search, candidates: list, hosts: list, clock: Callable[[], float] = time.perf_counter) -> list:
-    """Render and validate every candidate for every host; errors prune it (reasons name host and rule)."""
+def plan(
+    search: Search,
+    candidates: list,
+    hosts: list,
+    clock: Callable[[], float] = time.perf_counter,
+    want: int | None = None,
+    deadline: float | None = None,
+) -> list:
+    """Render and validate the candidates in order for every host; errors prune one (reasons name host and rule).
+    Stops (the rest unplanned) once ``want`` are runnable or at ``deadline`` (of ``clock``): the budget."""
     check_base(search, hosts)
     concurrency = max(search.workload.concurrency)
     out = []
     seen: dict = {}  # key -> candidate index
+    runnable = 0
     for cand in candidates:
+        if (want is not None and runnable >= want) or (deadline is not None and clock() >= deadline):
+            break
         t0 = clock()
         p = Planned(cand)
         launches, stacks = {}, {}
@@ -672,6 +692,7 @@ def plan(search: Search, candidates: list, hosts: list, clock: Callable[[], floa
             p.body = {**p.body, "description": f"tune {search.name} candidate {cand.index}: {cand.label}"}
         p.validate_s = clock() - t0
         out.append(p)
+        runnable += not p.pruned
     return out
 
 
@@ -784,6 +805,7 @@ class Outcome:
     records: list = field(default_factory=list)  # run records (stored and new) of runnable candidates
     new_runs: int = 0
     skipped_budget: list = field(default_factory=list)  # candidates not measured: budget spent
+    unplanned: int = 0  # candidates not even rendered: the budget was met while planning
     interrupted: bool = False  # the time budget ran out
     cancelled: bool = False  # Ctrl-C
     emulated: bool = False
@@ -852,13 +874,14 @@ class Outcome:
         measured = {r["candidate_key"] for r in self.records}
         failed = {r["candidate_key"] for r in self.records if r["status"] == FAILED}
         return {
-            "expanded": len(self.planned) + len(self.excluded),
+            "expanded": len(self.planned) + self.unplanned + len(self.excluded),
             "excluded": len(self.excluded),
             "pruned": len(self.pruned),
             "run": len(measured),
             "failed": len(failed),
             "measured_ok": len(measured - failed),
-            "not_run_budget": len(self.skipped_budget),
+            "not_run_budget": len(self.skipped_budget) + self.unplanned,
+            "not_planned_budget": self.unplanned,
             "new_runs": self.new_runs,
         }
 
@@ -872,12 +895,13 @@ def run_search(
     budget: Budget | None = None,
     on_progress: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    unplanned: int = 0,
 ) -> Outcome:
     """Measure the runnable candidates (stage 1), the top ones with the full workload (two-stage), then the
     repeats; every run is looked up in the store first and stored as soon as it completes."""
     budget = budget or Budget()
     say = on_progress or (lambda text: None)
-    out = Outcome(search=search, planned=planned, excluded=excluded, budget=budget.text)
+    out = Outcome(search=search, planned=planned, excluded=excluded, budget=budget.text, unplanned=unplanned)
     t0 = clock()
     runnable = out.runnable
     by_key: dict = {}
@@ -1074,6 +1098,43 @@ def promotion_body(search: Search, p: Planned, outcome: Outcome | None = None) -
     return {"description": desc, "args": p.body["args"], "env": p.body["env"]}
 
 
+def _round_trip():
+    from ruamel.yaml import YAML
+
+    ry = YAML()
+    ry.preserve_quotes = True
+    ry.width = 110
+    ry.indent(mapping=2, sequence=4, offset=2)
+    return ry
+
+
+def check_promotion(name: str | None, path: str | Path) -> tuple[str, Any]:
+    """(text, round-trip document) of the group_vars file ``path`` ('' and an empty mapping when new), or
+    SearchError naming the fix when the winner cannot be promoted as ``name`` into it: a bad profile name (../x),
+    a folder, a link, a file that is not regular, not YAML, or a sglang_profiles that is not a mapping."""
+    from ruamel.yaml.comments import CommentedMap
+
+    if not isinstance(name, str) or not prof.NAME_RE.match(name):
+        raise SearchError(f"profile name {name!r}: letters, digits, '_', '.', '-' only (it names a profile)")
+    try:
+        check_dest(str(path))
+    except ValueError as exc:
+        raise SearchError(f"--into: {exc}") from exc
+    path = Path(path)
+    try:
+        old = prof.read_text(path) if path.exists() else ""
+        doc = _round_trip().load(old) if old.strip() else CommentedMap()
+    except prof.ProfileError as exc:
+        raise SearchError(str(exc)) from exc
+    except Exception as exc:  # ruamel raises several parser error types
+        raise SearchError(f"{path} is not valid YAML: {exc}") from exc
+    if not hasattr(doc, "keys"):
+        raise SearchError(f"{path}: expected a mapping of variables (a group_vars file)")
+    if not hasattr(doc.get(prof.PROFILES_VAR, {}), "keys"):
+        raise SearchError(f"{path}: {prof.PROFILES_VAR} must be a mapping")
+    return old, doc
+
+
 def promote(path: str | Path, name: str, body: dict, host_profiles: dict | None = None) -> tuple[str, str]:
     """Write profile ``name`` into sglang_profiles of the YAML file ``path``; returns (diff, new text).
 
@@ -1081,29 +1142,8 @@ def promote(path: str | Path, name: str, body: dict, host_profiles: dict | None 
     the hosts use now (``host_profiles``) plus the new one: Ansible replaces a whole variable, so a mapping with
     only the new profile would hide the others from those hosts.
     """
-    from ruamel.yaml import YAML
-
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name or ""):
-        raise SearchError(f"profile name {name!r}: letters, digits, '_', '.', '-' only")
     path = Path(path)
-    try:
-        old = prof.read_text(path) if path.exists() else ""
-    except prof.ProfileError as exc:
-        raise SearchError(str(exc)) from exc
-    ry = YAML()
-    ry.preserve_quotes = True
-    ry.width = 110
-    ry.indent(mapping=2, sequence=4, offset=2)
-    try:
-        doc = ry.load(old) if old.strip() else None
-    except Exception as exc:  # ruamel raises several parser error types
-        raise SearchError(f"{path} is not valid YAML: {exc}") from exc
-    if doc is None:
-        from ruamel.yaml.comments import CommentedMap
-
-        doc = CommentedMap()
-    if not hasattr(doc, "keys"):
-        raise SearchError(f"{path}: expected a mapping of variables (a group_vars file)")
+    old, doc = check_promotion(name, path)
     if prof.PROFILES_VAR not in doc:
         if not host_profiles:
             raise SearchError(
@@ -1112,8 +1152,6 @@ def promote(path: str | Path, name: str, body: dict, host_profiles: dict | None 
             )
         doc[prof.PROFILES_VAR] = json.loads(json.dumps(host_profiles))
     profiles_map = doc[prof.PROFILES_VAR]
-    if not hasattr(profiles_map, "keys"):
-        raise SearchError(f"{path}: {prof.PROFILES_VAR} must be a mapping")
     base = body.get("extends")
     if base is not None and base not in profiles_map:
         raise SearchError(f"{path}: the winner extends {base!r}, which this file's {prof.PROFILES_VAR} lacks")
@@ -1125,7 +1163,7 @@ def promote(path: str | Path, name: str, body: dict, host_profiles: dict | None 
     buf = io.StringIO()
     if not old:
         buf.write("---\n")
-    ry.dump(doc, buf)
+    _round_trip().dump(doc, buf)
     new = buf.getvalue()
     if old.startswith("---") and not new.startswith("---"):
         new = "---\n" + new

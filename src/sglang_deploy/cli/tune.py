@@ -45,7 +45,8 @@ def print_plan(preview: tuning.Outcome) -> None:
     c = preview.counts()
     print(
         f"search {preview.search.name}: {c['expanded']} expanded, {c['excluded']} excluded by constraints, "
-        f"{c['pruned']} pruned by the rules, {len(preview.runnable)} to run",
+        f"{c['pruned']} pruned by the rules, {len(preview.runnable)} to run"
+        + (f", {c['not_planned_budget']} not planned (budget {preview.budget})" if c["not_planned_budget"] else ""),
         file=sys.stderr,
     )
     for p in preview.pruned:
