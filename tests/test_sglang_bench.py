@@ -210,6 +210,8 @@ def test_cli_prints_the_table_and_writes_the_json(emulator, tmp_path, monkeypatc
 
 def test_each_default_has_one_source():
     """The engine's defaults; the module's documentation, the role and the command line say the same."""
+    import inspect
+
     import yaml
 
     from sglang_deploy import bench
@@ -230,6 +232,10 @@ def test_each_default_has_one_source():
         assert role_defaults[f"sglang_benchmark_{name}"] == value == role_spec[f"sglang_benchmark_{name}"]["default"]
         assert getattr(args, name) == value, name
     assert documented["timeout"]["default"] == bench.DEFAULT_TIMEOUT_S == args.timeout
+    min_tokens = inspect.signature(bench.run_benchmark_async).parameters["min_tokens"].default
+    assert min_tokens is False is documented["min_tokens"]["default"] is args.min_tokens
+    assert role_defaults["sglang_benchmark_min_tokens"] is False is role_spec["sglang_benchmark_min_tokens"]["default"]
+    assert 'min_tokens: "{{ sglang_benchmark_min_tokens | bool }}"' in (role / "tasks" / "sweep.yml").read_text()
     assert [bench.default_requests(c) for c in (1, 8, 32)] == [8, 16, 64]
     for text in (documented["requests"]["description"], role_spec["sglang_benchmark_requests"]["description"]):
         assert "2 x concurrency" in text and "at least 8" in text or "max(8, 2 x concurrency)" in text
