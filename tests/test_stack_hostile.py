@@ -342,3 +342,62 @@ def test_an_interrupted_fetch_stops_its_other_downloads_and_leaves_nothing(hosti
     with pytest.raises(stack.DownloadStopped, match="interrupted"):
         stack.download(hostile_server + "endless", str(tmp_path / "a-1-py3-none-any.whl"), stop=stop)
     assert list(tmp_path.iterdir()) == []
+
+
+# Second hostile pass over the fixes above.
+
+
+@pytest.mark.parametrize(
+    "bundle, problem",
+    [
+        (stable(name="stable\n"), "name: "),  # '$' matched before a final line break
+        (floating(sglang={"git": "/srv/sglang", "commit": "a" * 40 + "\n"}), "sglang.commit: "),
+        (floating(sglang={"git": "host::x", "ref": "main"}), "sglang.git: names a git transport helper"),
+        (floating(sglang={"git": "EXT::sh -c id", "ref": "main"}), "sglang.git: names a git transport helper"),
+        (floating(sglang={"git": "/srv/sglang", "ref": "main", "subdirectory": "py\n"}), "sglang.subdirectory "),
+        (stable(flashinfer={"package": "flashinfer-python[ -r x]", "version": "1"}), "flashinfer.package "),
+        (stable(lock="x"), "lock.file: "),
+    ],
+)
+def test_line_breaks_helpers_and_spaced_extras_are_refused(bundle, problem):
+    assert [p for p in stack.validate(bundle) if p.startswith(problem)], stack.validate(bundle)
+
+
+def test_an_ipv6_https_host_is_not_a_transport_helper():
+    assert stack.git_source_problems({"git": "https://[::1]:8443/sgl-project/sglang", "ref": "main"}) == []
+
+
+def test_check_lock_names_a_lock_that_is_not_a_mapping_instead_of_failing():
+    assert stack.check_lock(stable(lock="x"), {}) == [stack.lock_file_problems(stable(lock="x"))[0]]
+
+
+def test_stack_lock_replaces_a_link_planted_at_its_output_instead_of_writing_through_it(tmp_path, monkeypatch):
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("mine\n")
+    for suffix in (".yml", ".lock.yml"):
+        (stacks / f"stable-0.5.23-2026-12-01{suffix}").symlink_to(victim)
+    wheels = [
+        {"name": name, "version": version, "file": f"{name}-{version}-py3-none-any.whl", "url": None}
+        | {"sha256": "0" * 64, "sha256_from": "index"}
+        for name, version in (("torch", "2.14.1"), ("flashinfer-python", "0.7.2"), ("sglang", "0.5.23"))
+    ]
+    monkeypatch.setattr(stack_lock, "_compile", lambda *args, **kwargs: {"packages": []})
+    monkeypatch.setattr(stack_lock, "_entries", lambda pylock, bundle, *rest: [] if not bundle["torch"] else wheels)
+    monkeypatch.setattr(stack_lock, "uv_version", lambda uv: "0.9.0")
+    import datetime
+
+    result = stack_lock.lock(stable(hashes={}), stacks, tmp_path / "house", today=datetime.date(2026, 12, 1))
+    assert victim.read_text() == "mine\n"
+    assert not result.lock_file.is_symlink() and not result.bundle_file.is_symlink()
+    assert stack_lock.load_lock(stack_lock.load_bundle("stable-0.5.23-2026-12-01", stacks), stacks)["packages"]
+
+
+@pytest.mark.parametrize(
+    "option", [["--jobs", "0"], ["--jobs", "100000"], ["--timeout", "nan"], ["--max-wheel-gb", "-1"]]
+)
+def test_stack_fetch_refuses_bounds_that_bound_nothing(option, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["stack", "fetch", "x", *option])
+    assert exited.value.code == 2

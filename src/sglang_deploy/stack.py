@@ -22,8 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 HASH_LENGTH = 12
 # Keys that describe a bundle without changing what gets installed: left out of its content hash.
 NON_CONTENT_KEYS = ("description",)
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+# \Z, not $: $ also matches before a final line break ("name\n").
+_COMMIT = re.compile(r"[0-9a-f]{40}\Z")
+_NAME = re.compile(r"[a-z0-9][a-z0-9.-]*\Z")
 
 
 def _text(value) -> bool:
@@ -84,7 +85,7 @@ GIT_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_+-]*(?:[./][A-Za-z0-9_+-]+)*")
 SUBDIRECTORY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
 
 # A package name (PEP 508), with extras: flashinfer-python, sglang[all].
-PACKAGE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:\[[A-Za-z0-9._, -]*\])?")
+PACKAGE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:\[[A-Za-z0-9._,-]*\])?")
 # A version or a PEP 440 specifier set: 2.14.1, >=2.15.0.dev0, ==2.12.0.dev20260307+cu130, >=1,<2.
 VERSION = re.compile(r"[A-Za-z0-9.*+!_=<>~, ]*[A-Za-z0-9.*+!_]")
 INDEX_URL = re.compile(r"https?://\S+|file:///\S*")
@@ -102,7 +103,7 @@ def git_source_problems(sglang: dict) -> list[str]:
     url, problems = sglang.get("git"), []
     if not isinstance(url, str) or url.startswith("-"):
         problems.append("sglang.git: begins with '-': git would read it as an option; give a repository URL")
-    elif "::" in url:
+    elif re.match(r"[A-Za-z0-9._~-]+::", url):  # git's own test for TRANSPORT::ADDRESS
         problems.append("sglang.git: names a git transport helper (TRANSPORT::ADDRESS), which runs commands")
     elif _control(url) or not GIT_URL.fullmatch(url):
         problems.append(f"sglang.git: not a repository URL of the forms {GIT_URL_FORMS} (no whitespace)")
@@ -237,8 +238,8 @@ def lock_id(lock: dict) -> str:
 def check_lock(bundle: dict, lock: dict | None) -> list[str]:
     """Problems between a locked bundle and its lock file (empty when the bundle has no lock, or they agree)."""
     ref = bundle.get("lock")
-    if not ref:
-        return []
+    if not ref or lock_file_problems(bundle):
+        return lock_file_problems(bundle)
     if not isinstance(lock, dict) or not isinstance(lock.get("packages"), list):
         return [f"lock {ref.get('file')}: missing or not a lock (run: sglang-deploy stack lock)"]
     if lock_id(lock) != ref.get("id"):

@@ -36,6 +36,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from sglang_deploy import profiles as prof
 from sglang_deploy import stack
+from sglang_deploy.bench.sweep import write_file
 from sglang_deploy.secret_names import MASK, url_passwords
 
 DEFAULT_PLATFORM = "x86_64-manylinux_2_35"  # glibc 2.35: Ubuntu 22.04; Debian 12 and Ubuntu 24.04 are newer
@@ -451,11 +452,14 @@ def lock(
         f"# Written by `sglang-deploy stack lock {bundle['name']}` on {lock_data['locked_at']}; "
         "do not edit (the lock id would no longer match).\n---\n"
     )
-    bundle_file.write_text(header + yaml.dump(locked, Dumper=_Dumper, sort_keys=False, width=120))
-    lock_file.write_text(
+    # write_file replaces a link planted at either name instead of writing through it into another file.
+    write_file(header + yaml.dump(locked, Dumper=_Dumper, sort_keys=False, width=120), str(bundle_file), 0o644)
+    write_file(
         "# yamllint disable rule:line-length\n"
         + header
-        + yaml.dump(lock_data, Dumper=_Dumper, sort_keys=False, width=1000)
+        + yaml.dump(lock_data, Dumper=_Dumper, sort_keys=False, width=1000),
+        str(lock_file),
+        0o644,
     )
     return LockResult(bundle_file, lock_file, locked, lock_data, lock_data["notes"])
 

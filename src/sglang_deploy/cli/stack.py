@@ -13,6 +13,20 @@ from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.paths import STACKS
 
 
+def _positive(text: str) -> float:
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: a number greater than 0")
+    return value
+
+
+def _jobs(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 32:
+        raise argparse.ArgumentTypeError(f"{text}: from 1 to 32 parallel downloads")
+    return value
+
+
 _WHEELHOUSE_HELP = "controller wheelhouse (SGLANG_DEPLOY_WHEELHOUSE or ~/.cache/sglang-deploy/wheelhouse)"
 
 
@@ -38,16 +52,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "there and intact are kept. Exit 1 when a download does not match.",
     )
     _common(fetch)
-    fetch.add_argument("--jobs", type=int, default=4, help="parallel downloads (4)")
+    fetch.add_argument("--jobs", type=_jobs, default=4, help="parallel downloads (4; 1 to 32)")
     fetch.add_argument(
         "--timeout",
-        type=float,
+        type=_positive,
         default=stack.FETCH_TIMEOUT,
         help=f"seconds for all downloads together ({stack.FETCH_TIMEOUT}); then they stop, keeping no partial file",
     )
     fetch.add_argument(
         "--max-wheel-gb",
-        type=float,
+        type=_positive,
         default=stack.MAX_WHEEL_BYTES / 1e9,
         help=f"a download past this many GB is stopped and removed ({stack.MAX_WHEEL_BYTES / 1e9:g})",
     )
