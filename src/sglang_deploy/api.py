@@ -927,18 +927,27 @@ def tune(
     def deploy_first_reads_status(p, workload, stage, repeat):
         nonlocal before
         if before is None and restore:
-            phase("read what each host serves")
-            found = status(inventory=inventory, limit=limit, on_event=on_event)
-            before = {h: (s.profile if s.serving else s.last_good_profile) for h, s in found.hosts.items()}
+            # What served when the search began: recorded by its first run, so a resumed run restores that and
+            # not the candidate an interrupted run left serving.
+            before = store.meta().get("before")
+            if before is None:
+                phase("read what each host serves")
+                found = status(inventory=inventory, limit=limit, on_event=on_event)
+                before = {h: (s.profile if s.serving else s.last_good_profile) for h, s in found.hosts.items()}
+                store.update_meta(before=before)
         return deploy_one(p, workload, stage, repeat)
 
     outcome = tuning.run_search(
         search, planned, excluded, deploy_first_reads_status, store, budget_obj, on_progress=phase, unplanned=unplanned
     )
     result.outcome = outcome
+    if before is None and restore:  # nothing run now, but an interrupted run left a candidate serving
+        before = store.meta().get("before")
     if before and not outcome.cancelled:
         phase("restore what served before")
         result.restores = _tune_restore(before, planned, inventory, extravars, on_event)
+        if all(r.ok for r in result.restores):
+            store.update_meta(before=None)
     try:
         result.report_dir = tune_report.write(outcome, store.report_dir)
     except ValueError as exc:  # a link planted during the search

@@ -32,7 +32,8 @@ A search file (YAML)::
 Keys: a candidate's key hashes its rendered launch (argv, environment, SGLang release) and the stack of every
 host (bundle and id, or on lab hosts the emulator's settings). A run's key adds the workload, the deploy vars
 and the repeat number; the store keeps one JSON file per run key, written atomically as the run completes, so
-an interrupted search resumes where it stopped and nothing measured runs twice.
+an interrupted search resumes where it stopped and nothing measured runs twice. Its search.json keeps the time
+the search took over all its runs and what served before it began, until that is restored.
 """
 
 from __future__ import annotations
@@ -732,8 +733,25 @@ class Store:
             return None  # a damaged record is measured again
 
     def put(self, key: str, record: dict) -> Path:
+        return self._write(self._path(key), record)
+
+    def _write(self, path: Path, doc: dict) -> Path:
         self.check()
-        return Path(write_file(json.dumps(record, indent=2, default=str) + "\n", str(self._path(key)), sync=True))
+        return Path(write_file(json.dumps(doc, indent=2, default=str) + "\n", str(path), sync=True))
+
+    def meta(self) -> dict:
+        """The search's own record (search.json): spent_s, the seconds every run of it took together, and before,
+        what each host served when it began (kept until restored)."""
+        try:
+            doc = json.loads((self.root / "search.json").read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return {}
+        return doc if isinstance(doc, dict) else {}
+
+    def update_meta(self, **fields) -> None:
+        """Set these fields of search.json (None removes one)."""
+        doc = {k: v for k, v in {**self.meta(), **fields}.items() if v is not None}
+        self._write(self.root / "search.json", doc)
 
     def records(self) -> list:
         return [r for r in (self.get(p.stem) for p in sorted((self.root / "runs").glob("*.json"))) if r]
@@ -903,11 +921,16 @@ def run_search(
     say = on_progress or (lambda text: None)
     out = Outcome(search=search, planned=planned, excluded=excluded, budget=budget.text, unplanned=unplanned)
     t0 = clock()
+    earlier_s = float(store.meta().get("spent_s") or 0)  # earlier runs of this search (interrupted, resumed)
     runnable = out.runnable
     by_key: dict = {}
 
     def spent() -> bool:
         return budget.seconds is not None and clock() - t0 >= budget.seconds
+
+    def elapsed() -> float:
+        """Seconds of the whole search: this run and the earlier ones."""
+        return round(earlier_s + clock() - t0, 3)
 
     def measure(p: Planned, workload: Workload, stage: str, repeat: int, label: str) -> dict | None:
         key = run_key(p.key, workload, search.vars, repeat)
@@ -932,10 +955,11 @@ def run_search(
                 "workload": asdict(workload),
                 "elapsed_s": round(clock() - started, 3),
                 "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "elapsed_at_s": round(clock() - t0, 3),
+                "elapsed_at_s": elapsed(),
                 **fields,
             }
             store.put(key, rec)
+            store.update_meta(spent_s=elapsed())
             out.new_runs += 1
             say(
                 f"{label}: candidate {p.candidate.index} {rec['status']}"
@@ -987,7 +1011,8 @@ def run_search(
     except KeyboardInterrupt:  # Ctrl-C (the deploy was cancelled): keep what is stored, report it
         out.cancelled = True
     out.interrupted = spent()
-    out.elapsed_s = clock() - t0
+    out.elapsed_s = elapsed()
+    store.update_meta(spent_s=out.elapsed_s)
     evaluate(out, by_key)
     return out
 

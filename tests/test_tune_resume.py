@@ -1,0 +1,145 @@
+"""A resumed search (issue 23, tune): it restores what served before the search began, counts the time of all its
+runs, and the report and the promotion say only what is true. api.tune() runs here with the playbooks stood in
+for (facts, status, deploy): the lab test in test_tune_lab.py runs the real ones."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from sglang_deploy import api, tune
+from sglang_deploy import profiles as prof
+from test_tune import LAB_FACTS, ModelDeploy, planned_lab
+
+
+class Killed(BaseException):
+    """The controller dies (kill -9): nothing after it runs, neither restore nor report."""
+
+
+class Lab:
+    """One host whose serving profile the stand-in deploys change; the benchmark figures come from ModelDeploy's
+    table. kill_at: the deploy number (1-based, benchmark deploys only) during which the controller dies."""
+
+    def __init__(self, monkeypatch, serving="nextn", kill_at=None):
+        self.serving = serving
+        self.kill_at = kill_at
+        self.deploys: list = []
+        self.model = ModelDeploy()
+        monkeypatch.setattr(api, "run_playbook", self.facts)
+        monkeypatch.setattr(api, "status", self.status)
+        monkeypatch.setattr(api, "deploy", self.deploy)
+
+    def facts(self, playbook, **kw):
+        assert playbook == api.TUNE_FACTS_PLAYBOOK
+        raw = {
+            "profiles": prof.load_profiles(),
+            "settings": prof.load_settings(),
+            "sglang_version": "0.5.23",
+            "rule_facts": LAB_FACTS,
+            "emulated": True,
+        }
+        return SimpleNamespace(ok=True, data={"sglang_tune_facts": {"lab-1": raw}}, failures=[], error=None)
+
+    def status(self, **kw):
+        host = SimpleNamespace(serving=True, profile=self.serving, last_good_profile=self.serving)
+        return SimpleNamespace(hosts={"lab-1": host})
+
+    def deploy(self, profile, inventory=None, limit=None, extravars=None, on_event=None):
+        self.serving = profile
+        benchmark = extravars.get("sglang_benchmark_enabled") is not False
+        self.deploys.append((profile, benchmark))
+        if benchmark and self.kill_at == sum(b for _, b in self.deploys):
+            raise Killed
+        done = SimpleNamespace(status="successful", ok=True, emulated=True, artifacts="", elapsed_s=0.1, failures=[])
+        done.benchmarks = {}
+        if benchmark:
+            body = extravars["sglang_profiles"][profile]
+            p = next(q for q in self.planned if q.body == body)
+            fields = self.model(p, None, "full", 0)
+            done.benchmarks = {"lab-1": {"levels": levels(fields.get("metrics", {}).get("lab-1", {}))}}
+        return done
+
+
+def levels(metrics: dict) -> list:
+    return [
+        {
+            "concurrency": int(c),
+            "output_throughput_tok_s": m["output_tok_s"],
+            "decode_tok_s_per_request": {"mean": m["decode_tok_s"]},
+            "ttft_ms": {"p99": m["ttft_p99_ms"]},
+        }
+        for c, m in metrics.items()
+    ]
+
+
+@pytest.fixture
+def search():
+    s, planned, _ = planned_lab()
+    return s, planned
+
+
+def test_a_resumed_search_restores_what_served_before_it_began(search, monkeypatch, tmp_path):
+    s, planned = search
+    lab = Lab(monkeypatch, serving="nextn", kill_at=3)
+    lab.planned = planned
+    with pytest.raises(Killed):
+        api.tune(s, out_dir=tmp_path)
+    assert lab.serving.startswith("tune-")  # the killed run left its candidate serving
+    lab.kill_at = None
+    res = api.tune(s, out_dir=tmp_path)
+    assert res.ok and lab.deploys[-1] == ("nextn", False) and lab.serving == "nextn"
+    assert "before" not in tune.Store(tmp_path).meta()  # restored: a later search reads the hosts afresh
+
+
+def test_a_resumed_run_with_nothing_left_to_measure_still_restores(search, monkeypatch, tmp_path):
+    s, planned = search
+    lab = Lab(monkeypatch, serving="nextn")
+    lab.planned = planned
+    tune.Store(tmp_path).update_meta(before={"lab-1": "nextn"})  # a run killed after its last measurement
+    for p in planned:  # every run stored
+        if not p.pruned:
+            store = tune.Store(tmp_path)
+            store.put(tune.run_key(p.key, s.workload, s.vars, 0), {**rec(p, s), **lab.model(p, None, "full", 0)})
+    lab.serving = planned[-1].profile or "tune-x"
+    res = api.tune(s, out_dir=tmp_path)
+    assert res.outcome.new_runs == 0 and lab.deploys == [("nextn", False)] and lab.serving == "nextn"
+
+
+def rec(p, s) -> dict:
+    return {
+        "key": "k",
+        "candidate_key": p.key,
+        "candidate": p.candidate.index,
+        "label": p.candidate.label,
+        "choices": p.candidate.choices,
+        "profile": p.profile,
+        "stage": "full",
+        "repeat": 0,
+        "elapsed_at_s": 1.0,
+    }
+
+
+class Clock:
+    """10 s a reading, from 0."""
+
+    def __init__(self):
+        self.now = -10
+
+    def __call__(self) -> float:
+        self.now += 10
+        return self.now
+
+
+def test_elapsed_and_time_to_winner_count_every_run_of_the_search(tmp_path):
+    s, planned, excluded = planned_lab()
+    store = tune.Store(tmp_path)
+    first = tune.run_search(s, planned, excluded, ModelDeploy(fail_after=2), store, clock=Clock())
+    assert first.cancelled and first.elapsed_s > 0
+    clock = Clock()
+    out = tune.run_search(s, planned, excluded, ModelDeploy(), store, clock=clock)
+    assert out.elapsed_s == first.elapsed_s + clock.now  # the killed run's time and the resumed run's
+    # The winner (cutlass, pcie-ipc, nextn: the 4th runnable) was measured in the resumed run.
+    done = {r["candidate_key"]: r["elapsed_at_s"] for r in out.records}
+    assert out.time_to_winner_s == done[out.winner.key] > first.elapsed_s
+    assert tune.Store(tmp_path).meta()["spent_s"] == out.elapsed_s
