@@ -5,6 +5,7 @@ from __future__ import annotations  # noqa: I001 (emulator_proc must come before
 import contextlib
 import http.client
 import json
+import socketserver
 import threading
 import time
 import urllib.request
@@ -74,6 +75,8 @@ def test_in_flight_sums_running_and_queued_over_ranks_only():
     )
     assert fleet.in_flight(text) == 6.0
     assert fleet.in_flight("sglang:num_queue_reqs 1\n") is None
+    # a sample may carry a timestamp after its value, and a label value a space
+    assert fleet.in_flight('sglang:num_running_reqs{model="a b"} 2 1764569400000\n') == 2.0
 
 
 def _stream(url: str, tokens: int) -> None:
@@ -119,6 +122,100 @@ def test_drain_without_metrics_or_server_returns_at_once(tmp_path, capsys):
         emu.stop()
     failed, res = run_module(sglang_drain, {"url": f"http://127.0.0.1:{free_port()}"}, capsys)
     assert not failed and res["running"] == 0 and "not answering" in res["reason"]
+
+
+@contextlib.contextmanager
+def _answering(reply):
+    """The URL of a server that answers every request with ``reply``: bytes, or a function that writes to the
+    client's socket."""
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self):
+            self.request.recv(65536)
+            with contextlib.suppress(OSError):
+                reply(self.request) if callable(reply) else self.request.sendall(reply)
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _http(body: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def _drip(sock) -> None:
+    """A 200 whose body comes a byte every 0.1 s for 10 s: no read waits long, the whole never ends in time."""
+    sock.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
+    for _ in range(100):
+        sock.sendall(b"s")
+        time.sleep(0.1)
+
+
+def _endless(sock) -> None:
+    sock.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
+    for _ in range(64):
+        sock.sendall(b"sglang:num_queue_reqs 0\n" * 2731)  # 64 KiB
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (_http(b"not json"), "Expecting value"),
+        (_http(b"[]"), "a JSON list without a list of workers"),
+        (_http(b'{"workers": ["gpu-1"]}'), "a worker that is not an object"),
+        (_http(b'{"workers": [{"labels": ["smg.ai/discovery-id"]}]}'), "whose labels are not"),
+        (_http(b'{"workers": [{"url": ["http://a:1"]}]}'), "whose id or url is not a string"),
+        (_http(b"[" * 100_000), "recursion"),
+        (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", r"not in HTTP \(BadStatusLine"),
+        (_drip, "not in full within 1 s"),
+        (_endless, "a body of over 1 MiB"),
+    ],
+)
+def test_a_router_answer_that_is_not_a_worker_list_is_a_fleet_error_naming_the_host(monkeypatch, reply, reason):
+    """Each raised ValueError, JSONDecodeError, AttributeError or RecursionError, hung past the probe time or read
+    without an end (issue 20 items 6 and 9)."""
+    monkeypatch.setattr(fleet, "PROBE_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(fleet, "MAX_BODY_BYTES", 1 << 20)
+    with _answering(reply) as url:
+        start = time.monotonic()
+        with pytest.raises(fleet.FleetError, match=reason) as err:
+            fleet.router_workers(url)
+    assert time.monotonic() - start < 3 and url in str(err.value) and not isinstance(err.value, fleet.Unreachable)
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (_http(b"sglang:num_running_reqs abc\n"), "line 1: sglang:num_running_reqs has no count"),
+        (_http(b'# HELP\nsglang:num_running_reqs{tp_rank="0"} NaN\n'), "line 2: sglang:num_running_reqs has no"),
+        (_http(b"sglang:num_queue_reqs -1\nsglang:num_running_reqs 0\n"), "line 1: sglang:num_queue_reqs has no"),
+        (_http(b"sglang:num_running_reqs\n"), "has no count"),
+        (_drip, "not in full within 1 s"),
+        (_endless, "a body of over 1 MiB"),
+    ],
+)
+def test_a_metrics_page_that_is_not_sglangs_stops_the_drain_naming_the_host(monkeypatch, reply, reason):
+    monkeypatch.setattr(fleet, "PROBE_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(fleet, "MAX_BODY_BYTES", 1 << 20)
+    with _answering(reply) as url:
+        start = time.monotonic()
+        with pytest.raises(fleet.FleetError, match=reason) as err:
+            fleet.wait_drained(url, timeout=30)
+    assert time.monotonic() - start < 3 and url in str(err.value)
+
+
+def test_the_modules_fail_with_the_reason_on_a_hostile_answer(capsys):
+    with _answering(_http(b"sglang:num_running_reqs abc\n")) as url:
+        failed, res = run_module(sglang_drain, {"url": url}, capsys)
+        assert failed and res["msg"].startswith(f"{url}/metrics is not SGLang's (line 1:"), res
+        failed, res = run_module(sglang_router_wait, {"url": url}, capsys)
+        assert failed and not res["unreachable"] and f"the router at {url} did not answer" in res["msg"], res
 
 
 def test_router_wait_names_the_fix_when_nothing_answers(capsys):

@@ -17,8 +17,12 @@ smg facts this relies on (smg 1.13.0, checked against its --help and a running g
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import math
+import socket
+import threading
 import time
 from urllib.parse import urlsplit
 
@@ -27,7 +31,9 @@ from .nodes import local_only
 MANIFEST_VERSION = 1
 DISCOVERY_ID_LABEL = "smg.ai/discovery-id"
 IN_FLIGHT_GAUGES = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
-PROBE_TIMEOUT_S = 5.0
+PROBE_TIMEOUT_S = 5.0  # one read of /workers or /metrics, start to end
+# A /metrics page or a /workers listing is a few KB per rank or worker: a larger body is not one of them.
+MAX_BODY_BYTES = 16 << 20
 
 
 class FleetError(RuntimeError):
@@ -122,12 +128,21 @@ def router_argv(args: dict) -> list[str]:
     return argv
 
 
-def worker_states(listing: dict) -> dict[str, dict]:
+def worker_states(listing: object) -> dict[str, dict]:
     """GET /workers as {discovery id (else url): {"url", "status", "healthy", "load", "model", "worker_id"}}:
-    load is the router's count of requests in flight to the worker, worker_id smg's own id (DELETE /workers/{id})."""
+    load is the router's count of requests in flight to the worker, worker_id smg's own id (DELETE /workers/{id}).
+    ValueError saying what is wrong with a listing of another shape."""
+    workers = listing.get("workers") if isinstance(listing, dict) else None
+    if not isinstance(workers, list):
+        raise ValueError(f"a JSON {type(listing).__name__} without a list of workers")
     states = {}
-    for worker in listing.get("workers", []):
-        key = (worker.get("labels") or {}).get(DISCOVERY_ID_LABEL) or worker.get("url")
+    for worker in workers:
+        labels = (worker.get("labels") or {}) if isinstance(worker, dict) else None
+        if not isinstance(labels, dict):
+            raise ValueError("a worker that is not an object, or whose labels are not")
+        key = labels.get(DISCOVERY_ID_LABEL) or worker.get("url")
+        if not isinstance(key, str) or not isinstance(worker.get("url"), (str, type(None))):
+            raise ValueError("a worker whose id or url is not a string")
         states[key] = {
             "url": worker.get("url"),
             "status": worker.get("status"),
@@ -141,33 +156,73 @@ def worker_states(listing: dict) -> dict[str, dict]:
 
 def in_flight(metrics_text: str) -> float | None:
     """Running plus queued requests (IN_FLIGHT_GAUGES summed over their samples, one per rank); None when the
-    running gauge is absent."""
+    running gauge is absent. ValueError naming the line whose sample is not a count."""
     total, found = 0.0, False
-    for line in metrics_text.splitlines():
+    for number, line in enumerate(metrics_text.splitlines(), 1):
         name = line.split("{", 1)[0].split(" ", 1)[0]
         if name in IN_FLIGHT_GAUGES:
-            total += float(line.rsplit(None, 1)[-1])
+            # name{labels} value [timestamp]: the labels end at the line's last '}'
+            words = line[line.rfind("}") + 1 if "{" in line else len(name) :].split()
+            try:
+                value = float(words[0])
+            except (IndexError, ValueError):
+                value = math.nan
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"line {number}: {name} has no count of requests")
+            total += value
             found = found or name == IN_FLIGHT_GAUGES[0]
     return total if found else None
 
 
-def _get(url: str, api_key: str | None = None, timeout: float = PROBE_TIMEOUT_S) -> tuple[int, str]:
+def _get(url: str, api_key: str | None = None) -> tuple[int, str]:
+    """GET ``url``: (HTTP status, body). After connecting, the exchange takes at most PROBE_TIMEOUT_S (the socket's
+    timeout counts per read, so a reply dripped a byte at a time is cut here) and the body at most MAX_BODY_BYTES.
+    Unreachable when nothing answers; FleetError naming the URL when the answer is too slow, too large or not HTTP."""
     parts = urlsplit(url)
     conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = conn_cls(parts.hostname, parts.port, timeout=timeout)
+    conn = conn_cls(parts.hostname, parts.port, timeout=PROBE_TIMEOUT_S)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        conn.connect()
+    except OSError as exc:
+        conn.close()
+        raise Unreachable(f"{url}: {exc}") from exc
+    sock, late = conn.sock, threading.Event()  # sock: the connection lets go of it once a body is read
+
+    def cut() -> None:  # ends the read under way
+        late.set()
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(PROBE_TIMEOUT_S, cut)
+    timer.start()
     try:
         conn.request("GET", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), headers=headers)
         resp = conn.getresponse()
-        return resp.status, resp.read().decode("utf-8", "replace")
+        body = resp.read(MAX_BODY_BYTES + 1)
     except (OSError, http.client.HTTPException) as exc:
+        if late.is_set() or not isinstance(exc, OSError):
+            raise FleetError(f"{url} answered, but {_bad_answer(late, exc)}") from exc
         raise Unreachable(f"{url}: {exc}") from exc
     finally:
+        timer.cancel()
         conn.close()
+    if late.is_set() or len(body) > MAX_BODY_BYTES:
+        raise FleetError(f"{url} answered, but {_bad_answer(late, None)}")
+    return resp.status, body.decode("utf-8", "replace")
+
+
+def _bad_answer(late: threading.Event, exc: Exception | None) -> str:
+    if late.is_set():
+        return f"not in full within {PROBE_TIMEOUT_S:g} s (a reply that slow is not SGLang's or smg's)"
+    if exc is None:
+        return f"with a body of over {MAX_BODY_BYTES >> 20} MiB (not a /metrics page or a worker list)"
+    return f"not in HTTP ({type(exc).__name__}: {str(exc)[:200]})"
 
 
 def router_workers(router_url: str, api_key: str | None = None) -> dict[str, dict]:
-    """The router's workers (see worker_states); Unreachable when it does not answer, FleetError on 401/403."""
+    """The router's workers (see worker_states); Unreachable when it does not answer, FleetError on 401/403 and on
+    an answer that is not smg's worker list."""
     status, body = _get(router_url.rstrip("/") + "/workers", api_key)
     if status in (401, 403):
         raise FleetError(
@@ -176,7 +231,13 @@ def router_workers(router_url: str, api_key: str | None = None) -> dict[str, dic
         )
     if status != 200:
         raise FleetError(f"the router at {router_url} answered GET /workers with HTTP {status}: {body[:200]}")
-    return worker_states(json.loads(body))
+    try:
+        return worker_states(json.loads(body))
+    except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested past Python's stack
+        raise FleetError(
+            f"the router at {router_url} did not answer GET /workers with smg's worker list ({str(exc)[:200]}): is"
+            " sglang_router_port the port of the smg router on that host?"
+        ) from exc
 
 
 def wait_router(
@@ -216,7 +277,13 @@ def wait_drained(server_url: str, timeout: float = 600, sleep: float = 1.0) -> d
             status, body = _get(server_url.rstrip("/") + "/metrics")
         except Unreachable as exc:
             return {"running": 0, "metrics": False, "elapsed": 0.0, "reason": f"server not answering ({exc})"}
-        running = in_flight(body) if status == 200 else None
+        try:
+            running = in_flight(body) if status == 200 else None
+        except ValueError as exc:
+            raise FleetError(
+                f"{server_url}/metrics is not SGLang's ({exc}): another program answers at the URL the host's"
+                " server record names; stop it, or redeploy the server"
+            ) from exc
         if running is None:
             return {
                 "running": None,
