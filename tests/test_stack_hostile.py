@@ -5,13 +5,15 @@ cap and a deadline."""
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 import yaml
+from ansible_json import needs_playbook, run_playbook
 
 from sglang_deploy import stack, stack_lock
 from sglang_deploy.cli import main
-from sglang_deploy.paths import STACKS
+from sglang_deploy.paths import REPO, STACKS
 
 
 def floating(**change) -> dict:
@@ -367,8 +369,31 @@ def test_an_ipv6_https_host_is_not_a_transport_helper():
     assert stack.git_source_problems({"git": "https://[::1]:8443/sgl-project/sglang", "ref": "main"}) == []
 
 
-def test_check_lock_names_a_lock_that_is_not_a_mapping_instead_of_failing():
-    assert stack.check_lock(stable(lock="x"), {}) == [stack.lock_file_problems(stable(lock="x"))[0]]
+def test_a_lock_that_is_not_a_mapping_is_named_once_instead_of_failing():
+    bundle = stable(lock="x")
+    assert stack.check_lock(bundle, {}) == []  # no AttributeError on the host
+    assert [p for p in stack.validate(bundle) if p.startswith("lock.file")] == stack.lock_file_problems(bundle)
+
+
+@needs_playbook
+def test_the_stack_role_reads_no_lock_outside_the_bundles_folder(locked_stacks, tmp_path):
+    """The role's include_vars loaded lock.file from any path, and its variables showed in the run's output."""
+    stacks, secret = locked_stacks
+    secret.write_text(f"token: {SECRET}\n")  # a valid YAML mapping: loaded, not just echoed in an error
+    bundle = yaml.safe_load((stacks / "stable-0.5.23-2026-11-30.yml").read_text())
+    bundle["lock"]["file"] = "../private/key.lock.yml"
+    (stacks / "stable-0.5.23-2026-11-30.yml").write_text(yaml.safe_dump(bundle))
+    role = {"name": "sglang_stack"}
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [{"ansible.builtin.include_role": role}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    out, doc = run_playbook(
+        ["-i", "localhost,", "-c", "local", "--check", "-e", f"sglang_stack_bundles_dir={stacks}", "play.yml"]
+        + ["-e", f"ansible_python_interpreter={sys.executable}"],
+        tmp_path,
+        {"ANSIBLE_ROLES_PATH": str(REPO / "roles")},
+    )
+    assert doc["stats"]["localhost"]["failures"] == 1
+    assert SECRET not in out.stdout + out.stderr
 
 
 def test_stack_lock_replaces_a_link_planted_at_its_output_instead_of_writing_through_it(tmp_path, monkeypatch):

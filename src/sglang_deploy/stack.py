@@ -238,8 +238,8 @@ def lock_id(lock: dict) -> str:
 def check_lock(bundle: dict, lock: dict | None) -> list[str]:
     """Problems between a locked bundle and its lock file (empty when the bundle has no lock, or they agree)."""
     ref = bundle.get("lock")
-    if not ref or lock_file_problems(bundle):
-        return lock_file_problems(bundle)
+    if not ref or lock_file_problems(bundle):  # validate names a lock.file that is not a file name
+        return []
     if not isinstance(lock, dict) or not isinstance(lock.get("packages"), list):
         return [f"lock {ref.get('file')}: missing or not a lock (run: sglang-deploy stack lock)"]
     if lock_id(lock) != ref.get("id"):
