@@ -29,7 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "tests" / "gpu")]
 
-import harness  # tests/gpu: the suite's server launch, stop and key handling
+import benchcmp  # tests/gpu: the suite's server launch, stop and key handling
+import harness
 
 from sglang_deploy.bench.workload import build_prompt
 
@@ -75,7 +76,8 @@ def ours_cmd(server, mode: str, level, count: int, args, out: Path) -> list[str]
 
 def theirs_cmd(server, mode: str, level, count: int, args, dataset: Path, out: Path) -> list[str]:
     cmd = [sys.executable, "-m", "sglang.bench_serving", "--backend", "sglang-oai-chat", "--base-url", server.url]
-    cmd += ["--model", server.launch.args["served-model-name"], "--tokenizer", str(args.model)]
+    cmd += ["--model", str(args.model), "--served-model-name", server.launch.args["served-model-name"]]
+    cmd += ["--tokenizer", str(args.model)]
     cmd += ["--dataset-name", "sharegpt", "--dataset-path", str(dataset)]
     cmd += ["--sharegpt-output-len", str(args.output_len), "--num-prompts", str(count), "--seed", str(args.seed)]
     cmd += ["--warmup-requests", str(args.warmup), "--output-file", str(out), "--disable-tqdm"]
@@ -109,7 +111,8 @@ def run_one(server, tool: str, mode: str, level, count: int, args, dataset: Path
         cmd = theirs_cmd(server, mode, level, count, args, dataset, out)
     status = server.request("POST", "/flush_cache", timeout=30)[0]
     path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path, "PARITY_KEY": server.api_key, "OPENAI_API_KEY": server.api_key}
+    env = {**os.environ, **benchcmp.OFFLINE_ENV, "PYTHONPATH": path, "PARITY_KEY": server.api_key}
+    env["OPENAI_API_KEY"] = server.api_key
     start = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, check=False)
     record = {

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from harness import REPO, Server
 
+# bench_serving and transformers look nothing up on the Hub (the GPU host may be offline).
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 # Per level: (our key, our statistic, bench_serving key); bench_serving reports mean and median.
 FIGURES = (
     ("output_throughput_tok_s", None, "output_throughput"),
@@ -63,8 +65,10 @@ def bench_serving(
     extra_body: dict | None = None,
     warmup: int = 2,
 ) -> dict:
-    """`python -m sglang.bench_serving` (sglang-oai-chat backend, random-ids, fixed lengths) per level."""
-    env = {**os.environ, "OPENAI_API_KEY": server.api_key or ""}
+    """`python -m sglang.bench_serving` (sglang-oai-chat backend, random-ids, fixed lengths) per level. --model is
+    the model folder (bench_serving loads its chat template from --model: a served name made it query the Hub,
+    about 45 s of retries per run offline), --served-model-name the name requests carry."""
+    env = {**os.environ, **OFFLINE_ENV, "OPENAI_API_KEY": server.api_key or ""}
     rows = {}
     log = []
     for c in levels:
@@ -82,6 +86,8 @@ def bench_serving(
             "--tokenizer",
             str(model),
             "--model",
+            str(model),
+            "--served-model-name",
             server.launch.args["served-model-name"],
             "--random-input-len",
             str(input_len),

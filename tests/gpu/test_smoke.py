@@ -23,9 +23,9 @@ INPUT_LEN = OUTPUT_LEN = 256
 TIMES: dict = {}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def clock() -> float:
-    """The smoke's start, taken before the model folders are made (fixtures start in argument order)."""
+    """The smoke's start, taken before the model folders are made (session fixtures start in argument order)."""
     return time.monotonic()
 
 
