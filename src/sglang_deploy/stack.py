@@ -324,8 +324,9 @@ def without_credentials(url: str, error: str) -> str:
     return f"{host} failed: {error}"
 
 
-# Bounds of every download of a wheel: a stack's largest wheels are 1 to 3 GB, so a body past MAX_WHEEL_BYTES is
-# not a wheel; a fetch's downloads together end at its deadline (one that stalls stops READ_TIMEOUT after it at most).
+# Bounds of every download of a wheel: the default bundle's 207 wheels are 4.36 GB together, so a body past
+# MAX_WHEEL_BYTES is not a wheel; a fetch's downloads together end at its deadline (one that stalls stops at most
+# READ_TIMEOUT after it).
 MAX_WHEEL_BYTES = 8 * 10**9
 FETCH_TIMEOUT = 3600
 READ_TIMEOUT = 60
