@@ -4,13 +4,16 @@ for (facts, status, deploy): the lab test in test_tune_lab.py runs the real ones
 
 from __future__ import annotations
 
+import shlex
+import shutil
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
-from sglang_deploy import api, tune
+from sglang_deploy import api, cli, tune
 from sglang_deploy import profiles as prof
-from test_tune import LAB_FACTS, ModelDeploy, planned_lab
+from test_tune import LAB_FACTS, SEARCH, ModelDeploy, planned_lab
 
 
 class Killed(BaseException):
@@ -51,11 +54,12 @@ class Lab:
         self.deploys.append((profile, benchmark))
         if benchmark and self.kill_at == sum(b for _, b in self.deploys):
             raise Killed
-        done = SimpleNamespace(status="successful", ok=True, emulated=True, artifacts="", elapsed_s=0.1, failures=[])
+        done = SimpleNamespace(
+            status="successful", ok=True, emulated=True, artifacts="", elapsed_s=0.1, failures=[], error=None, rc=0
+        )
         done.benchmarks = {}
         if benchmark:
-            body = extravars["sglang_profiles"][profile]
-            p = next(q for q in self.planned if q.body == body)
+            p = next(q for q in self.planned if q.profile == profile)
             fields = self.model(p, None, "full", 0)
             done.benchmarks = {"lab-1": {"levels": levels(fields.get("metrics", {}).get("lab-1", {}))}}
         return done
@@ -143,3 +147,72 @@ def test_elapsed_and_time_to_winner_count_every_run_of_the_search(tmp_path):
     done = {r["candidate_key"]: r["elapsed_at_s"] for r in out.records}
     assert out.time_to_winner_s == done[out.winner.key] > first.elapsed_s
     assert tune.Store(tmp_path).meta()["spent_s"] == out.elapsed_s
+
+
+# --------------------------------------------------------------------------------------------------
+# The report's promote command; promoting a candidate over a limit; nulls
+
+
+def test_the_reports_promote_command_is_what_the_parser_accepts(search, monkeypatch, tmp_path):
+    s, planned = search
+    lab = Lab(monkeypatch)
+    lab.planned = planned
+    path = tmp_path / "my search.yml"
+    path.write_text(yaml.safe_dump({**SEARCH, "name": "t"}, sort_keys=False))
+    out = tmp_path / "out"
+    assert cli.main(["tune", str(path), "-i", "inventory/lab.yml", "--out", str(out)]) == 0
+    md = (out / "report" / "report.md").read_text()
+    assert "--promote-to" not in md
+    (line,) = [ln for ln in md.splitlines() if "writes it as profile NAME" in ln]
+    words = shlex.split(line.split("`")[1])
+    assert words[:2] == ["sglang-deploy", "tune"]
+    args = cli.build_parser().parse_args(words[1:])
+    assert (args.search, args.inventory, args.out) == (str(path), "inventory/lab.yml", str(out))
+    assert (args.promote, args.into) == ("NAME", str(prof.PROFILES_FILE))
+
+
+def over_limit_search():
+    s, planned, _ = planned_lab()
+    s.limits = [tune.Limit("ttft_p99_ms", 32, max=150.0)]  # ModelDeploy's 200 ms breaks it for every candidate
+    return s, planned
+
+
+def test_a_candidate_over_a_limit_is_promoted_only_with_over_limit(monkeypatch, tmp_path):
+    s, planned = over_limit_search()
+    lab = Lab(monkeypatch)
+    lab.planned = planned
+    target = tmp_path / "profiles.yml"
+    shutil.copy(prof.PROFILES_FILE, target)
+    kw = dict(out_dir=tmp_path / "out", promote="fast", promote_into=target, candidate="1")
+    with pytest.raises(
+        tune.SearchError, match=r"--candidate 1 broke a limit .*ttft_p99_ms @ c=32 <= 150 .*--over-limit"
+    ):
+        api.tune(s, **kw)
+    assert "fast:" not in target.read_text()
+    res = api.tune(s, over_limit=True, **kw)
+    assert "broke a limit: ttft_p99_ms @ c=32 <= 150 (got 200.0)" in res.promoted["warning"]
+    assert "fast" in prof.load_profiles(target)
+
+
+def test_a_null_that_removes_nothing_is_not_written(tmp_path):
+    s, planned, _ = planned_lab(
+        tune.parse_search(
+            {
+                **SEARCH,
+                "axes": {"enable-mscclpp": [None, True], "moe-runner-backend": [None, "triton"]},
+                "constraints": [],
+            },
+            name="t",
+        )
+    )
+    (p,) = [q for q in planned if q.candidate.choices == {"enable-mscclpp": "null", "moe-runner-backend": "null"}]
+    body = tune.promotion_body(s, p, base_profiles=prof.load_profiles())
+    # baseline sets moe-runner-backend (the null removes it) but not enable-mscclpp
+    assert body["args"] == {"moe-runner-backend": None}
+    target = tmp_path / "profiles.yml"
+    shutil.copy(prof.PROFILES_FILE, target)
+    _, text = tune.promote(target, "plain", body)
+    own = text.split("\n  plain:")[1]
+    assert "enable-mscclpp:" not in own and "moe-runner-backend:" in own
+    launch = prof.render("plain", prof.load_profiles(target), prof.load_settings(), "0.5.23")
+    assert launch.argv == p.launches["lab-1"]["argv"]

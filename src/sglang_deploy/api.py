@@ -874,8 +874,12 @@ def tune(
     candidate: str | None = None,
     on_event=None,
     on_plan: Callable | None = None,
+    over_limit: bool = False,
+    promote_hint: str | None = None,
 ) -> TuneResult:
-    """Run the search of ``search_file`` (path or tuning.Search). SearchError / ValueError for bad input."""
+    """Run the search of ``search_file`` (path or tuning.Search). SearchError / ValueError for bad input.
+    ``over_limit`` lets ``candidate`` be one that broke a limit; ``promote_hint``: the command report.md gives
+    for promoting the winner."""
     from sglang_deploy import tune_report
     from sglang_deploy.paths import RESULTS
 
@@ -949,15 +953,23 @@ def tune(
         if all(r.ok for r in result.restores):
             store.update_meta(before=None)
     try:
-        result.report_dir = tune_report.write(outcome, store.report_dir)
+        result.report_dir = tune_report.write(outcome, store.report_dir, promote_hint)
     except ValueError as exc:  # a link planted during the search
         result.error = f"the report was not written: {exc}"
         return result
     if promote:
         chosen = _tune_chosen(outcome, candidate)
-        body = tuning.promotion_body(search, chosen, outcome)
+        broken = tuning.limits_broken(outcome, chosen)
+        if broken and not over_limit:
+            raise tuning.SearchError(
+                f"--candidate {candidate} broke a limit of the search ({'; '.join(broken)}): add --over-limit to "
+                "promote it anyway"
+            )
+        body = tuning.promotion_body(search, chosen, outcome, hosts[0].profiles)
         diff, _ = tuning.promote(promote_into, promote, body, hosts[0].profiles)
         result.promoted = {"name": promote, "file": str(promote_into), "diff": diff, "candidate": chosen.key}
+        if broken:
+            result.promoted["warning"] = f"candidate {candidate} broke a limit: {'; '.join(broken)}"
     return result
 
 

@@ -1104,8 +1104,17 @@ def evaluate(out: Outcome, by_key: dict | None = None) -> None:
 # Promotion
 
 
-def promotion_body(search: Search, p: Planned, outcome: Outcome | None = None) -> dict:
-    """The winner as a profile: extends the base profile (a named one) with the candidate's own args/env."""
+def limits_broken(outcome: Outcome, p: Planned) -> list:
+    """The limits of the search that candidate ``p`` broke with the full workload (the rankings' texts)."""
+    rows = outcome.rankings.get(outcome.search.objectives[0].name, [])
+    return next((r["limits_broken"] for r in rows if r["key"] == p.key), [])
+
+
+def promotion_body(
+    search: Search, p: Planned, outcome: Outcome | None = None, base_profiles: dict | None = None
+) -> dict:
+    """The winner as a profile: extends the base profile (a named one) with the candidate's own args/env. A null
+    (remove the key) is kept only where the base, resolved in ``base_profiles``, sets that key."""
     obj = search.objectives[0]
     desc = f"Found by `sglang-deploy tune` (search {search.name}): {p.candidate.label}."
     if outcome is not None:
@@ -1114,11 +1123,13 @@ def promotion_body(search: Search, p: Planned, outcome: Outcome | None = None) -
             desc += f" {obj.name}: median {row['median']:.1f} over {row['n']} run(s)"
             desc += " (synthetic, lab emulator)." if outcome.emulated else "."
     if isinstance(search.base, str):
+        base = prof.resolve(search.base, base_profiles) if base_profiles else None
         body: dict = {"description": desc, "extends": search.base}
-        if p.candidate.args:
-            body["args"] = dict(p.candidate.args)
-        if p.candidate.env:
-            body["env"] = dict(p.candidate.env)
+        for part, own in (("args", p.candidate.args), ("env", p.candidate.env)):
+            inherited = getattr(base, part) if base else None
+            kept = {k: v for k, v in own.items() if v is not None or inherited is None or k in inherited}
+            if kept:
+                body[part] = kept
         return body
     return {"description": desc, "args": p.body["args"], "env": p.body["env"]}
 

@@ -99,7 +99,8 @@ def _pairs(out: tune.Outcome) -> tuple:
     return xo, yo, [(p, xs[p.key], ys[p.key]) for p in out.runnable if p.key in xs and p.key in ys]
 
 
-def markdown(out: tune.Outcome, plot_name: str | None = PLOT_NAME) -> str:
+def markdown(out: tune.Outcome, plot_name: str | None = PLOT_NAME, promote_hint: str | None = None) -> str:
+    """The report; ``promote_hint``: the command that promotes the winner (the command line spells it)."""
     s = out.search
     c = out.counts()
     w = s.workload
@@ -153,9 +154,9 @@ def markdown(out: tune.Outcome, plot_name: str | None = PLOT_NAME) -> str:
             json.dumps({out.winner.profile: out.winner.body}, indent=2),
             "```",
             "",
-            "`--promote NAME --promote-to FILE` writes it (extending the base) into a group_vars file.",
-            "",
         ]
+        if promote_hint:
+            lines += [f"{_code(promote_hint)} writes it as profile NAME into a group_vars file.", ""]
     failed = out.failed()
     lines += ["## Failed", ""]
     if not failed:
@@ -255,12 +256,12 @@ def check(out_dir) -> None:
         check_dest(str(out_dir / name))
 
 
-def write(out: tune.Outcome, out_dir) -> Path:
+def write(out: tune.Outcome, out_dir, promote_hint: str | None = None) -> Path:
     """report.md, pareto.png (two objectives or more) and outcome.json in out_dir, each through bench's writer
     (private temporary file, rename); returns the folder. ValueError (check) before anything is written."""
     out_dir = Path(out_dir)
     check(out_dir)
     drawn = plot(out, out_dir / PLOT_NAME)
-    write_file(markdown(out, PLOT_NAME if drawn else None), str(out_dir / "report.md"), mode=0o644)
+    write_file(markdown(out, PLOT_NAME if drawn else None, promote_hint), str(out_dir / "report.md"), mode=0o644)
     write_file(json.dumps(out.to_dict(), indent=2, default=str) + "\n", str(out_dir / "outcome.json"), mode=0o644)
     return out_dir

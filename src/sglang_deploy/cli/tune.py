@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import shlex
 import sys
 
 from sglang_deploy import api, report, tune_report
@@ -38,7 +40,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="group_vars file for --promote (default group_vars/all/profiles.yml)",
     )
     p.add_argument("--candidate", metavar="N|KEY", help="promote this candidate instead of the winner")
-    p.set_defaults(func=tune)
+    p.add_argument(
+        "--over-limit", action="store_true", help="let --candidate promote a candidate that broke a limit of the search"
+    )
+    p.set_defaults(func=functools.partial(tune, parser=p))
+
+
+def promote_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """The command that promotes this search's winner, spelled by ``parser`` (report.md prints it)."""
+    option = {a.dest: a.option_strings[-1] for a in parser._actions if a.option_strings}
+    words = ["sglang-deploy", "tune", args.search]
+    for dest in ("inventory", "limit", "out"):
+        if getattr(args, dest):
+            words += [option[dest], getattr(args, dest)]
+    return shlex.join(words) + f" {option['promote']} NAME {option['into']} {shlex.quote(args.into)}"
 
 
 def print_plan(preview: tuning.Outcome) -> None:
@@ -56,7 +71,7 @@ def print_plan(preview: tuning.Outcome) -> None:
         )
 
 
-def tune(args: argparse.Namespace) -> int:
+def tune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     extravars = _extravars(args)
     try:
         search = tuning.load_search(args.search)
@@ -76,6 +91,8 @@ def tune(args: argparse.Namespace) -> int:
                 promote=args.promote,
                 promote_into=args.into,
                 candidate=args.candidate,
+                over_limit=args.over_limit,
+                promote_hint=promote_command(parser, args),
                 on_event=progress,
                 on_plan=print_plan,
             )
@@ -89,6 +106,8 @@ def tune(args: argparse.Namespace) -> int:
         if res.outcome.emulated:
             print(report.SYNTHETIC_NOTE)
     if res.promoted:
+        if res.promoted.get("warning"):
+            print(f"warning: {res.promoted['warning']}", file=sys.stderr)
         print(
             f"promoted candidate {res.promoted['candidate']} as profile {res.promoted['name']} "
             f"into {res.promoted['file']}:",
