@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from sglang_deploy import api, cli, tune
+from sglang_deploy import api, cli, tune, tune_report
 from sglang_deploy import profiles as prof
 from test_tune import LAB_FACTS, SEARCH, ModelDeploy, planned_lab
 
@@ -216,3 +216,35 @@ def test_a_null_that_removes_nothing_is_not_written(tmp_path):
     assert "enable-mscclpp:" not in own and "moe-runner-backend:" in own
     launch = prof.render("plain", prof.load_profiles(target), prof.load_settings(), "0.5.23")
     assert launch.argv == p.launches["lab-1"]["argv"]
+
+
+# --------------------------------------------------------------------------------------------------
+# The Pareto plot
+
+
+class SlowFirstToken(ModelDeploy):
+    """The PCIe-IPC candidates (the fastest) break the search's TTFT limit."""
+
+    def __call__(self, p, workload, stage, repeat):
+        fields = super().__call__(p, workload, stage, repeat)
+        if fields["status"] == tune.OK and p.candidate.choices["allreduce"] == "pcie-ipc":
+            fields["metrics"]["lab-1"]["32"]["ttft_p99_ms"] = 3000.0
+        return fields
+
+
+def test_the_pareto_plot_marks_limit_breakers_and_keeps_labels_clear_of_the_legend(tmp_path):
+    s, planned, excluded = planned_lab()
+    out = tune.run_search(s, planned, excluded, SlowFirstToken(), tune.Store(tmp_path))
+    _, _, pts = tune_report.plot_points(out)
+    over = [pt for pt in pts if pt["over"]]
+    assert over and all(pt["planned"].candidate.choices["allreduce"] == "pcie-ipc" for pt in over)
+    assert not [pt for pt in over if pt["front"]]  # the fastest, but not eligible: not on the front
+    assert [pt for pt in pts if pt["front"]]
+    fig = tune_report.figure(out)
+    fig.canvas.draw()
+    (ax,) = fig.axes
+    (legend,) = fig.legends
+    assert "over a limit (not eligible)" in [t.get_text() for t in legend.get_texts()]
+    assert not legend.get_window_extent().overlaps(ax.get_window_extent())
+    labels = [t.get_text() for t in ax.texts]
+    assert sum(t.endswith("over limit") for t in labels) == len(over)

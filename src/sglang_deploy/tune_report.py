@@ -88,15 +88,25 @@ def pareto_front(points: list) -> list:
     return front
 
 
-def _pairs(out: tune.Outcome) -> tuple:
-    """(x objective, y objective, [(planned, x row, y row)]) for the plot: the first two objectives."""
+def plot_points(out: tune.Outcome) -> tuple:
+    """(x objective, y objective, points) for the plot, the first two objectives: per candidate measured for both
+    {planned, x, y (ranking rows), over (broke a limit), front (on the Pareto front of those within the limits)}."""
     objs = out.search.objectives
     if len(objs) < 2:
         return None, None, []
     xo, yo = objs[0], objs[1]
     xs = {r["key"]: r for r in out.rankings.get(xo.name, [])}
     ys = {r["key"]: r for r in out.rankings.get(yo.name, [])}
-    return xo, yo, [(p, xs[p.key], ys[p.key]) for p in out.runnable if p.key in xs and p.key in ys]
+    pts = [
+        {"planned": p, "x": xs[p.key], "y": ys[p.key], "over": not xs[p.key]["within_limits"], "front": False}
+        for p in out.runnable
+        if p.key in xs and p.key in ys
+    ]
+    sx, sy = (1 if o.goal == "max" else -1 for o in (xo, yo))
+    ok = [pt for pt in pts if not pt["over"]]
+    for i in pareto_front([(sx * pt["x"]["median"], sy * pt["y"]["median"]) for pt in ok]):
+        ok[i]["front"] = True
+    return xo, yo, pts
 
 
 def markdown(out: tune.Outcome, plot_name: str | None = PLOT_NAME, promote_hint: str | None = None) -> str:
@@ -188,10 +198,12 @@ def markdown(out: tune.Outcome, plot_name: str | None = PLOT_NAME, promote_hint:
     return "\n".join(lines) + "\n"
 
 
-def plot(out: tune.Outcome, path) -> Path | None:
-    """PNG: first objective against the second, one point per candidate (median, whiskers min-max), the Pareto
-    front joined and labelled. None when there are fewer than two objectives or no point."""
-    xo, yo, pts = _pairs(out)
+def figure(out: tune.Outcome):
+    """The plot as a matplotlib figure (None when there are fewer than two objectives or no point): first
+    objective against the second, one point per candidate (median, whiskers min-max), the Pareto front of the
+    candidates within the limits joined and labelled, those over a limit crossed; the legend beside the axes,
+    where it covers no label."""
+    xo, yo, pts = plot_points(out)
     if not pts:
         return None
     import matplotlib
@@ -199,32 +211,50 @@ def plot(out: tune.Outcome, path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    sx = 1 if xo.goal == "max" else -1
-    sy = 1 if yo.goal == "max" else -1
-    front = set(pareto_front([(sx * x["median"], sy * y["median"]) for _, x, y in pts]))
-    fig, ax = plt.subplots(figsize=(9, 6), constrained_layout=True)
-    for i, (p, x, y) in enumerate(pts):
-        on = i in front
+    fig, ax = plt.subplots(figsize=(10, 6), constrained_layout=True)
+    styles = {  # kind -> marker, colour, size, legend label
+        "front": ("o", "#c0392b", 9, None),
+        "other": (".", "#7f8c8d", 7, None),
+        "over": ("X", "#e67e22", 9, "over a limit (not eligible)"),
+    }
+    labelled = set()
+    for pt in pts:
+        kind = "over" if pt["over"] else "front" if pt["front"] else "other"
+        marker, colour, size, label = styles[kind]
+        x, y = pt["x"], pt["y"]
         ax.errorbar(
             x["median"],
             y["median"],
             xerr=[[x["median"] - x["min"]], [x["max"] - x["median"]]],
             yerr=[[y["median"] - y["min"]], [y["max"] - y["median"]]],
-            fmt="o" if on else ".",
-            color="#c0392b" if on else "#7f8c8d",
-            markersize=9 if on else 7,
+            fmt=marker,
+            color=colour,
+            markersize=size,
             capsize=3,
+            label=label if label and kind not in labelled else None,
         )
+        labelled.add(kind)
         ax.annotate(
-            f"#{p.candidate.index}", (x["median"], y["median"]), textcoords="offset points", xytext=(6, 4), fontsize=8
+            f"#{pt['planned'].candidate.index}" + (" over limit" if pt["over"] else ""),
+            (x["median"], y["median"]),
+            textcoords="offset points",
+            xytext=(6, 4),
+            fontsize=8,
+            color=colour if pt["over"] else "black",
         )
-    line = sorted((pts[i][1]["median"], pts[i][2]["median"]) for i in front)
-    ax.plot([a for a, _ in line], [b for _, b in line], "-", color="#c0392b", alpha=0.5, label="Pareto front")
-    for i in sorted(front):  # the values alone keep the label short; the report's tables have the axis names
-        p = pts[i][0]
+    front = sorted((pt for pt in pts if pt["front"]), key=lambda pt: pt["x"]["median"])
+    ax.plot(
+        [pt["x"]["median"] for pt in front],
+        [pt["y"]["median"] for pt in front],
+        "-",
+        color="#c0392b",
+        alpha=0.5,
+        label="Pareto front (within the limits)",
+    )
+    for pt in front:  # the values alone keep the label short; the report's tables have the axis names
         ax.annotate(
-            one_line(" / ".join(p.candidate.choices.values())),
-            (pts[i][1]["median"], pts[i][2]["median"]),
+            one_line(" / ".join(pt["planned"].candidate.choices.values())),
+            (pt["x"]["median"], pt["y"]["median"]),
             textcoords="offset points",
             xytext=(0, -14),
             ha="center",
@@ -235,11 +265,21 @@ def plot(out: tune.Outcome, path) -> Path | None:
     ax.set_xlabel(f"{xo.name} ({xo.goal})")
     ax.set_ylabel(f"{yo.name} ({yo.goal})")
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="lower left")
+    fig.legend(loc="outside right upper", fontsize=8)
     c = out.counts()
     ax.set_title(f"tune {out.search.name}: {c['measured_ok']} measured, {c['failed']} failed, {c['pruned']} pruned")
     if out.emulated:
         fig.supxlabel(SYNTHETIC_NOTE, color="#b00020", fontsize=10)
+    return fig
+
+
+def plot(out: tune.Outcome, path) -> Path | None:
+    """pareto.png (figure()) written to ``path``; None when there is nothing to plot."""
+    fig = figure(out)
+    if fig is None:
+        return None
+    import matplotlib.pyplot as plt
+
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
