@@ -851,3 +851,46 @@ def test_a_reader_that_stalls_does_not_hold_its_running_slot(plain):
         s.sendall(b"POST /generate HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body.encode()))
         plain.wait(lambda: metrics(plain)["sglang:num_running_reqs"] == 1, timeout=2, what="running")
         plain.wait(lambda: metrics(plain)["sglang:num_running_reqs"] == 0, timeout=4, what="finished unread")
+
+
+def test_request_bodies_held_at_once_have_one_budget(monkeypatch):
+    """Clients without a key could make the process hold 16 x 57 MB of bodies: past BODIES' limit a body is
+    answered 503 while it is read, and the room comes back when the requests end (issue 20 item 10)."""
+    import asyncio
+
+    from sglang_deploy.emulator import protocol
+
+    monkeypatch.setattr(protocol, "BODIES", protocol.BodyBudget(1 << 20))
+    body = b"x" * (400 << 10)
+
+    async def scenario() -> list[int]:
+        release = asyncio.Event()
+
+        async def hold(req, out):  # a long request: its body stays held until it answers
+            await release.wait()
+            await out.send_json(200, {"bytes": len(req.body)})
+
+        listener = await asyncio.start_server(
+            lambda r, w: protocol.serve_connection(r, w, lambda req: hold), "127.0.0.1", 0
+        )
+        port = listener.sockets[0].getsockname()[1]
+
+        async def post() -> int:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"POST /generate HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            status = int((await reader.readline()).split()[1])
+            writer.close()
+            return status
+
+        first = [asyncio.create_task(post()) for _ in range(2)]
+        while protocol.BODIES.held < 2 * len(body):
+            await asyncio.sleep(0.01)
+        refused = await post()  # 800 KiB held: 400 more would pass 1 MiB
+        release.set()
+        statuses = [*await asyncio.gather(*first), refused]
+        assert protocol.BODIES.held == 0
+        statuses.append(await post())  # the room came back
+        listener.close()
+        return statuses
+
+    assert asyncio.run(scenario()) == [200, 200, 503, 200]

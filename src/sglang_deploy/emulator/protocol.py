@@ -15,6 +15,7 @@ HEAD_TIMEOUT_S = 5.0
 BODY_TIMEOUT_S = 60.0
 WRITE_TIMEOUT_S = 60.0  # after a response, for the client to take it
 MAX_BODY_BYTES = 64 * 1024 * 1024
+READ_PIECE_BYTES = 64 * 1024  # a body is read (and counted against BODIES) in pieces of at most this
 HTTP_REASONS = {
     100: "Continue",
     200: "OK",
@@ -47,6 +48,7 @@ class Request:
         self.method, self.path, self.version, self.headers = method, path, version, headers
         self.keep_alive = keep_alive
         self.body = b""  # read after routing, so a refused request's body is never read
+        self.held = 0  # bytes of the body counted in BODIES
 
     def json(self) -> dict:
         try:
@@ -56,6 +58,28 @@ class Request:
         if not isinstance(data, dict):
             raise openai_error(400, "Request body must be a JSON object", "BadRequestError")
         return data
+
+
+class BodyBudget:
+    """The request body bytes that all connections of the process hold at once (being read, or in a handler that
+    runs): without it 16 clients sending 57 MB bodies held 912 MB. A body that would pass the limit is answered 503
+    while it is read, as a server out of room would answer."""
+
+    def __init__(self, limit: int):
+        self.limit, self.held = limit, 0
+
+    def take(self, req: Request, size: int) -> None:
+        if self.held + size > self.limit:
+            raise HttpError(503, {"detail": f"request bodies of over {self.limit} bytes are in progress: retry later"})
+        self.held += size
+        req.held += size
+
+    def give_back(self, req: Request) -> None:
+        self.held -= req.held
+        req.held = 0
+
+
+BODIES = BodyBudget(4 * MAX_BODY_BYTES)
 
 
 class Responder:
@@ -216,7 +240,7 @@ async def _answer(req: Request, out: Responder, reader: asyncio.StreamReader, ro
             out.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         try:
             async with asyncio.timeout(BODY_TIMEOUT_S):
-                req.body = await read_body(reader, req.headers)
+                req.body = await read_body(reader, req)
         except (HttpError, TimeoutError):
             out.keep_alive = False  # the framing is lost
             raise
@@ -235,14 +259,18 @@ async def _answer(req: Request, out: Responder, reader: asyncio.StreamReader, ro
         out.keep_alive = False
         if not out.status:
             await out.send_json(500, {"detail": "Internal Server Error"})
+    finally:
+        BODIES.give_back(req)
 
 
 def _has_body(headers: dict) -> bool:
     return "transfer-encoding" in headers or headers.get("content-length", "0").strip() not in ("", "0")
 
 
-async def read_body(reader: asyncio.StreamReader, headers: dict) -> bytes:
-    """The body by Content-Length or chunked transfer coding; HttpError 400/413 for broken or oversized framing."""
+async def read_body(reader: asyncio.StreamReader, req: Request) -> bytes:
+    """The body by Content-Length or chunked transfer coding, counted in BODIES as it arrives; HttpError 400/413 for
+    broken or oversized framing, 503 when the process holds too much already."""
+    headers = req.headers
     if "chunked" in headers.get("transfer-encoding", "").lower():
         parts, total = [], 0
         while True:
@@ -257,12 +285,23 @@ async def read_body(reader: asyncio.StreamReader, headers: dict) -> bytes:
             total += size
             if total > MAX_BODY_BYTES:
                 raise HttpError(413, {"detail": f"request body over {MAX_BODY_BYTES} bytes"})
-            parts.append(await reader.readexactly(size))
+            parts += await _read(reader, req, size)
             await reader.readexactly(2)
     length = _size(headers.get("content-length", "0").encode() or b"0", 10)
     if length > MAX_BODY_BYTES:
         raise HttpError(413, {"detail": f"request body over {MAX_BODY_BYTES} bytes"})
-    return await reader.readexactly(length) if length else b""
+    return b"".join(await _read(reader, req, length))
+
+
+async def _read(reader: asyncio.StreamReader, req: Request, size: int) -> list[bytes]:
+    """``size`` bytes in pieces, each counted in BODIES before it is read."""
+    parts = []
+    while size:
+        piece = min(size, READ_PIECE_BYTES)
+        BODIES.take(req, piece)
+        parts.append(await reader.readexactly(piece))
+        size -= piece
+    return parts
 
 
 def _size(text: bytes, base: int) -> int:
