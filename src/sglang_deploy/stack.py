@@ -6,12 +6,14 @@ Python 3.10+. A bundle reaches this code as a dict (the controller loads the YAM
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import json
 import os
 import re
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -325,8 +327,7 @@ def without_credentials(url: str, error: str) -> str:
 
 
 # Bounds of every download of a wheel: the default bundle's 207 wheels are 4.36 GB together, so a body past
-# MAX_WHEEL_BYTES is not a wheel; a fetch's downloads together end at its deadline (one that stalls stops at most
-# READ_TIMEOUT after it).
+# MAX_WHEEL_BYTES is not a wheel; a fetch's downloads together end at its deadline.
 MAX_WHEEL_BYTES = 8 * 10**9
 FETCH_TIMEOUT = 3600
 READ_TIMEOUT = 60
@@ -336,24 +337,51 @@ class DownloadStopped(OSError):
     """A download stopped at the size cap, the deadline, or because its fetch was interrupted."""
 
 
-def _time_left(deadline: float, done: int) -> float:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise DownloadStopped(f"stopped at the deadline of the fetch after {done / 1e6:.1f} MB")
-    return min(READ_TIMEOUT, left)
+def _opener(sockets: list, late: threading.Event) -> urllib.request.OpenerDirector:
+    """urllib's opener, keeping each socket it connects (redirects included) in sockets, so that the deadline can end a
+    read under way: a server that drips its headers a byte at a time never returns from urlopen otherwise."""
+
+    def watching(handler: type) -> type:
+        class Watching(handler):
+            def do_open(self, http_class, req, **kwargs):
+                class Connection(http_class):
+                    def connect(self) -> None:
+                        if late.is_set():
+                            raise DownloadStopped("the deadline of the fetch passed")
+                        super().connect()
+                        sockets.append(self.sock)
+
+                return super().do_open(Connection, req, **kwargs)
+
+        return Watching
+
+    return urllib.request.build_opener(watching(urllib.request.HTTPHandler), watching(urllib.request.HTTPSHandler))
+
+
+def _cut(sockets: list, late: threading.Event) -> None:
+    late.set()
+    for sock in sockets:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def download(url: str, dest: str, *, max_bytes: int = MAX_WHEEL_BYTES, deadline: float | None = None, stop=None) -> int:
     """Download url to dest; returns the size. The body goes to a private temporary file, renamed to dest only when
-    complete and removed on any failure; the download stops past max_bytes, at deadline (time.monotonic(), default
-    FETCH_TIMEOUT from now), when the server sends nothing for READ_TIMEOUT s, or when stop (a threading.Event) is
-    set, raising DownloadStopped."""
+    complete and removed on any failure. DownloadStopped past max_bytes, at deadline (time.monotonic(), default
+    FETCH_TIMEOUT from now: its sockets are shut down then, however slowly the server sends), when the server sends
+    nothing for READ_TIMEOUT s, or when stop (a threading.Event) is set; OSError for a body cut short."""
     deadline = time.monotonic() + FETCH_TIMEOUT if deadline is None else deadline
+    path = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
+    if url.startswith("file:") and not os.path.isfile(path):  # a FIFO or a device would block or never end
+        raise OSError(f"{path} is not a regular file")
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".", suffix=".part")
-    size = 0
+    sockets, late, size = [], threading.Event(), 0
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), _cut, (sockets, late))
+    timer.daemon = True
+    timer.start()
     try:
-        with os.fdopen(fd, "wb") as handle, urllib.request.urlopen(url, timeout=_time_left(deadline, 0)) as response:
+        with os.fdopen(fd, "wb") as handle, _opener(sockets, late).open(url, timeout=READ_TIMEOUT) as response:
             announced = response.headers.get("Content-Length") or ""
             if announced.isdigit() and int(announced) > max_bytes:
                 raise DownloadStopped(
@@ -365,15 +393,21 @@ def download(url: str, dest: str, *, max_bytes: int = MAX_WHEEL_BYTES, deadline:
                     raise DownloadStopped(f"sent more than the cap of {max_bytes / 1e9:.2f} GB per wheel")
                 if stop is not None and stop.is_set():
                     raise DownloadStopped("interrupted")
-                _time_left(deadline, size)
                 handle.write(block)
+            if late.is_set():  # the shut-down socket read as the end of the body
+                raise DownloadStopped("the deadline of the fetch passed")
+            if announced.isdigit() and size != int(announced):
+                raise OSError(f"cut short: {size} of the {announced} bytes it announced")
         os.replace(tmp, dest)
     except BaseException as exc:
         os.unlink(tmp)
+        if late.is_set():
+            raise DownloadStopped(f"stopped at the deadline of the fetch after {size / 1e6:.1f} MB") from exc
         if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError):
-            _time_left(deadline, size)  # the deadline, if that is what passed
             raise DownloadStopped(f"the server sent nothing for {READ_TIMEOUT} s (after {size / 1e6:.1f} MB)") from exc
         raise
+    finally:
+        timer.cancel()
     return size
 
 
