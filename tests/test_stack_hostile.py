@@ -452,3 +452,12 @@ def test_a_body_cut_short_is_an_error_and_leaves_nothing(hostile_server, tmp_pat
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(OSError, match="is not a regular file"):  # a device or a FIFO would never end
         stack.download("file:///dev/zero", str(tmp_path / "a-1-py3-none-any.whl"))
+
+
+@pytest.mark.parametrize("url", ["https://ghp_TOKEN@127.0.0.1:1/x", "https://svc:ghp_TOKEN@127.0.0.1:1/x"])
+def test_a_token_in_a_git_url_stays_out_of_git_errors(url):
+    with pytest.raises(stack_lock.LockError) as failed:
+        stack_lock.resolve_commit(url, "main")
+    assert "ghp_TOKEN" not in str(failed.value) and "git ls-remote https://127.0.0.1:1/x main failed" in str(
+        failed.value
+    )

@@ -103,7 +103,9 @@ def git_source_problems(sglang: dict) -> list[str]:
     """A git source that git would take as an option or a command, or that is not one of the GIT_URL_FORMS; a ref or
     subdirectory that is not a plain name. Values are not repeated (a URL may hold a password)."""
     url, problems = sglang.get("git"), []
-    if not isinstance(url, str) or url.startswith("-"):
+    if not isinstance(url, str):
+        problems.append("sglang.git: a repository URL (a string)")
+    elif url.startswith("-"):
         problems.append("sglang.git: begins with '-': git would read it as an option; give a repository URL")
     elif re.match(r"[A-Za-z0-9._~-]+::", url):  # git's own test for TRANSPORT::ADDRESS
         problems.append("sglang.git: names a git transport helper (TRANSPORT::ADDRESS), which runs commands")

@@ -202,6 +202,12 @@ def _git(args: list[str], what: str) -> str:
     return _run(["git", *args], what, env=_GIT_ENV)
 
 
+def _anonymous(url: str) -> str:
+    """url without its user part (https://TOKEN@host/... is how a token is often given): for messages."""
+    parts = urllib.parse.urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl() if parts.scheme else url
+
+
 def resolve_commit(git_url: str, ref: str) -> str:
     """The full commit a branch or tag points at now (`git ls-remote`); a full sha is returned as it is."""
     if stack._COMMIT.match(ref):
@@ -209,12 +215,12 @@ def resolve_commit(git_url: str, ref: str) -> str:
     problems = stack.git_source_problems({"git": git_url, "ref": ref})
     if problems:
         raise LockError("; ".join(problems))
-    out = _git(["ls-remote", "--", git_url, ref, f"{ref}^{{}}"], f"git ls-remote {git_url} {ref}")
+    out = _git(["ls-remote", "--", git_url, ref, f"{ref}^{{}}"], f"git ls-remote {_anonymous(git_url)} {ref}")
     shas = {line.split()[1]: line.split()[0] for line in out.splitlines() if len(line.split()) == 2}
     for name in (f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
         if name in shas and stack._COMMIT.match(shas[name]):
             return shas[name]
-    raise LockError(mask(f"git ref {ref!r} not found in {git_url}: give a branch, a tag or a full commit"))
+    raise LockError(f"git ref {ref!r} not found in {_anonymous(git_url)}: give a branch, a tag or a full commit")
 
 
 def build_git_wheel(uv: str, bundle: dict, commit: str, out_dir: Path, work: Path) -> Path:
@@ -226,7 +232,10 @@ def build_git_wheel(uv: str, bundle: dict, commit: str, out_dir: Path, work: Pat
     if problems:
         raise LockError("; ".join(problems))
     checkout = work / "sglang-src"
-    _git(["clone", "--quiet", "--no-checkout", "--", source["git"], str(checkout)], f"git clone {source['git']}")
+    _git(
+        ["clone", "--quiet", "--no-checkout", "--", source["git"], str(checkout)],
+        f"git clone {_anonymous(source['git'])}",
+    )
     # switch, not checkout: checkout reads what follows `--` as paths.
     _git(["-C", str(checkout), "switch", "--quiet", "--detach", "--", commit], f"git switch {commit}")
     subdir = (checkout / source.get("subdirectory", "python")).resolve()
