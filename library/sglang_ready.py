@@ -102,7 +102,7 @@ sanity:
             "field": "content", "finish_reason": "stop"}]
 failed_check:
   description: On a sanity failure, the check that failed (empty, whitespace, repeated_char, not_text,
-    http_status, response_format, request) and the offending output.
+    http_status, response_format, model (the answer names another model), request) and the offending output.
   returned: when a sanity check failed
   type: dict
   sample: {"check": "repeated_char", "prompt": "Count from 1 to 10, separated by commas.", "output": "!!!!!!!!"}

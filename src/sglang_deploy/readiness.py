@@ -362,14 +362,22 @@ def sanity_check(
         if status != 200:
             raise SanityError("http_status", prompt, text, f"HTTP {status}", outputs)
         try:
-            choice = json.loads(text)["choices"][0]
+            answer = json.loads(text)
+            choice = answer["choices"][0]
             message = choice.get("message") or {}
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise SanityError("response_format", prompt, text, "not a chat completion", outputs) from exc
-        content = message.get("content") or ""
+        named = answer.get("model")
+        if model and named is not None and named != model:
+            raise SanityError(
+                "model", prompt, text, f"the answer names model {str(named)[:80]!r}, not {model!r}", outputs
+            )
+        content = message.get("content") or "" if isinstance(message, dict) else None
         field_name = "content"
-        if not content.strip() and message.get("reasoning_content"):
+        if isinstance(content, str) and not content.strip() and message.get("reasoning_content"):
             content, field_name = message["reasoning_content"], "reasoning_content"
+        if not isinstance(content, str):
+            raise SanityError("response_format", prompt, text, "the message's text is not a string", outputs)
         entry = {"prompt": prompt, "output": content, "field": field_name, "finish_reason": choice.get("finish_reason")}
         if dummy:
             entry["dummy_weights"] = True

@@ -7,14 +7,19 @@ Endpoint and key check. Shipped to hosts as module_utils/sglang_deploy/server_ht
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
+import socket
 import ssl
+import threading
+import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 CONNECT_TIMEOUT_S = 10.0  # connect + TLS handshake
+MAX_BODY_BYTES = 16 << 20  # of a plain answer (a large server's /metrics is about 1 MB); heads: http.client's caps
 # The modules' default server: SGLang's own default host and port (server_args.py: ServerArgs.host, ServerArgs.port).
 LOCAL_URL = "http://127.0.0.1:30000"
 
@@ -125,26 +130,56 @@ class Response:
 
 
 def request(
-    endpoint: Endpoint, method: str, path: str, body=None, api_key: str | None = None, timeout: float = 30.0
+    endpoint: Endpoint,
+    method: str,
+    path: str,
+    body=None,
+    api_key: str | None = None,
+    timeout: float = 30.0,
+    max_bytes: int = MAX_BODY_BYTES,
 ) -> Response:
-    """One request on a fresh connection. `timeout` bounds each read; the connect and TLS handshake get at
-    most CONNECT_TIMEOUT_S. Raises OSError: ConnectionRefusedError (port closed), TimeoutError, HttpError
-    (the answer is not HTTP, or TLS failed)."""
+    """One request on a fresh connection, bounded in time and size: the whole exchange (connect, head, body)
+    ends within `timeout` seconds however slowly the server drips (the connect and TLS handshake get at most
+    CONNECT_TIMEOUT_S of it), and a body over `max_bytes` is not read further. Raises OSError:
+    ConnectionRefusedError (port closed), TimeoutError (no complete answer in time), HttpError (the answer is
+    not HTTP, its head or body is over the caps, or TLS failed)."""
     headers = {"Accept": "application/json", **auth_headers(api_key)}
     data = None
     if body is not None:
         data = json.dumps(body).encode()
         headers["Content-Type"] = "application/json"
+    start = time.monotonic()
     conn = connect(endpoint, timeout)
+    expired = threading.Event()
+
+    def expire() -> None:  # wakes a read that is blocked in another thread
+        expired.set()
+        with contextlib.suppress(OSError):
+            conn.sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(max(0.0, timeout - (time.monotonic() - start)), expire)
+    timer.daemon = True
+    timer.start()
     try:
         conn.request(method, endpoint.base_path + path, body=data, headers=headers)
         resp = conn.getresponse()
-        return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
-    except http.client.HTTPException as exc:
+        parts, size = [], 0
+        while chunk := resp.read1(1 << 16):
+            size += len(chunk)
+            if size > max_bytes:
+                raise HttpError(f"{method} {path}: the answer's body is over {max_bytes} bytes (the most read)")
+            parts.append(chunk)
+        if expired.is_set():
+            raise TimeoutError(f"no complete answer within {timeout:g} s")
+        return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, b"".join(parts))
+    except (OSError, http.client.HTTPException) as exc:
+        if expired.is_set():
+            raise TimeoutError(f"no complete answer within {timeout:g} s") from exc
         if isinstance(exc, OSError):  # RemoteDisconnected is both
             raise
         raise HttpError(f"{type(exc).__name__}: {exc}") from exc
     finally:
+        timer.cancel()
         conn.close()
 
 

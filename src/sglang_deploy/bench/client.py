@@ -16,6 +16,10 @@ from .metrics import Timeline
 BENCH_VERSION = "1.2.0"  # 1.2: bench_serving parity (no min_tokens by default, std/p95, input/total throughput)
 
 _json_decode = json.JSONDecoder().decode  # skips json.loads' per-call encoding detection
+HEAD_LIMIT = 1 << 20  # bytes of a response head (also the stream reader's buffer limit)
+MAX_HEADERS = 100  # header lines (http.client's limit)
+MAX_PENDING = 1 << 20  # bytes of an SSE line or a chunk-size line still without its end
+MAX_ERROR_BODY = 1 << 16  # bytes kept of a non-200 answer
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ class ChunkedDecoder:
         while pos < n:
             crlf = buf.find(b"\r\n", pos)
             if crlf < 0:
+                if n - pos > MAX_PENDING:
+                    raise ValueError(f"a chunk-size line over {MAX_PENDING} bytes")
                 break
             size = int(buf[pos:crlf].split(b";", 1)[0], 16)
             if size == 0:
@@ -89,7 +95,7 @@ class Connection:
         await self.close()
         ep = self.target.endpoint
         ctx = ssl.create_default_context() if ep.scheme == "https" else None
-        self.reader, self.writer = await asyncio.open_connection(ep.host, ep.port, ssl=ctx, limit=1 << 20)
+        self.reader, self.writer = await asyncio.open_connection(ep.host, ep.port, ssl=ctx, limit=HEAD_LIMIT)
         sock = self.writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -124,7 +130,11 @@ class Connection:
             raw = await self.reader.readuntil(b"\r\n\r\n")
         except asyncio.IncompleteReadError as exc:
             raise HttpError("connection closed before response") from exc
+        except asyncio.LimitOverrunError as exc:
+            raise HttpError(f"the response head is over {HEAD_LIMIT} bytes") from exc
         lines = raw.decode("latin-1").split("\r\n")
+        if len(lines) > MAX_HEADERS + 3:  # status line, headers, the two empty strings of the final CRLFCRLF
+            raise HttpError(f"the response head has more than {MAX_HEADERS} header lines")
         try:
             status = int(lines[0].split()[1])
         except (IndexError, ValueError) as exc:
@@ -169,13 +179,20 @@ class Connection:
             await self.close()
 
 
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 class _SSERecorder:
-    """Parses SSE lines as body bytes arrive and records the request's timeline."""
+    """Parses SSE lines as body bytes arrive and records the request's timeline. What the server sends is
+    checked as it is read: the first problem becomes the request's error (never an exception that would end
+    the level), and a line over MAX_PENDING bytes ends the stream (HttpError)."""
 
-    __slots__ = ("buf", "done", "tl")
+    __slots__ = ("buf", "done", "model", "tl")
 
-    def __init__(self, tl: Timeline):
+    def __init__(self, tl: Timeline, model: str | None = None):
         self.tl = tl
+        self.model = model  # the answers must name it (when the request named one)
         self.buf = b""
         self.done = False
 
@@ -191,6 +208,12 @@ class _SSERecorder:
             if line.startswith(b"data:"):
                 self.event(line[5:].strip(), time.perf_counter())
         self.buf = buf[start:]
+        if len(self.buf) > MAX_PENDING:
+            raise HttpError(f"malformed SSE: a line of over {MAX_PENDING} bytes without a line break")
+
+    def fail(self, message: str) -> None:
+        if self.tl.error is None:
+            self.tl.error = message
 
     def event(self, payload: bytes, t: float) -> None:
         tl = self.tl
@@ -201,27 +224,39 @@ class _SSERecorder:
         try:
             obj = _json_decode(payload.decode("utf-8"))
         except ValueError:
-            tl.error = "unparseable SSE data"
+            self.fail("unparseable SSE data")
             return
         if not isinstance(obj, dict):
+            self.fail(f"malformed SSE event: a JSON {type(obj).__name__}, not an object")
             return
         if obj.get("error"):
             err = obj["error"]
-            tl.error = "server error in stream: " + str(err.get("message", err) if isinstance(err, dict) else err)[:200]
+            self.fail("server error in stream: " + str(err.get("message", err) if isinstance(err, dict) else err)[:200])
             return
+        named = obj.get("model")
+        if self.model and named is not None and named != self.model:
+            self.fail(f"the answer names model {str(named)[:80]!r}, not the requested {self.model!r}")
         usage = obj.get("usage")
-        if usage:
-            tl.completion_tokens = usage.get("completion_tokens")
-            tl.prompt_tokens = usage.get("prompt_tokens")
-            rt = usage.get("reasoning_tokens")
-            if rt is None and isinstance(usage.get("completion_tokens_details"), dict):
-                rt = usage["completion_tokens_details"].get("reasoning_tokens")
-            tl.reasoning_tokens = rt
-        for choice in obj.get("choices") or ():
+        if usage is not None and usage != {}:
+            self.usage(usage)
+        choices = obj.get("choices")
+        if choices is None:
+            return
+        if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+            self.fail("malformed SSE event: choices is not a list of objects")
+            return
+        for choice in choices:
             delta = choice.get("delta") or {}
-            content = delta.get("content")
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")  # vLLM's name, as bench_serving
-            if reasoning:
+            content = delta.get("content") if isinstance(delta, dict) else None
+            reasoning = (delta.get("reasoning_content") or delta.get("reasoning")) if isinstance(delta, dict) else None
+            if (
+                not isinstance(delta, dict)
+                or not isinstance(content or "", str)
+                or not isinstance(reasoning or "", str)
+            ):
+                self.fail("malformed SSE event: choices[].delta is not an object of strings")
+                return
+            if reasoning:  # vLLM's name is `reasoning`, as bench_serving reads it
                 tl.text.append(reasoning)
                 tl.reasoning_chunks += 1
                 tl.reasoning_chars += len(reasoning)
@@ -234,11 +269,33 @@ class _SSERecorder:
             if content or reasoning:
                 tl.token_times.append(t)
 
+    def usage(self, usage) -> None:
+        """The usage chunk's counts; a field of the wrong type is the request's error."""
+        if not isinstance(usage, dict):
+            self.fail(f"malformed usage: a JSON {type(usage).__name__}, not an object")
+            return
+        details = usage.get("completion_tokens_details")
+        counts = {
+            "completion_tokens": usage.get("completion_tokens"),
+            "prompt_tokens": usage.get("prompt_tokens"),
+            "reasoning_tokens": usage.get("reasoning_tokens")
+            if usage.get("reasoning_tokens") is not None or not isinstance(details, dict)
+            else details.get("reasoning_tokens"),
+        }
+        bad = [k for k, v in counts.items() if v is not None and not _count(v)]
+        if bad or counts["completion_tokens"] is None:
+            what = bad[0] if bad else "completion_tokens"
+            self.fail(f"malformed usage: {what} is {str(usage.get(what))[:40]!r}, not a token count")
+            return
+        tl = self.tl
+        tl.completion_tokens, tl.prompt_tokens, tl.reasoning_tokens = counts.values()
 
-async def stream_chat(conn: Connection, body: bytes, timeout: float) -> tuple:
-    """Send one streamed chat completion on conn; returns (Timeline, emulated header seen)."""
-    tl = Timeline()
-    rec = _SSERecorder(tl)
+
+async def stream_chat(conn: Connection, body: bytes, timeout: float, model: str | None = None) -> tuple:
+    """Send one streamed chat completion on conn; returns (Timeline, emulated header seen). Answers that name
+    another model than `model` fail the request."""
+    tl = Timeline(t_send=time.perf_counter())  # replaced by the write's time; kept when it never happens
+    rec = _SSERecorder(tl, model)
     emulated = False
 
     async def _go():
@@ -247,9 +304,18 @@ async def stream_chat(conn: Connection, body: bytes, timeout: float) -> tuple:
         status, headers = await conn.read_head()
         emulated = headers.get("x-sglang-emulated", "").lower() == "true"
         if status != 200:
-            parts: list = []
-            await conn.read_body(headers, parts.append)
-            text = b"".join(parts).decode("utf-8", "replace").strip().replace("\n", " ")
+            kept = bytearray()
+
+            def keep(data: bytes) -> None:
+                kept.extend(data[: MAX_ERROR_BODY - len(kept)])
+                if len(kept) >= MAX_ERROR_BODY:
+                    raise HttpError("error body over the cap")
+
+            try:
+                await conn.read_body(headers, keep)
+            except HttpError:  # the message is in what was kept; the rest is not read
+                conn.abort()
+            text = kept.decode("utf-8", "replace").strip().replace("\n", " ")
             tl.error = f"HTTP {status}: {text[:160]}"
             return
         await conn.read_body(headers, rec.feed)

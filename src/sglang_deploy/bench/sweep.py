@@ -137,7 +137,13 @@ class _Run:
 
         async def worker(conn: Connection):
             for i in counter:
-                tl, emulated = await stream_chat(conn, bodies[i], self.timeout)
+                try:
+                    tl, emulated = await stream_chat(conn, bodies[i], self.timeout, self.model)
+                except Exception as exc:  # noqa: BLE001 - a request's failure, never a silently ended worker
+                    now = time.perf_counter()
+                    tl = Timeline(t_send=now, t_end=now, error=f"client error: {type(exc).__name__}: {exc}"[:200])
+                    emulated = False
+                    conn.abort()
                 self.emulated_header |= emulated
                 timelines[i] = tl
                 if tl.timed_out:

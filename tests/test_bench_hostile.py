@@ -1,0 +1,232 @@
+"""The benchmark and the readiness probes against a scripted hostile server (issue 20 items 6 and 8): answers
+that drip, never end, carry oversized or too many headers, malformed SSE, usage of the wrong type or another
+model's name. Each is bounded in time and size and reported as what it is; what was measured is kept."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from sglang_deploy import cli, readiness, server_http
+from sglang_deploy.server_http import Endpoint, HttpError
+
+MODEL = "tiny"
+
+
+def sse(events: list) -> bytes:
+    return b"".join(b"data: " + (e if isinstance(e, bytes) else json.dumps(e).encode()) + b"\n\n" for e in events)
+
+
+def good_stream(n: int = 16, model: str = MODEL, usage=None) -> bytes:
+    chunk = {"object": "chat.completion.chunk", "model": model}
+    events = [{**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}]
+    events += [{**chunk, "choices": [{"index": 0, "delta": {"content": f" word{i}"}}]} for i in range(n)]
+    events.append({**chunk, "choices": [], "usage": usage or {"prompt_tokens": 9, "completion_tokens": n}})
+    return sse(events) + b"data: [DONE]\n\n"
+
+
+class Scripted:
+    """An HTTP/1.1 server on 127.0.0.1: `routes[path]` is bytes (a 200 body), or a callable(sock, n) that writes
+    the whole answer itself (n = how many times the path was asked for). Every answer closes the connection."""
+
+    def __init__(self, routes: dict):
+        self.routes = {
+            "/health": b"",
+            "/server_info": json.dumps({"served_model_name": MODEL}).encode(),
+            "/metrics": b"# no metrics\n",
+            **routes,
+        }
+        self.asked: dict = {}
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.stop = threading.Event()
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.answer, args=(conn,), daemon=True).start()
+
+    def answer(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    head += data
+                path = head.split(b" ", 2)[1].decode()
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")
+                    ),
+                    0,
+                )
+                body = head.split(b"\r\n\r\n", 1)[1]
+                while len(body) < length:
+                    body += conn.recv(65536)
+                n = self.asked[path] = self.asked.get(path, 0) + 1
+                route = self.routes.get(path)
+                if callable(route):
+                    route(conn, n)
+                elif route is None:
+                    conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                else:
+                    kind = b"text/event-stream" if path.startswith("/v1/chat") else b"application/json"
+                    conn.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+                        % (kind, len(route))
+                        + route
+                    )
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
+@pytest.fixture
+def scripted():
+    servers = []
+
+    def start(**routes):
+        servers.append(Scripted(routes))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def drip(conn: socket.socket, n: int) -> None:
+    """A status line, then one header byte every 0.1 s for ever (each read gets something)."""
+    conn.sendall(b"HTTP/1.1 200 OK\r\n")
+    while True:  # until the client hangs up (OSError, caught by Scripted.answer)
+        conn.sendall(b"X")
+        time.sleep(0.1)
+
+
+def endless(conn: socket.socket, n: int) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n")
+    line = b"sglang:num_requests_total 1\n" * 2048
+    while True:  # until the client hangs up
+        conn.sendall(line)
+
+
+def run_bench(url: str, tmp_path, *extra) -> tuple:
+    dest = tmp_path / "r.json"
+    argv = ["bench", "--url", url, "--concurrency", "1,2", "--requests", "2", "--output-len", "16", "--warmup", "0"]
+    rc = cli.main([*argv, "--json", str(dest), *extra])
+    return rc, (json.loads(dest.read_text()) if dest.exists() else None)
+
+
+def test_a_dripping_answer_is_bounded_by_the_total_timeout(scripted):
+    server = scripted(**{"/health": drip})
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="no complete answer within 1 s"):
+        server_http.request(Endpoint.parse(server.url), "GET", "/health", timeout=1.0)
+    assert time.monotonic() - t0 < 2.0
+    assert readiness.probe(server.url, timeout=1.0) == ("error", None)
+
+
+def test_a_dripping_health_stops_the_bench_within_its_timeout(scripted, tmp_path, capsys):
+    server = scripted(**{"/health": drip})
+    t0 = time.monotonic()
+    rc, _ = run_bench(server.url, tmp_path, "--timeout", "1")
+    assert rc == 1 and time.monotonic() - t0 < 3.0
+    err = capsys.readouterr().err
+    assert "GET /health" in err and "no complete answer within 1 s" in err and "Traceback" not in err
+
+
+def test_an_endless_body_is_cut_at_the_cap(scripted):
+    server = scripted(**{"/metrics": endless})
+    with pytest.raises(HttpError, match="body is over 1048576 bytes"):
+        server_http.request(Endpoint.parse(server.url), "GET", "/metrics", timeout=10, max_bytes=1 << 20)
+
+
+def test_an_endless_metrics_after_a_level_keeps_the_level(scripted, tmp_path, capsys):
+    def metrics(conn, n):  # the first scrape answers, the one after the level never ends
+        if n == 1:
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n# ")
+        else:
+            endless(conn, n)
+
+    server = scripted(**{"/metrics": metrics, "/v1/chat/completions": good_stream()})
+    rc, result = run_bench(server.url, tmp_path, "--timeout", "20")
+    assert rc == 1
+    first, second = result["levels"]
+    assert first["completed"] == 2 and first["output_tokens"] == 32
+    assert f"over {server_http.MAX_BODY_BYTES} bytes" in first["stopped"] and second["stopped"]
+    assert "STOPPED early" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("stream", "error"),
+    [
+        (good_stream(usage={"prompt_tokens": 9, "completion_tokens": "16"}), "malformed usage: completion_tokens"),
+        (good_stream(usage={"prompt_tokens": [1], "completion_tokens": 16}), "malformed usage: prompt_tokens"),
+        (good_stream(usage={"prompt_tokens": 9, "completion_tokens": True}), "malformed usage: completion_tokens"),
+        (sse([{"choices": [], "usage": "16"}]) + b"data: [DONE]\n\n", "malformed usage: a JSON str"),
+        (sse([{"choices": "abc"}]) + good_stream(), "malformed SSE event: choices is not a list"),
+        (sse([{"choices": [{"delta": {"content": 7}}]}]) + good_stream(), "malformed SSE event: choices[].delta"),
+        (sse([[1, 2]]) + good_stream(), "malformed SSE event: a JSON list"),
+        (b"data: {not json\n\n" + good_stream(), "unparseable SSE data"),
+        (b"data: " + b"x" * (2 << 20), "malformed SSE: a line of over"),
+        (good_stream(model="other-model"), "the answer names model 'other-model', not the requested 'tiny'"),
+    ],
+)
+def test_a_malformed_stream_fails_its_requests_as_what_it_is(stream, error, scripted, tmp_path, capsys):
+    server = scripted(**{"/v1/chat/completions": stream})
+    rc, result = run_bench(server.url, tmp_path)
+    assert rc == 1 and result["stopped"] is None  # every level ran; the table and the JSON are there
+    for level in result["levels"]:
+        assert level["failed"] == level["requests"]
+        assert any(error in e for e in level["errors"]), level["errors"]
+        assert not any("cut short" in e for e in level["errors"])
+    out = capsys.readouterr().out
+    assert "0/2" in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize(
+    ("head", "error"),
+    [
+        (b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (2 << 20) + b"\r\n\r\n", "response head is over 1048576 bytes"),
+        (b"HTTP/1.1 200 OK\r\n" + b"X-H: 1\r\n" * 150 + b"\r\n", "more than 100 header lines"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "bad response body"),
+    ],
+)
+def test_a_bad_response_head_or_framing_is_named(head, error, scripted, tmp_path):
+    server = scripted(**{"/v1/chat/completions": lambda conn, n: conn.sendall(head)})
+    rc, result = run_bench(server.url, tmp_path)
+    assert rc == 1
+    errors = result["levels"][0]["errors"]
+    assert any(error in e for e in errors) and not any("cut short" in e for e in errors), errors
+
+
+def test_sanity_prompts_refuse_an_answer_naming_another_model(scripted):
+    answer = {"model": "other-model", "choices": [{"message": {"content": "Paris"}, "finish_reason": "stop"}]}
+    server = scripted(**{"/v1/chat/completions": json.dumps(answer).encode()})
+    with pytest.raises(readiness.SanityError) as exc:
+        readiness.sanity_check(server.url, MODEL)
+    assert exc.value.check == "model" and "'other-model'" in str(exc.value)
+    readiness.sanity_check(server.url, "other-model")  # the model it names: accepted
+
+
+@pytest.mark.parametrize("message", [{"content": 7}, {"content": None, "reasoning_content": ["x"]}, "text"])
+def test_sanity_prompts_refuse_a_message_that_is_not_text(message, scripted):
+    answer = {"choices": [{"message": message, "finish_reason": "stop"}]}
+    server = scripted(**{"/v1/chat/completions": json.dumps(answer).encode()})
+    with pytest.raises(readiness.SanityError) as exc:
+        readiness.sanity_check(server.url, MODEL)
+    assert exc.value.check == "response_format"
