@@ -74,7 +74,7 @@ class Gen:
 
     def profile(self) -> tuple[object, dict]:
         r = self.r
-        flags = FLAGS if self.hostile else [f for f in FLAGS if "key" not in f]
+        flags = FLAGS if self.hostile else [f for f in FLAGS if "key" not in f and f != "hos"]  # hos: host twice
         env = ENV if self.hostile else ["OMP_NUM_THREADS", "SGLANG_ENABLE_SPEC_V2", "KEY_VALUE_CACHE", "LD_PRELOAD"]
         body = {
             "description": r.choice(["ok", self.text() or "ok", 5 if self.hostile else "d"]),

@@ -476,3 +476,12 @@ def test_a_url_with_a_password_in_a_profile_is_refused_without_showing_it(args, 
     with pytest.raises(prof.ProfileError, match="is a URL with a password") as err:
         render(args=args, env=env)
     assert "hunter2-secret" not in str(err.value) and "pa55word" not in str(err.value)
+
+
+def test_a_description_prints_on_one_line_in_the_listing(tmp_path, capsys):
+    """A line break in a description printed lines that read as another profile (issue 20 item 11)."""
+    f = tmp_path / "profiles.yml"
+    forged = "fast\nfake-profile (extends baseline)\n    the operator's tested launch\r\n"
+    f.write_text(json.dumps({"sglang_profiles": {"a": {"description": forged, "args": {}}}}))
+    rc, cap = cli_run(capsys, "profiles", "--profiles-file", str(f))
+    assert rc == 0 and cap.out == "a\n    fast fake-profile (extends baseline) the operator's tested launch\n"

@@ -240,3 +240,29 @@ def test_a_profile_with_too_many_flags_is_refused_at_once_with_one_problem(tmp_p
     assert f"sets 33000 {what}, over the {prof.MAX_PROFILE_ENTRIES}" in str(err.value)
     small = {"big": {"description": "big", key: dict(list(entries.items())[: prof.MAX_PROFILE_ENTRIES])}}
     assert len(getattr(prof.resolve("big", small), key)) == prof.MAX_PROFILE_ENTRIES
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        ({"tp-size": 2, "tensor-parallel-size": 4}, "--tp-size and --tensor-parallel-size"),
+        ({"tp": 2, "tp-size": 2}, "--tp and --tp-size"),  # an abbreviation argparse takes for it
+        (
+            {"dist-timeout": 60, "cuda-graph-bs": [1], "cuda-graph-bs-decode": [2]},
+            "--cuda-graph-bs and --cuda-graph-bs-",
+        ),
+    ],
+)
+def test_two_spellings_of_one_flag_in_a_profile_are_refused(args, shown):
+    """They merged silently, the last one winning (issue 20 item 11)."""
+    with pytest.raises(prof.ProfileError) as err:
+        prof.render("p", {"p": {"description": "p", "args": args}}, SETTINGS, "0.5.23")
+    assert [rule for rule, _ in err.value.problems] == ["flag-spellings"] and shown in str(err.value)
+
+
+def test_a_child_profile_overrides_its_parents_spelling_and_a_profile_the_settings():
+    profiles = {
+        "p": {"description": "p", "args": {"tensor-parallel-size": 2}},
+        "c": {"description": "c", "extends": "p", "args": {"tp": 4}},
+    }
+    assert prof.render("c", profiles, {**SETTINGS, "sglang_tp": 8}, "0.5.23").args["tp-size"] == 4

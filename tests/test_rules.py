@@ -55,6 +55,7 @@ CASES = {
         case(env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": 1}, version="0.5.10.post1"),
         case(env={"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": 1}, version="0.5.23"),
     ),
+    "config-file": (case({"conf": "/etc/sglang/extra.yaml"}), case()),  # SGLang reads flags from the file
     "open-bind": (case({"host": "0.0.0.0"}), case({"host": "0.0.0.0"}, settings={"sglang_api_key": "k" * 16})),
     # A profile's port on a replica the router reaches at the settings' port (and a loopback bind): never routed.
     "router-listen": (

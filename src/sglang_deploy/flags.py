@@ -119,6 +119,33 @@ class Translation:
     dropped: list[str]
 
 
+def _rendered(name: str, target: Version, table: FlagTable, notes: list[str]) -> tuple[str, str]:
+    """(the name ``name`` is rendered under for the release, its argparse dest), with a note for each change: a
+    rename (FLAG_RENAMES) and an abbreviation expanded. A flag unknown to the release is its own dest."""
+    for r in FLAG_RENAMES:
+        if name == r.old and target >= Version(r.since):
+            notes.append(f"--{r.old} renamed to --{r.new} in sglang {r.since}: rendered as --{r.new}")
+            name = r.new
+        elif name == r.new and target < Version(r.since):
+            notes.append(f"--{r.new} is called --{r.old} before sglang {r.since}: rendered as --{r.old}")
+            name = r.old
+    found = table.lookup(name)
+    if found and name not in table.flags:
+        notes.append(f"--{name} is an abbreviation of --{found[0]} in sglang {table.release}: rendered as --{found[0]}")
+        name = found[0]
+    return name, found[1]["dest"] if found else name
+
+
+def spellings(names: list[str], version: str) -> list[list[str]]:
+    """The groups of ``names`` that are one flag for sglang ``version`` (an alias, an abbreviation, the old and new
+    name of a rename: tp-size, tensor-parallel-size, tp), each in the given order; argparse keeps the last."""
+    target, table = Version(version), flag_table(version)
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(_rendered(name, target, table, [])[1], []).append(name)
+    return [group for group in groups.values() if len(group) > 1]
+
+
 def translate(args: dict[str, Any], env: dict[str, str], version: str) -> Translation:
     """Rename flags and drop/replace environment variables for sglang ``version``.
 
@@ -133,20 +160,7 @@ def translate(args: dict[str, Any], env: dict[str, str], version: str) -> Transl
     out: dict[str, Any] = {}
     seen: dict[str, str] = {}  # argparse dest -> the spelling kept
     for name, value in args.items():
-        for r in FLAG_RENAMES:
-            if name == r.old and target >= Version(r.since):
-                notes.append(f"--{r.old} renamed to --{r.new} in sglang {r.since}: rendered as --{r.new}")
-                name = r.new
-            elif name == r.new and target < Version(r.since):
-                notes.append(f"--{r.new} is called --{r.old} before sglang {r.since}: rendered as --{r.old}")
-                name = r.old
-        found = table.lookup(name)
-        if found and name not in table.flags:
-            notes.append(
-                f"--{name} is an abbreviation of --{found[0]} in sglang {table.release}: rendered as --{found[0]}"
-            )
-            name = found[0]
-        dest = found[1]["dest"] if found else name
+        name, dest = _rendered(name, target, table, notes)
         out.pop(seen.pop(dest, name), None)  # a later spelling of the same flag wins and moves to the end
         seen[dest] = name
         out[name] = value

@@ -534,6 +534,15 @@ def render(
         raise ProfileError(str(exc), [("sglang-version", str(exc))]) from exc
 
     problems: list[tuple[str, str]] = []
+    for member in profile.chain:  # a parent's spelling overridden by a child's is what extends is for
+        for group in flags.spellings(list(profiles[member].get("args") or {}), version):
+            problems.append(
+                (
+                    "flag-spellings",
+                    f"profile {member!r} sets {' and '.join(f'--{name}' for name in group)}, one flag of sglang"
+                    f" {table.release} (argparse would keep the last): keep one",
+                )
+            )
     merged: dict[str, Any] = {}
     for var, flag in SETTING_FLAGS.items():
         value = settings.get(var)

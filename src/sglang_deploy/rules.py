@@ -236,6 +236,15 @@ def _dropped(ctx: Ctx):
         )
 
 
+def _config_file(ctx: Ctx):
+    if ctx.arg("config"):
+        yield (
+            f"--config {ctx.arg('config')}: SGLang reads more flags from that file when it starts, and no rule here"
+            " sees them (nor the secrets, the listen address or the parallel shape they may set): put the flags in"
+            " the profile, or check the file yourself"
+        )
+
+
 def _open_bind(ctx: Ctx):
     listen = ctx.launch.listen
     has_key = ctx.launch.secret_env or ctx.facts.get("api_key_set")
@@ -558,6 +567,7 @@ RULES: tuple[Rule, ...] = (
     Rule("bad-type", ERROR, "non-numeric value for an int/float flag", (), _bad_type),
     Rule("spec-algorithm", WARNING, "speculative algorithm not builtin", (), _spec_algorithm),
     Rule("dropped-by-version", WARNING, "profile flag/env var dropped for this release", (), _dropped),
+    Rule("config-file", WARNING, "flags from SGLang's --config file go unchecked", (), _config_file),
     Rule("open-bind", ERROR, "reachable from other hosts without an API key", (), _open_bind),
     Rule("spec-triple", ERROR, "topk/draft tokens without num-steps (seed crash 1)", (), _spec_triple),
     Rule("spec-v2-topk", ERROR, "spec v2 with topk > 1 raises (<= 0.5.10.post1)", (), _spec_v2_topk),

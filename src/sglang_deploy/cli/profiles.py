@@ -117,7 +117,8 @@ def profiles(args: argparse.Namespace) -> int:
             print(f"{name}\n    BROKEN: {exc}")
             continue
         parent = f" (extends {profile.chain[-2]})" if len(profile.chain) > 1 else ""
-        print(f"{name}{parent}\n    {profile.description}")
+        # on one line: a line break in a description would print lines that look like other profiles
+        print(f"{name}{parent}\n    {' '.join(profile.description.split())}")
     return 0
 
 
