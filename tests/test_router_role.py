@@ -197,12 +197,54 @@ def test_a_key_in_the_routers_extra_flags_is_refused_before_it_reaches_argv(tmp_
         ({"policy": "random"}, "sets policy, which the role sets itself: set sglang_router_policy instead"),
         ({"discovery-file": "/tmp/w.json"}, "sets discovery-file, which the role sets itself: remove it"),
         ({"prometheus-port": 1}, "sets prometheus-port, which the role sets itself: set sglang_router_prometheus_port"),
+        (
+            {"hos": "0.0.0.0"},
+            "sets hos (an abbreviation of --host), which the role sets itself: set sglang_router_host",
+        ),
+        (
+            {"worker-urls": ["http://10.0.0.9:1"]},
+            "sets worker-urls, which the role sets itself: set sglang_router_workers",
+        ),
     ],
 )
 def test_a_flag_the_role_sets_is_refused_in_the_extra_flags_with_its_variable(tmp_path, extra, fix):
     """An extra flag would win over the role's own, and the recorded router URL and worker list would be wrong."""
     result = settings_check(tmp_path, sglang_router_extra_args=extra)
     assert result.get("failed") and f"sglang_router_extra_args {fix}" in result["msg"], result
+
+
+def test_every_spelling_of_a_flag_the_role_sets_that_smg_takes_is_refused(smg_python):
+    """smg's own parser takes an abbreviation (por for --port, prometheus-hos for --prometheus-host): each one it maps
+    to a flag the role sets, or to worker-urls, is refused in sglang_router_extra_args (issue 20 item 11)."""
+    from sglang_deploy import profiles
+
+    names = yaml.safe_load((REPO / "roles/sglang_router/vars/main.yml").read_text())
+    owned = {**names["__sglang_router_flag_vars"], **names["__sglang_router_worker_flags"]}
+    script = """if True:
+        import argparse, json, sys
+        from smg.router_args import RouterArgs
+        parser = argparse.ArgumentParser(exit_on_error=False)
+        RouterArgs.add_cli_args(parser, use_router_prefix=False)
+        taken = []
+        for flag in json.loads(sys.argv[1]):
+            action = parser._option_string_actions["--" + flag]
+            value = list(action.choices)[0] if action.choices else "1"
+            for end in range(1, len(flag) + 1):
+                try:
+                    args, extra = parser.parse_known_args(["--" + flag[:end], str(value)])
+                except (argparse.ArgumentError, SystemExit):  # ambiguous: smg refuses it
+                    continue
+                if not extra and getattr(args, action.dest) != action.default:
+                    taken.append(flag[:end])
+        print(json.dumps(taken))
+    """
+    python, env = smg_python
+    out = subprocess.run(
+        [python, "-c", script, json.dumps(list(owned))], capture_output=True, text=True, timeout=120, env=env
+    )
+    taken = json.loads(out.stdout)
+    assert {"hos", "por", "prometheus-hos", "worker-urls"} <= set(taken), out.stderr[-2000:]
+    assert [n for n in taken if not profiles.extra_flag_problems({n: "1"}, "v", owned, "")] == []
 
 
 def test_ordinary_extra_flags_pass_the_check(tmp_path):

@@ -376,7 +376,9 @@ def extra_flag_problems(args: Any, var: str, owned: dict, secret_fix: str) -> li
     with its fix and never a value: a name that is not a flag name (NAME_RE; shown only up to its first bad
     character, as `api-key=VALUE` would hold a value); a secret by its name, a launcher's secret flag, or an
     abbreviation of one, which argparse takes for it (``secret_fix``: where keys go instead); a flag that the role
-    sets from its own variable (``owned``: flag -> that variable; one starting with __ is no variable of the user's)."""
+    sets from its own variable (``owned``: flag -> that variable; one starting with __ is no variable of the user's),
+    or an abbreviation of one (no flag of smg 1.13.0 is a prefix of another flag here, so every prefix is one that
+    argparse takes for it, or one it refuses as ambiguous)."""
     if not args:
         return []
     if not isinstance(args, dict):
@@ -402,10 +404,12 @@ def extra_flag_problems(args: Any, var: str, owned: dict, secret_fix: str) -> li
                 f"{var} sets {name}, {what}: argv is readable by every user of the host (/proc) and is in the unit"
                 f" file; remove it ({secret_fix})"
             )
-        elif name in owned:
-            home = str(owned[name])
+        elif name in owned or any(flag.startswith(name) for flag in owned):
+            flag = name if name in owned else next(flag for flag in owned if flag.startswith(name))
+            home = str(owned[flag])
+            what = "" if flag == name else f" (an abbreviation of --{flag})"
             fix = "remove it" if home.startswith("__") else f"set {home} instead"
-            problems.append(f"{var} sets {name}, which the role sets itself: {fix}")
+            problems.append(f"{var} sets {name}{what}, which the role sets itself: {fix}")
         else:  # the values, never shown: a list item or a value may be a smuggled flag or hold a password
             values = args[name] if isinstance(args[name], list) else [args[name]]
             if any(isinstance(v, (dict, list)) for v in values):
