@@ -2,6 +2,7 @@
 """Make small model folders that real SGLang serves with ``--load-format dummy`` (no weights are fetched).
 
     python tools/make_models.py OUT_DIR        # writes OUT_DIR/dense and OUT_DIR/hybrid
+    python tools/make_models.py OUT_DIR --shards 3 --shard-mb 4 --no-tokenizer   # with weight files (below)
 
 * ``dense``: a Qwen3-style dense model (Qwen3ForCausalLM): hidden 1024, 8 layers, 16 heads, 8 KV heads,
   head_dim 128. For the readiness stages and the benchmark.
@@ -14,6 +15,11 @@
 Each folder gets a config.json, a byte-level BPE tokenizer trained here with the ``tokenizers`` package on a
 built-in text (tokenizer.json, tokenizer_config.json with a ChatML chat template) and a generation_config.json.
 Dummy weights are random: the models answer nonsense (see tests/gpu/README section in the project README).
+
+``--shards N`` also writes N safetensors files of pseudo-random bytes (``--shard-mb`` each; one U8 tensor per file,
+not the model's tensors: a checkpoint to copy, lock and check, e.g. molecule/model, never to load) and
+model.safetensors.index.json naming them. ``--no-tokenizer`` skips the tokenizer (no ``tokenizers`` package
+needed): config.json then says vocab_size VOCAB_SIZE and token ids 0-2.
 """
 
 from __future__ import annotations
@@ -341,19 +347,62 @@ def write_model(folder: Path, config: dict, tok) -> Path:
     return folder
 
 
-def make_models(out: Path) -> dict[str, Path]:
-    tok = train_tokenizer()
-    return {
-        "dense": write_model(out / "dense", dense_config(tok), tok),
-        "hybrid": write_model(out / "hybrid", hybrid_config(tok), tok),
-    }
+class _NoTokenizer:
+    """Stands in for a trained tokenizer where none is written: the ids of SPECIAL_TOKENS and VOCAB_SIZE."""
+
+    def get_vocab_size(self) -> int:
+        return VOCAB_SIZE
+
+    def token_to_id(self, token: str) -> int:
+        return SPECIAL_TOKENS.index(token)
+
+
+def write_weights(folder: Path, shards: int, shard_bytes: int, seed: int = 0) -> None:
+    """shards safetensors files (one U8 tensor of shard_bytes pseudo-random bytes each) and their index."""
+    import hashlib
+    import struct
+
+    names = [f"model-{i + 1:05d}-of-{shards:05d}.safetensors" for i in range(shards)]
+    weight_map = {}
+    for i, name in enumerate(names):
+        tensor = f"stand_in.{i}.weight"
+        header = json.dumps({tensor: {"dtype": "U8", "shape": [shard_bytes], "data_offsets": [0, shard_bytes]}})
+        header += " " * (-len(header) % 8)
+        with open(folder / name, "wb") as handle:
+            handle.write(struct.pack("<Q", len(header)) + header.encode())
+            block = hashlib.sha256(f"{seed}-{i}".encode()).digest() * 2048  # 64 KiB, different per shard
+            for start in range(0, shard_bytes, len(block)):
+                handle.write(block[: shard_bytes - start])
+        weight_map[tensor] = name
+    index = {"metadata": {"total_size": shards * shard_bytes}, "weight_map": weight_map}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
+
+
+def write_config_only(folder: Path, config: dict) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    return folder
+
+
+def make_models(out: Path, shards: int = 0, shard_bytes: int = 4 << 20, tokenizer: bool = True) -> dict[str, Path]:
+    tok = train_tokenizer() if tokenizer else _NoTokenizer()
+    write = (lambda folder, config: write_model(folder, config, tok)) if tokenizer else write_config_only
+    made = {"dense": write(out / "dense", dense_config(tok)), "hybrid": write(out / "hybrid", hybrid_config(tok))}
+    for seed, folder in enumerate(made.values()):
+        if shards:
+            write_weights(folder, shards, shard_bytes, seed)
+    return made
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path, help="folder that receives dense/ and hybrid/")
+    ap.add_argument("--shards", type=int, default=0, help="safetensors files of stand-in weights per model (0)")
+    ap.add_argument("--shard-mb", type=float, default=4, help="size of each, in MiB (4)")
+    ap.add_argument("--no-tokenizer", action="store_true", help="write no tokenizer (no tokenizers package needed)")
     args = ap.parse_args(argv)
-    for name, path in make_models(args.out).items():
+    made = make_models(args.out, args.shards, int(args.shard_mb * (1 << 20)), not args.no_tokenizer)
+    for name, path in made.items():
         print(f"{name}: {path}")
     return 0
 

@@ -1,0 +1,45 @@
+"""Action plugin sglang_model_hub: download a model lock's Hub repository at its commit into a controller folder.
+
+Documentation: library/sglang_model_hub.py. The logic lives in sglang_deploy.model_lock (hub_download).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+try:
+    from sglang_deploy import model, model_lock
+except ImportError:  # ansible run outside the project's venv: use the checkout's source tree
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    from sglang_deploy import model, model_lock
+
+ARGUMENT_SPEC = {
+    "lock": {"type": "dict", "required": True},
+    "folder": {"type": "path", "required": True},
+    "token": {"type": "str", "default": "", "no_log": True},
+    "endpoint": {"type": "str", "default": ""},
+}
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        lock = args["lock"]
+        problems = model.validate(lock) or ([] if lock.get("repository") else ["it has no repository: use a path"])
+        if problems:
+            raise AnsibleActionFail(f"model lock {lock.get('name')!r} cannot be fetched: " + "; ".join(problems))
+        if self._task.check_mode:
+            return {**result, "changed": False, "folder": args["folder"]}
+        try:
+            downloaded = model_lock.hub_download(lock, args["folder"], token=args["token"], endpoint=args["endpoint"])
+        except model_lock.ModelLockError as exc:
+            raise AnsibleActionFail(str(exc)) from exc
+        return {**result, "changed": downloaded, "folder": args["folder"]}
