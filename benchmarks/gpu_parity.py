@@ -95,7 +95,7 @@ def figures(tool: str, out: Path) -> dict:
         got["completed"] = level["completed"]
         got["prompt_tokens_mean"] = level.get("prompt_tokens_mean")
         return got
-    row = json.loads(out.read_text().strip().splitlines()[-1])
+    row = json.loads(harness.scrub_key(out).read_text().strip().splitlines()[-1])
     got = {label: row.get(key) for label, _, _, key, *_ in FIGURES}
     got["completed"] = row.get("completed")
     got["prompt_tokens_mean"] = row["total_input_tokens"] / row["completed"] if row.get("completed") else None
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     header = [
         f"# sglang-deploy bench vs sglang.bench_serving, {meta['date_utc']}",
         "",
-        f"`{meta['command']}` ({meta['source']}); {meta['gpu']}; {args.repeats} repeats per level, "
+        f"`{meta['command']}`; {meta['gpu']}; {args.repeats} repeats per level, "
         "alternating order, radix cache flushed before each run; same prompts (ShareGPT file of our prompts), "
         f"{args.input_len}-word prompts, {args.output_len} output tokens forced, warm-up {args.warmup}.",
         "",

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import harness
 from harness import REPO, Server
 
 # bench_serving and transformers look nothing up on the Hub (the GPU host may be offline).
@@ -109,7 +110,7 @@ def bench_serving(
         proc = subprocess.run(cmd, capture_output=True, check=False, text=True, env=env, timeout=600)
         log.append(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        rows[str(c)] = json.loads(jsonl.read_text().strip().splitlines()[-1])
+        rows[str(c)] = json.loads(harness.scrub_key(jsonl).read_text().strip().splitlines()[-1])
     out.with_suffix(".txt").write_text("\n".join(log))
     out.write_text(json.dumps(rows, indent=2) + "\n")
     return rows

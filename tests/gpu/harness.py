@@ -196,6 +196,15 @@ class Server:
         return {"main_exit_s": main_gone, "group_exit_s": group_gone, "sigkill": killed}
 
 
+def scrub_key(path: Path) -> Path:
+    """Rewrite a file with the API key masked: bench_serving writes /server_info, which SGLang returns with the
+    key in clear to an authenticated client, into its result file."""
+    text = path.read_text()
+    if API_KEY in text:
+        path.write_text(text.replace(API_KEY, "***"))
+    return path
+
+
 def assert_key_masked(server: Server) -> dict[int, str]:
     """The API key is in no command line of the server's processes and not in its log, where SGLang's
     server_args line shows it masked. Returns the command lines by pid."""

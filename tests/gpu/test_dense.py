@@ -226,6 +226,7 @@ def test_bench_side_by_side_with_bench_serving(dense, out_dir, models, rec_dir):
     )
     (rec_dir / "metrics_after.txt").write_text(dense.request("GET", "/metrics")[2].decode())
     assert mine["server_emulated"] is False
+    assert not [p.name for p in bench_dir.iterdir() if p.is_file() and harness.API_KEY in p.read_text(errors="replace")]
     for level in mine["levels"]:
         assert level["failed"] == 0 and level["output_len_mismatch"]["count"] == 0, level
     for row in rows:
