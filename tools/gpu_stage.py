@@ -5,14 +5,18 @@ Steps (each a sub-command; stdlib only):
 
     python tools/gpu_stage.py download WORK       # on a networked machine: wheels into WORK/whl (pip download)
     python tools/gpu_stage.py pack WORK PARTS     # tar WORK/whl, sha256, split into 60,000,000-byte parts
-    python tools/gpu_stage.py plan PARTS          # the transfer plan: one command per part
+    python tools/gpu_stage.py plan PARTS          # the transfer plan: per part, the paths to carry and a command
     python tools/gpu_stage.py install STAGE SITE  # on the GPU host: join STAGE/part*, check, pip install to SITE
 
 then `export PYTHONPATH=SITE` (sglang 0.5.16 pins torch==2.11.0, the host's own torch, so the torch stack is
 not carried). Measured 2026-11-30 (H200 machine, 64 MiB per transfer): the wheel set is 76 files, 514 MiB
 (sglang-kernel 0.4.5 alone 383 MB); `download` took 15-37 s on the networked machine, `pack` 6 s; 9 parts (see
 `plan`). On nvidia-h200-x2 a fresh machine took about 30 s to start, each part's transfer call about 4 s back to
-back (9 parts: about 40 s), `install` 15 s; the whole staging about 1.5 minutes of machine time.
+back (9 parts: about 40 s), `install` 15 s; the whole staging about 1.5 minutes of machine time. Measured again
+2026-12-01 on nvidia-h200 (twice): `pack` 4.5 s, first call with the start 35 s, each part 4.5 s, `install` 14-16 s.
+
+PARTS must be inside the checkout (a transfer carries only its working tree) and git-ignored (else every part
+travels with every call): build/gpu-parts is. `plan` refuses anything else and names the fix.
 
 The set is sglang's runtime needs that the host's image lacks, all installed with --no-deps (the image's
 torch, triton, numpy, flashinfer's CUDA libraries stay). tokenizers 0.22.2 is pinned because transformers
