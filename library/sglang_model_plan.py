@@ -67,6 +67,10 @@ partial:
   description: The partial folder, C(<dest>.partial).
   returned: success
   type: str
+parent_missing:
+  description: The folder that holds O(dest) does not exist yet (the role creates it, 0755).
+  returned: success
+  type: bool
 previous:
   description: Where the checkpoint O(dest) held before goes, C(<dest>.previous).
   returned: success

@@ -269,6 +269,7 @@ def plan(dest: str, lock: dict, *, full: bool = False, reserve: int = 0) -> dict
         "dest": dest,
         "partial": partial,
         "previous": previous,
+        "parent_missing": not os.path.isdir(os.path.dirname(partial)),
         "installed": installed,
         "serving_lock": stamp.get("name", "") + (f" ({stamp['lock_id']})" if stamp.get("lock_id") else ""),
         "to_copy": [entry["path"] for entry in todo],

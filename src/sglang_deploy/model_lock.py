@@ -86,13 +86,21 @@ def folder_entries(folder: Path) -> list[dict]:
         raise ModelLockError(str(exc)) from exc
 
 
-def hub_entries(repository: str, revision: str, *, token: str = "", endpoint: str = "") -> tuple[str, list[dict], int]:
-    """(commit, files entries, files hashed here) of repository at revision (a commit, branch or tag)."""
+def _huggingface_hub():
+    """The huggingface_hub module, its progress bars off (domain code writes nothing to the terminal)."""
     try:
-        from huggingface_hub import HfApi, hf_hub_download
+        import huggingface_hub
+        from huggingface_hub.utils import disable_progress_bars
     except ImportError as exc:
         raise ModelLockError(_NO_HUB) from exc
-    api = HfApi(endpoint=endpoint or None, token=token or False)
+    disable_progress_bars()
+    return huggingface_hub
+
+
+def hub_entries(repository: str, revision: str, *, token: str = "", endpoint: str = "") -> tuple[str, list[dict], int]:
+    """(commit, files entries, files hashed here) of repository at revision (a commit, branch or tag)."""
+    hub = _huggingface_hub()
+    api = hub.HfApi(endpoint=endpoint or None, token=token or False)
     where = f"{repository} at {revision} on {endpoint or 'the Hub'}"
     try:
         info = api.model_info(repository, revision=revision, files_metadata=True)
@@ -103,7 +111,7 @@ def hub_entries(repository: str, revision: str, *, token: str = "", endpoint: st
                 if lfs is not None:
                     size, sha256 = (lfs["size"], lfs["sha256"]) if isinstance(lfs, dict) else (lfs.size, lfs.sha256)
                 else:
-                    path = hf_hub_download(
+                    path = hub.hf_hub_download(
                         repository,
                         sibling.rfilename,
                         revision=info.sha,
@@ -159,12 +167,9 @@ def hub_download(lock: dict, folder: str, *, token: str = "", endpoint: str = ""
     os.makedirs(folder, exist_ok=True)
     if not model.file_problems(folder, lock["files"]):
         return False
+    hub = _huggingface_hub()
     try:
-        from huggingface_hub import snapshot_download
-    except ImportError as exc:
-        raise ModelLockError(_NO_HUB) from exc
-    try:
-        snapshot_download(
+        hub.snapshot_download(
             repo_id=lock["repository"],
             revision=lock["revision"],
             local_dir=folder,
