@@ -212,3 +212,10 @@ def test_a_link_in_a_checkpoint_is_refused(checkpoint, tmp_path):
     (checkpoint / "link.json").symlink_to("/etc/hostname")
     with pytest.raises(model_lock.ModelLockError, match="link.json: a link"):
         model_lock.lock_folder("lab", checkpoint, tmp_path / "models")
+
+
+@pytest.mark.parametrize("dest", ["/", "", "relative/lab", "/data/../etc", "/data/./lab", "/data/la\nb"])
+def test_a_model_folder_that_is_not_an_absolute_normalized_path_is_refused(capsys, locked, dest):
+    for module in (sglang_model_plan, sglang_model_install):
+        failed, result = run_module(module, {"lock": locked, "dest": dest}, capsys)
+        assert failed and "an absolute, normalized path below /" in result["msg"], result

@@ -42,6 +42,17 @@ def path_problem(path: object) -> str:
     return ""
 
 
+def dest_problem(dest: str) -> str:
+    """Why dest cannot be a checkpoint folder ('' when it can): an absolute, normalized path below the root, since
+    <dest>.partial and <dest>.previous are made beside it and the folder there is replaced."""
+    if not dest or not os.path.isabs(dest) or os.path.normpath(dest) != dest or dest == "/" or _CONTROL.search(dest):
+        return (
+            f"model folder {dest[:80]!r}: an absolute, normalized path below / (e.g. /data/models/NAME); "
+            "set sglang_model_dir or sglang_model_path"
+        )
+    return ""
+
+
 def validate(lock: object) -> list[str]:
     """Problems of a model lock, each naming the key and the fix; [] when it can be used."""
     if not isinstance(lock, dict):
