@@ -21,6 +21,7 @@ sys.path.insert(0, str(REPO / "library"))
 import make_models  # noqa: E402
 import sglang_model_install  # noqa: E402
 import sglang_model_plan  # noqa: E402
+import sglang_model_warm  # noqa: E402
 
 SHARD = "model-00002-of-00003.safetensors"
 SHARD_BYTES = 1 << 16
@@ -219,3 +220,12 @@ def test_a_model_folder_that_is_not_an_absolute_normalized_path_is_refused(capsy
     for module in (sglang_model_plan, sglang_model_install):
         failed, result = run_module(module, {"lock": locked, "dest": dest}, capsys)
         assert failed and "an absolute, normalized path below /" in result["msg"], result
+
+
+def test_warm_reads_every_locked_file_and_changes_nothing(capsys, checkpoint, locked):
+    before = {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()}
+    failed, result = run_module(sglang_model_warm, {"lock": locked, "dest": str(checkpoint)}, capsys)
+    assert not failed and not result["changed"] and result["bytes"] == sum(f["size"] for f in locked["files"])
+    assert {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()} == before
+    failed, result = run_module(sglang_model_warm, {"lock": locked, "dest": str(checkpoint.parent / "ghost")}, capsys)
+    assert failed and "reading" in result["msg"] and "config.json" in result["msg"]
