@@ -50,7 +50,7 @@ removed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_deploy.model import dest_problem, PARTIAL, finish, validate
+from ansible.module_utils.sglang_deploy.model import PARTIAL, finish, usage_problem
 
 
 def main() -> None:
@@ -59,11 +59,8 @@ def main() -> None:
         supports_check_mode=True,
     )
     lock, dest = module.params["lock"], module.params["dest"].rstrip("/")
-    problems = [p for p in [dest_problem(dest)] if p] + validate(lock)
-    if problems:
-        module.fail_json(
-            msg=f"model lock {lock.get('name')!r} cannot be used: " + "; ".join(problems), problems=problems
-        )
+    if usage_problem(lock, dest):
+        module.fail_json(msg=usage_problem(lock, dest), problems=[usage_problem(lock, dest)])
     if module.check_mode:
         module.exit_json(changed=True, problems=[], removed=[])
     result = finish(dest + PARTIAL, dest, lock)

@@ -95,7 +95,7 @@ bytes_free:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_deploy.model import dest_problem, drift, launch_problems, lock_id, plan, validate
+from ansible.module_utils.sglang_deploy.model import drift, launch_problems, lock_id, plan, usage_problem
 
 
 def main() -> None:
@@ -109,9 +109,8 @@ def main() -> None:
         supports_check_mode=True,
     )
     lock, dest = module.params["lock"], module.params["dest"].rstrip("/")
-    problems = [p for p in [dest_problem(dest)] if p] + validate(lock)
-    if problems:
-        module.fail_json(msg=f"model lock {lock.get('name')!r} cannot be used: " + "; ".join(problems))
+    if usage_problem(lock, dest):
+        module.fail_json(msg=usage_problem(lock, dest))
     result = plan(dest, lock, full=module.params["full"], reserve=int(module.params["reserve_gb"] * 1e9))
     result["lock_id"] = lock_id(lock)
     result["drift"] = [] if result["installed"] else drift(dest, lock, full=module.params["full"])

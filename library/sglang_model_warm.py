@@ -47,7 +47,7 @@ seconds:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_deploy.model import validate, warm
+from ansible.module_utils.sglang_deploy.model import usage_problem, warm
 
 
 def main() -> None:
@@ -55,17 +55,16 @@ def main() -> None:
         argument_spec={"lock": {"type": "dict", "required": True}, "dest": {"type": "path", "required": True}},
         supports_check_mode=True,
     )
-    lock = module.params["lock"]
-    problems = validate(lock)
-    if problems:
-        module.fail_json(msg=f"model lock {lock.get('name')!r} cannot be used: " + "; ".join(problems))
+    lock, dest = module.params["lock"], module.params["dest"].rstrip("/")
+    if usage_problem(lock, dest):
+        module.fail_json(msg=usage_problem(lock, dest))
     if module.check_mode:
         module.exit_json(changed=False, bytes=0, seconds=0.0)
     start = time.monotonic()
     try:
-        read = warm(module.params["dest"], lock["files"])
+        read = warm(dest, lock["files"])
     except OSError as exc:
-        module.fail_json(msg=f"reading {module.params['dest']} into the page cache: {exc}")
+        module.fail_json(msg=f"reading {dest} into the page cache: {exc}")
     module.exit_json(changed=False, bytes=read, seconds=round(time.monotonic() - start, 3))
 
 

@@ -98,6 +98,13 @@ def validate(lock: object) -> list[str]:
     return problems
 
 
+def usage_problem(lock: object, dest: str) -> str:
+    """'' when lock can be installed at dest, else one sentence naming every problem (the modules' refusal)."""
+    problems = [p for p in [dest_problem(dest)] if p] + validate(lock)
+    name = lock.get("name") if isinstance(lock, dict) else None
+    return f"model lock {name!r} cannot be used at {dest[:80]!r}: " + "; ".join(problems) if problems else ""
+
+
 def lock_id(lock: dict) -> str:
     """First 12 hex digits of the sha256 of what the lock pins (repository, revision, files)."""
     content = {key: lock.get(key, "") for key in ("repository", "revision", "files")}
