@@ -88,17 +88,23 @@ def router_key_mismatch(workers: list, hostvars, router_key: object) -> list[str
     )
 
 
-def fleet_summary(hosts: list, hostvars, profile: str) -> list[dict]:
-    """What each host of a rolling deploy serves: from the facts the sglang_server role and the fleet steps set."""
-    previous, deployed, failed = {}, {}, {}
+def fleet_summary(hosts: list, hostvars, profile: str, routed: bool) -> list[dict]:
+    """What each host of a deploy serves and what the run did there: from the facts the sglang_server role
+    (sglang_server_restarts, sglang_server_rolled_back_to) and the deploy play (sglang_fleet_done, sglang_fleet_failed)
+    set."""
+    previous, results = {}, {}
     for host in hosts:
         hv = hostvars[host]
         previous[host] = ((hv.get("ansible_local") or {}).get("sglang_server") or {}).get("last_good_profile")
         if hv.get("sglang_fleet_done"):
-            deployed[host] = hv["sglang_server_deployed"]["profile"]
+            results[host] = {"restarted": bool(hv.get("sglang_server_restarts", True))}
         elif "sglang_fleet_failed" in hv:
-            failed[host] = hv["sglang_fleet_failed"]
-    return fleet.summary(list(hosts), previous, deployed, failed, profile)
+            results[host] = {
+                "failed": True,
+                "rolled_back_to": hv.get("sglang_server_rolled_back_to"),
+                "serves": hv["sglang_fleet_failed"],
+            }
+    return fleet.summary(list(hosts), previous, results, profile, routed)
 
 
 def fleet_replicas(hosts: list, hostvars) -> dict:

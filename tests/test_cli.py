@@ -141,7 +141,7 @@ def test_status_table():
             }
         }
     )
-    assert "a (lab)  nextn    active/running  baseline   b-1" in runs.format_status(got)
+    assert "a (lab)  nextn    -           active/running  baseline   b-1" in runs.format_status(got)
 
 
 class FakeClock:
@@ -169,11 +169,45 @@ def test_progress_without_a_terminal_prints_tasks_and_a_heartbeat():
     )
     assert out.getvalue().splitlines() == [
         "[0:00] == profile 1/2: baseline",
-        "[0:00] TASK Wait for the server",
         "[0:15] ... h1: still running 'Wait for the server' (0:15)",
         "[0:30] ... h1: still running 'Wait for the server' (0:30)",
         "[0:31] FAILED h1: Wait for the server: not ready",
     ]
+
+
+def test_progress_lists_a_task_once_it_ran_and_never_one_skipped_on_every_host():
+    """A deploy that passed skips "Roll back to the last good profile": it is not listed as if it ran."""
+    out, clock = io.StringIO(), FakeClock()
+    p = Progress(out, tty=False, clock=clock)
+    for task, results in (
+        ("Write the unit", ["runner_on_ok", "runner_on_ok"]),
+        ("Roll back to the last good profile", ["runner_on_skipped", "runner_on_skipped"]),
+        ("Report a failed host", ["runner_on_skipped"]),
+        ("Take the servers that restart out of the router", ["playbook_on_include"]),
+    ):
+        p({"event": "playbook_on_task_start", "event_data": {"task": task}})
+        for i, kind in enumerate(results):
+            p({"event": "runner_on_start", "event_data": {"host": f"h{i}"}})
+            clock.t += 1
+            p({"event": kind, "event_data": {"host": f"h{i}", "task": task}})
+    assert out.getvalue().splitlines() == [
+        "[0:01] TASK Write the unit",
+        "[0:06] TASK Take the servers that restart out of the router",
+    ]
+
+
+def test_deploy_says_at_the_end_what_it_did_on_each_host(capsys, monkeypatch):
+    rows = [
+        {"host": "r1", "serves": "nextn", "outcome": "deployed", "state": "deployed"},
+        {"host": "r2", "serves": "nextn", "outcome": "unchanged", "state": "unchanged, not drained"},
+    ]
+    ok = api.RunResult(
+        playbook="site.yml", status="successful", rc=0, hosts={"r1": api.HostOutcome(ok=9)}, data={"sglang_fleet": rows}
+    )
+    monkeypatch.setattr(api, "run_playbook", lambda *a, **k: ok)
+    assert cli.main(["deploy", "nextn"]) == 0
+    out = capsys.readouterr().out
+    assert "r1: deployed (serves nextn)\nr2: unchanged, not drained (serves nextn)" in out
 
 
 def test_progress_on_a_terminal_redraws_one_line():

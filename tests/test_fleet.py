@@ -236,11 +236,15 @@ def test_router_and_replica_keys_must_be_one_key():
 
 
 def test_summary_of_a_stopped_roll():
-    rows = fleet.summary(
-        ["a", "b", "c"], {"a": "baseline", "b": "baseline", "c": "baseline"}, {"a": "nextn"}, {"b": "baseline"}, "nextn"
-    )
+    results = {"a": {"restarted": True}, "b": {"failed": True, "rolled_back_to": "baseline", "serves": "baseline"}}
+    rows = fleet.summary(["a", "b", "c"], {"a": "baseline", "b": "baseline", "c": "baseline"}, results, "nextn", True)
     assert [(r["host"], r["serves"]) for r in rows] == [("a", "nextn"), ("b", "baseline"), ("c", "baseline")]
-    assert [r["state"] for r in rows] == ["updated", "nextn failed here, roll stopped", "untouched"]
+    assert [r["outcome"] for r in rows] == ["deployed", "rolled back", "untouched"]
+    assert [r["state"] for r in rows] == [
+        "deployed",
+        "nextn failed here, rolled back to baseline, roll stopped",
+        "untouched",
+    ]
 
 
 def _listing() -> dict:

@@ -10,6 +10,8 @@ import yaml
 
 from ansible_json import PLAYBOOK_BIN, needs_playbook
 
+from sglang_deploy import api, fleet
+from sglang_deploy.cli import runs
 from sglang_deploy.paths import REPO
 
 # Every host answers ssh on a closed port: a play that reaches a host fails it as unreachable.
@@ -55,3 +57,58 @@ def test_a_batch_that_leaves_the_router_a_server_passes_the_plan(tmp_path):
     out = site(tmp_path, ["r1", "r2", "r3"], "-e", '{"sglang_fleet_serial": [1, "100%"]}')
     assert "Nothing was run" not in out.stdout
     assert "UNREACHABLE" in out.stdout  # the stack play went on to the hosts
+
+
+def test_a_host_the_run_did_not_restart_is_unchanged_and_behind_a_router_not_drained():
+    results = {"a": {"restarted": False}, "b": {"restarted": True}}
+    rows = fleet.summary(["a", "b"], {"a": "nextn", "b": "baseline"}, results, "nextn", True)
+    assert [(r["outcome"], r["state"]) for r in rows] == [
+        ("unchanged", "unchanged, not drained"),
+        ("deployed", "deployed"),
+    ]
+    alone = fleet.summary(["a"], {}, {"a": {"failed": True, "rolled_back_to": None, "serves": None}}, "nextn", False)
+    assert [(r["outcome"], r["state"]) for r in alone] == [("failed", "nextn failed here; not serving")]
+
+
+def failed_roll_status() -> dict:
+    """What playbooks/status.yml publishes after a roll of baseline that stopped at the 2nd replica: the 1st
+    updated, the 2nd rolled back to nextn (its record says so), the 3rd untouched."""
+    unit = "LoadState=loaded\nActiveState=active\nSubState=running\n"
+    records = {
+        "r1": {"profile": "baseline", "asked": "baseline", "last_good_profile": "baseline"},
+        "r2": {
+            "profile": "nextn",
+            "asked": "baseline",
+            "last_good_profile": "nextn",
+            "rolled_back": {"from": "baseline", "to": "nextn", "at": "2026-12-01T12:00:00Z"},
+        },
+        "r3": {"profile": "nextn", "asked": "nextn", "last_good_profile": "nextn"},
+    }
+    router = {
+        "deployed": True,
+        "url": "http://rt:8000",
+        "unit": unit,
+        "readiness": {"status": 200, "body": {}},
+        "workers": {h: {"url": f"http://{h}:30000", "status": "ready", "healthy": True} for h in records},
+        "members": [{"id": h, "url": f"http://{h}:30000"} for h in records],
+    }
+    return {
+        "sglang_status": {h: {"unit": unit, "local": {"sglang_server": r}, "manifest": {}} for h, r in records.items()},
+        "sglang_router_status": {"rt": router},
+    }
+
+
+def test_status_after_a_failed_roll_names_the_host_that_rolled_back_and_the_one_the_roll_did_not_reach():
+    """It named r1, the one replica that got what was asked, as the odd one, and said nothing of r2's rollback."""
+    data = failed_roll_status()
+    hosts = api.parse_status(data)
+    view = api.parse_fleet(data, hosts)["rt"]
+    assert [(m["kind"], m["subject"]) for m in view["mismatches"]] == [
+        ("rolled_back", "r2"),
+        ("roll_stopped_before", "r3"),
+    ]
+    assert "baseline failed there (2026-12-01T12:00:00Z) and it serves nextn again" in view["mismatches"][0]["message"]
+    table = runs.format_status(hosts)
+    assert "r1    baseline  baseline" in table
+    assert "r2    nextn     baseline (failed, rolled back to nextn)" in table
+    assert "r3    nextn     nextn" in table

@@ -134,6 +134,12 @@ class RunResult:
         return self.data.get("sglang_fleet_benchmark_file") or {}
 
     @property
+    def outcomes(self) -> list:
+        """What a deploy did on each host and what it serves (set_stats `sglang_fleet`, fleet.summary's rows:
+        host, serves, outcome: deployed, unchanged, rolled back, failed or untouched, state in words)."""
+        return self.data.get("sglang_fleet") or []
+
+    @property
     def emulated(self) -> bool:
         results = list(self.benchmarks.values()) + list(self.router_benchmarks.values())
         return any(r.get("server_emulated") for r in results)
@@ -157,6 +163,8 @@ class HostStatus:
     last_good_profile: str | None
     manifest: dict | None
     emulated: bool = False
+    asked: str | None = None  # the profile the last deploy asked for (its record)
+    rolled_back: dict | None = None  # {"from", "to", "at"}: that profile failed here and the host rolled back
 
     @property
     def serving(self) -> bool:
@@ -283,6 +291,8 @@ def parse_status(data: dict) -> dict:
             last_good_profile=server.get("last_good_profile"),
             manifest=raw.get("manifest") or None,
             emulated=bool((local.get("sglang_host") or {}).get("emulated")),
+            asked=server.get("asked"),
+            rolled_back=server.get("rolled_back") or None,
         )
     return out
 
@@ -290,7 +300,16 @@ def parse_status(data: dict) -> dict:
 def parse_fleet(data: dict, hosts: dict) -> dict:
     """router host -> fleet.fleet_view() from the set_stats data of playbooks/status.yml and parse_status()'s hosts;
     a router host of the inventory (sglang_router_hosts) that reported nothing is shown as unreachable."""
-    facts = {h: {"profile": s.profile, "serving": s.serving, "stack": s.stack} for h, s in hosts.items()}
+    facts = {
+        h: {
+            "profile": s.profile,
+            "serving": s.serving,
+            "stack": s.stack,
+            "asked": s.asked,
+            "rolled_back": s.rolled_back,
+        }
+        for h, s in hosts.items()
+    }
     reported = data.get("sglang_router_status") or {}
     silent = {
         router: {
@@ -626,8 +645,9 @@ def compare(
         found = status(inventory=inventory, limit=limit, on_event=on_event)
         before = {h: (s.profile if s.serving else s.last_good_profile) for h, s in found.hosts.items()}
     runs = {}
-    # On a fleet each profile is also benchmarked through the router (playbooks/deploy.yml), unless -e says otherwise.
-    measured = {"sglang_fleet_benchmark": True, **(extravars or {})}
+    # On a fleet each profile is also benchmarked through the router (playbooks/deploy.yml), and each replica restarts
+    # and is benchmarked out of the router even when it serves the profile already, unless -e says otherwise.
+    measured = {"sglang_fleet_benchmark": True, "sglang_fleet_force_restart": True, **(extravars or {})}
     for i, name in enumerate(profiles, 1):
         phase(f"profile {i}/{len(profiles)}: {name}")
         runs[name] = deploy(name, inventory=inventory, limit=limit, extravars=measured, on_event=on_event)

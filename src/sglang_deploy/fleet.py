@@ -304,24 +304,27 @@ def wait_drained(server_url: str, timeout: float = 600, sleep: float = 1.0) -> d
         time.sleep(sleep)
 
 
-def summary(hosts: list[str], previous: dict, deployed: dict, failed: dict, profile: str) -> list[dict]:
-    """What each host serves after a (possibly stopped) roll. ``previous``: host -> profile before the roll;
-    ``deployed``: host -> profile that passed in this run; ``failed``: host -> profile it rolled back to
-    (None when it did not)."""
+def summary(hosts: list[str], previous: dict, results: dict, profile: str, routed: bool) -> list[dict]:
+    """What each host serves after a (possibly stopped) run of ``profile`` and what the run did there: rows of
+    {"host", "serves", "outcome" (deployed, unchanged, rolled back, failed, untouched), "state" (in words)}.
+    ``previous``: host -> profile before the run; ``results``: host -> {"restarted": bool} for a host that passed,
+    {"failed": True, "rolled_back_to": profile or None, "serves": profile or None} for one that failed; a host
+    without one was not reached. ``routed``: behind a router (a failure stops the roll; an unchanged host stays in)."""
     rows = []
     for host in hosts:
-        if host in deployed:
-            rows.append({"host": host, "serves": deployed[host], "state": "updated"})
-        elif host in failed:
-            rows.append(
-                {
-                    "host": host,
-                    "serves": failed[host],
-                    "state": f"{profile} failed here, roll stopped" + ("" if failed[host] else "; not serving"),
-                }
-            )
+        result = results.get(host)
+        if result is None:
+            rows.append({"host": host, "serves": previous.get(host), "outcome": "untouched", "state": "untouched"})
+        elif not result.get("failed"):
+            outcome = "deployed" if result.get("restarted") else "unchanged"
+            state = "unchanged, not drained" if routed and outcome == "unchanged" else outcome
+            rows.append({"host": host, "serves": profile, "outcome": outcome, "state": state})
         else:
-            rows.append({"host": host, "serves": previous.get(host), "state": "untouched"})
+            back, serves = result.get("rolled_back_to"), result.get("serves")
+            state = f"{profile} failed here" + (f", rolled back to {back}" if back else "")
+            state += (", roll stopped" if routed else "") + ("" if serves else "; not serving")
+            outcome = "rolled back" if back else "failed"
+            rows.append({"host": host, "serves": serves, "outcome": outcome, "state": state})
     return rows
 
 
@@ -359,6 +362,34 @@ def _differ(kind: str, what: str, values: dict) -> list[dict]:
     ]
 
 
+def _stopped_roll(serving: list[dict]) -> list[dict] | None:
+    """The replicas a roll that stopped on a rollback left behind, from their records (sglang_server.fact: asked,
+    rolled_back {from, to, at}): each one that rolled back, and each one that serves another profile than the one
+    the roll asked for (it did not reach them). None when no replica records a rollback."""
+    rolled = [r for r in serving if r.get("rolled_back")]
+    if not rolled:
+        return None
+    asked = _odd_ones({r["host"]: r["rolled_back"].get("from") for r in rolled})[0] or rolled[0]["rolled_back"].get(
+        "from"
+    )
+    out = []
+    for r in serving:
+        back = r.get("rolled_back")
+        if back:
+            message = (
+                f"{r['host']} rolled back: {back.get('from')} failed there ({back.get('at') or 'time unknown'}) and it"
+                f" serves {back.get('to')} again: read its server's journal, fix the profile, then roll it again"
+            )
+            out.append({"kind": "rolled_back", "subject": r["host"], "message": message})
+        elif r["profile"] != asked:
+            message = (
+                f"{r['host']} serves {r['profile']} (last asked: {r.get('asked') or 'unrecorded'}): the roll of {asked}"
+                " stopped before it; once the rollback's cause is fixed: sglang-deploy deploy PROFILE -i INVENTORY"
+            )
+            out.append({"kind": "roll_stopped_before", "subject": r["host"], "message": message})
+    return out
+
+
 def fleet_view(router_host: str, router: dict, hosts: dict) -> dict:
     """The fleet behind one router as its user needs to see it, and every mismatch with the fix.
 
@@ -366,7 +397,7 @@ def fleet_view(router_host: str, router: dict, hosts: dict) -> dict:
     "service", "policy", "unit" ({"ActiveState", "SubState"}), "readiness" ({"status": HTTP status or None,
     "body"}), "workers" (worker_states() of GET /workers, None when it could not be read), "error" (why not),
     "members" ([{"id", "url"}]: the workers the inventory gives it). hosts: host -> {"profile", "serving",
-    "stack"} from each host's own status; a member missing there was not read.
+    "stack", "asked", "rolled_back"} from each host's own status and record; a member missing there was not read.
     Returns {"router", "replicas", "unknown_workers", "profiles" (profile -> serving replicas), "mismatches"
     ([{"kind", "subject", "message"}]), "ok"}."""
     mismatches: list[dict] = []
@@ -420,6 +451,8 @@ def fleet_view(router_host: str, router: dict, hosts: dict) -> dict:
                 "profile": facts.get("profile") if facts else None,
                 "stack": facts.get("stack") if facts else None,
                 "serving": facts.get("serving") if facts else None,
+                "asked": facts.get("asked") if facts else None,
+                "rolled_back": facts.get("rolled_back") if facts else None,
                 "router_status": (worker or {}).get("status") or (None if listed is None else "not listed"),
                 "healthy": worker.get("healthy") if worker else None,
                 "load": worker.get("load") if worker else None,
@@ -477,7 +510,12 @@ def fleet_view(router_host: str, router: dict, hosts: dict) -> dict:
     profiles: dict = {}
     for r in serving:
         profiles.setdefault(r["profile"], []).append(r["host"])
-    mismatches += _differ("profile_differs", "profile", {r["host"]: r["profile"] for r in serving})
+    stopped = _stopped_roll(serving)
+    mismatches += (
+        stopped
+        if stopped is not None
+        else _differ("profile_differs", "profile", {r["host"]: r["profile"] for r in serving})
+    )
     mismatches += _differ("stack_differs", "stack", {r["host"]: r["stack"] for r in serving if r["stack"] is not None})
     return {
         "router": {

@@ -15,10 +15,16 @@ from sglang_deploy.api import PHASE_EVENT, failure_message
 from sglang_deploy.cli.shown import shown
 
 
+# Results that say a task ran on a host (an include that ran its file included); a task skipped on every host
+# (its `when` false: "Roll back to the last good profile" of a deploy that passed) sends none of them.
+RAN = ("runner_on_ok", "runner_on_async_ok", "playbook_on_include")
+
+
 class Progress:
     """On a terminal one status line (phase, host, task, elapsed) is redrawn every second. Elsewhere one line per
-    task, and a heartbeat line every `heartbeat_s` while a task runs (the model load wait takes minutes).
-    Failures and phases are always printed on lines of their own. Leaving the `with` block clears the line.
+    task that ran, printed when its first host is done with it (a task skipped on every host is not listed), and a
+    heartbeat line every `heartbeat_s` while a task runs (the model load wait takes minutes). Failures and phases
+    are always printed on lines of their own. Leaving the `with` block clears the line.
     """
 
     def __init__(
@@ -36,6 +42,7 @@ class Progress:
         self.clock = clock
         self.t0 = clock()
         self.task: str | None = None
+        self.listed = False  # the task's line is printed
         self.task_t0 = self.t0
         self.host: str | None = None
         self.last_out = self.t0
@@ -80,10 +87,12 @@ class Progress:
             self.task = None
         elif kind == "playbook_on_task_start":
             self.task, self.task_t0, self.host = d.get("task") or d.get("name"), self.clock(), None
-            if not self.tty:
-                self._print(f"TASK {self.task}")
+            self.listed = False
         elif kind == "runner_on_start":
             self.host = d.get("host")
+        elif kind in RAN and not self.tty and self.task and not self.listed:
+            self.listed = True
+            self._print(f"TASK {self.task}")
         elif kind == "runner_on_failed" and not d.get("ignore_errors"):
             msg = failure_message(d.get("res") or {}).splitlines()[0][:300]
             self._print(f"FAILED {d.get('host')}: {d.get('task')}: {msg}")

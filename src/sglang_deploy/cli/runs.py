@@ -158,6 +158,13 @@ def _exit_code(result: api.RunResult) -> int:
     return 0 if result.ok else 1
 
 
+def _outcomes(result: api.RunResult) -> list[str]:
+    """Per host what the run did there (deployed, unchanged, rolled back, ...) and what it serves."""
+    return [
+        f"{r['host']}: {r['state']}" + (f" (serves {r['serves']})" if r.get("serves") else "") for r in result.outcomes
+    ]
+
+
 def _recap(result: api.RunResult) -> str:
     return (
         "; ".join(
@@ -200,6 +207,8 @@ def deploy(args: argparse.Namespace) -> int:
                 print(f"result: {path}")
         if result.emulated:
             print(report.SYNTHETIC_NOTE)
+        for line in _outcomes(result):
+            print(line)
         print(_recap(result), file=sys.stderr)
     if usage:
         raise UsageError(usage)
@@ -244,12 +253,16 @@ def _columns(rows: list) -> list[str]:
 
 
 def format_status(hosts: dict) -> str:
-    rows = [("host", "profile", "unit", "last good", "stack")]
+    """A row per host: the profile of its unit, the one the last deploy asked for (and whether it failed there and
+    rolled back), the unit's state, the last good profile and the stack."""
+    rows = [("host", "profile", "asked last", "unit", "last good", "stack")]
     for h, s in hosts.items():
+        back = s.rolled_back or {}
         rows.append(
             (
                 h + (" (lab)" if s.emulated else ""),
                 s.profile or "-",
+                (s.asked or "-") + (f" (failed, rolled back to {back.get('to')})" if back else ""),
                 f"{s.active_state or '?'}/{s.sub_state or '?'}",
                 s.last_good_profile or "-",
                 s.stack or "-",
