@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 
@@ -112,3 +113,17 @@ def test_status_after_a_failed_roll_names_the_host_that_rolled_back_and_the_one_
     assert "r1    baseline  baseline" in table
     assert "r2    nextn     baseline (failed, rolled back to nextn)" in table
     assert "r3    nextn     nextn" in table
+
+
+def test_the_summary_says_a_host_restarted_when_the_role_found_a_change_the_check_had_not():
+    """Another run changed the host between the check and the restart: it restarted, so it was not "unchanged"."""
+    spec = importlib.util.spec_from_file_location("sglang_filters", REPO / "filter_plugins" / "sglang.py")
+    filters = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(filters)
+    hostvars = {
+        "a": {"sglang_fleet_done": True, "sglang_fleet_restarted": True},
+        "b": {"sglang_fleet_done": True, "sglang_fleet_restarted": False},
+        "c": {"sglang_fleet_failed": "baseline", "sglang_server_rolled_back_to": "baseline"},
+    }
+    rows = filters.fleet_summary(["a", "b", "c"], hostvars, "nextn", False)
+    assert [r["outcome"] for r in rows] == ["deployed", "unchanged", "rolled back"]
