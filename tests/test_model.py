@@ -229,3 +229,17 @@ def test_warm_reads_every_locked_file_and_changes_nothing(capsys, checkpoint, lo
     assert {p.name: p.stat().st_mtime_ns for p in checkpoint.iterdir()} == before
     failed, result = run_module(sglang_model_warm, {"lock": locked, "dest": str(checkpoint.parent / "ghost")}, capsys)
     assert failed and "reading" in result["msg"] and "config.json" in result["msg"]
+
+
+def test_fanout_rounds_double_the_holders_and_use_the_source_once():
+    hosts = [f"h{i}" for i in range(1, 9)]
+    rounds = model.fanout_rounds(hosts, [False] * 8)
+    assert rounds == [
+        {"h1": ""},
+        {"h2": "h1"},
+        {"h3": "h1", "h4": "h2"},
+        {"h5": "h1", "h6": "h2", "h7": "h3", "h8": "h4"},
+    ]
+    assert len(model.fanout_rounds([f"h{i}" for i in range(64)], [False] * 64)) == 7  # log2(64) + 1
+    assert model.fanout_rounds(["a", "b", "c"], [False, True, False]) == [{"a": "b"}, {"c": "b"}]
+    assert model.fanout_rounds(["a", "b"], [True, True]) == []

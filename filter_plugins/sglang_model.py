@@ -1,0 +1,10 @@
+"""Filter sglang_model_fanout_rounds: the rounds of a host-to-host fetch (sglang_deploy.model.fanout_rounds)."""
+
+from __future__ import annotations
+
+from sglang_deploy import model
+
+
+class FilterModule:
+    def filters(self):
+        return {"sglang_model_fanout_rounds": lambda hosts, holding: model.fanout_rounds(list(hosts), list(holding))}
