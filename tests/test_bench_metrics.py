@@ -160,8 +160,14 @@ def test_output_length_mismatch_is_reported_per_request():
     m = level_metrics(tls, 4, 128)
     mm = m["output_len_mismatch"]
     assert mm["count"] == 2 and mm["expected"] == 128
-    assert mm["examples"] == [{"request": 1, "completion_tokens": 17}, {"request": 3, "completion_tokens": 3}]
+    assert mm["examples"] == [
+        {"request": 1, "completion_tokens": 17, "expected": 128},
+        {"request": 3, "completion_tokens": 3, "expected": 128},
+    ]
     assert m["output_tokens"] == 128 * 2 + 17 + 3
+    per_request = level_metrics(tls, 4, [128, 17, 100, 3])["output_len_mismatch"]  # a dataset's own lengths
+    assert per_request["count"] == 1 and per_request["expected"] is None
+    assert per_request["examples"] == [{"request": 2, "completion_tokens": 128, "expected": 100}]
 
 
 def test_reasoning_chunks_count_as_output_and_are_reported_apart():

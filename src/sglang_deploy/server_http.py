@@ -196,6 +196,15 @@ def first_model(models) -> str | None:
         return None
 
 
+def first_model_len(models) -> int | None:
+    """The context length (max_model_len) of the first /v1/models entry, None when it does not say."""
+    try:
+        value = models["data"][0]["max_model_len"]
+    except (TypeError, KeyError, IndexError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def served_model(endpoint: Endpoint, api_key: str | None = None, timeout: float = 30.0) -> str | None:
     """First id of GET /v1/models; OSError when the server does not answer."""
     return first_model(get_json(endpoint, "/v1/models", api_key, timeout))

@@ -3,7 +3,8 @@
 Shared by the `sglang_bench` Ansible module (shipped as module_utils/sglang_deploy/bench, a symlink to this
 folder) and the `sglang-deploy bench` command. Parts: metrics (the pure maths and DEFINITIONS), client
 (HTTP/1.1 and SSE for the measured streams), workload (prompts, request body, settings and their defaults),
-sweep (the run), table (the text table).
+sweep (the run), table (the text table), dataset (the workloads: random, sharegpt, custom,
+generated-shared-prefix).
 
 API: run_benchmark(url, **settings) -> result dict; check_settings() and check_dest() refuse unusable input
 before anything is sent (ValueError); ServerUnusable when the server cannot be benchmarked. A result's
@@ -11,25 +12,35 @@ before anything is sent (ValueError); ServerUnusable when the server cannot be b
 """
 
 from .client import BENCH_VERSION
+from .dataset import DATASETS
 from .metrics import DEFINITIONS, Timeline, level_metrics
-from .sweep import ServerUnusable, check_dest, run_benchmark, run_benchmark_async, write_result
+from .sweep import ServerUnusable, check_dest, check_workload, run_benchmark, run_benchmark_async, write_result
 from .table import format_table
 from .workload import (
     DEFAULT_CONCURRENCY,
     DEFAULT_INPUT_LEN,
     DEFAULT_OUTPUT_LEN,
+    DEFAULT_RANGE_RATIO,
+    DEFAULT_SEED,
+    DEFAULT_SLA_STEPS,
     DEFAULT_TIMEOUT_S,
     DEFAULT_WARMUP,
     check_settings,
     default_requests,
     parse_concurrency,
+    parse_rates,
+    parse_slo,
 )
 
 __all__ = [
     "BENCH_VERSION",
+    "DATASETS",
     "DEFAULT_CONCURRENCY",
     "DEFAULT_INPUT_LEN",
     "DEFAULT_OUTPUT_LEN",
+    "DEFAULT_RANGE_RATIO",
+    "DEFAULT_SEED",
+    "DEFAULT_SLA_STEPS",
     "DEFAULT_TIMEOUT_S",
     "DEFAULT_WARMUP",
     "DEFINITIONS",
@@ -37,10 +48,13 @@ __all__ = [
     "Timeline",
     "check_dest",
     "check_settings",
+    "check_workload",
     "default_requests",
     "format_table",
     "level_metrics",
     "parse_concurrency",
+    "parse_rates",
+    "parse_slo",
     "run_benchmark",
     "run_benchmark_async",
     "write_result",

@@ -58,6 +58,19 @@ DEFINITIONS = {
     "text (> 10% control, unassigned or replacement characters): a count and the first examples. When "
     "/server_info says load_format dummy (`dummy_weights`), random weights write no language: only a run of '!' "
     "(token id 0, what NaN logits produce) counts, and `tolerated` counts the answers real weights would fail",
+    "level": "closed loop `c=N`: N requests in flight, a new one as soon as one ends (bench_serving's "
+    "--max-concurrency N at the default --request-rate inf); rate `R req/s`: arrivals with exponential gaps of "
+    "mean 1/R seconds from a generator seeded by --seed (bench_serving's Poisson process), at most "
+    "`concurrency` in flight when capped (--max-concurrency), requests waiting for a slot start their clock "
+    "when they get it",
+    "goodput_req_s": "completed requests that meet every SLO / wall_s; each request is judged by its own TTFT, "
+    "TPOT and E2E, and by its own ITLs' statistic the SLO names (mean or percentile); without SLOs every "
+    "completed request counts (= request_throughput_req_s)",
+    "slo": "per SLO (e.g. ttft_p99_ms) the level's statistic and its limit; `met` when every statistic is within "
+    "its limit and no request failed",
+    "sla_search": "the highest request rate whose level meets every SLO: the low bound first (none if it "
+    "fails), the high bound next (the answer if it holds), then bisections at the geometric mean of the highest "
+    "rate that held and the lowest that did not; each probe is a level of the result",
     "stopped": "why the sweep ended early: the first request without an answer within the timeout stops its "
     "level (the requests cut short count as failed), a server that stops answering ends the sweep; later "
     "levels are `not run` (all requests failed)",
@@ -114,8 +127,20 @@ def summarize(values: list) -> dict | None:
     return out
 
 
-def level_metrics(timelines: list, concurrency: int, output_len: int | None = None, mismatch_examples: int = 3) -> dict:
-    """Per-level figures from recorded timelines (see DEFINITIONS). Pure: no I/O, no clock."""
+def _request_figures(t: Timeline) -> tuple:
+    """(ttft_ms, tpot_ms or None, e2e_ms, itl_ms list) of a completed request with token chunks."""
+    first = t.token_times[0]
+    n = t.completion_tokens
+    itl = [(b - a) * 1000.0 for a, b in zip(t.token_times, t.token_times[1:])]
+    tpot = (t.t_end - first) * 1000.0 / (n - 1) if n > 1 else None
+    return (first - t.t_send) * 1000.0, tpot, (t.t_end - t.t_send) * 1000.0, itl
+
+
+def level_metrics(
+    timelines: list, concurrency: int | None, output_len=None, mismatch_examples: int = 3, slo: dict | None = None
+) -> dict:
+    """Per-level figures from recorded timelines (see DEFINITIONS); output_len is the requested length, one for
+    all or a list per request. Pure: no I/O, no clock."""
     done = [t for t in timelines if t.ok]
     failed = [t for t in timelines if not t.ok]
     errors: dict = {}
@@ -144,23 +169,23 @@ def level_metrics(timelines: list, concurrency: int, output_len: int | None = No
     out["achieved_concurrency"] = sum(t.t_end - t.t_send for t in done) / wall if wall > 0 else None
 
     ttft, ttfo, e2e, tpot, decode, itl, tpc = [], [], [], [], [], [], []
+    per_request = []
     chunks_total = 0
     for t in done:
-        e2e.append((t.t_end - t.t_send) * 1000.0)
         n = t.completion_tokens
         if t.token_times:
-            first, last = t.token_times[0], t.token_times[-1]
-            ttft.append((first - t.t_send) * 1000.0)
+            figures = _request_figures(t)
+            per_request.append(figures)
+            ttft.append(figures[0])
+            if figures[1] is not None:
+                tpot.append(figures[1])
+            itl += figures[3]
             chunks_total += len(t.token_times)
             tpc.append(n / len(t.token_times))
-            prev = first
-            for x in t.token_times[1:]:
-                itl.append((x - prev) * 1000.0)
-                prev = x
-            if n > 1:
-                tpot.append((t.t_end - first) * 1000.0 / (n - 1))
-                if last > first:
-                    decode.append((n - 1) / (last - first))
+            first, last = t.token_times[0], t.token_times[-1]
+            if n > 1 and last > first:
+                decode.append((n - 1) / (last - first))
+        e2e.append((t.t_end - t.t_send) * 1000.0)
         if t.t_first_content is not None:
             ttfo.append((t.t_first_content - t.t_send) * 1000.0)
     out["decode_tok_s_per_request"] = summarize(decode)
@@ -175,13 +200,19 @@ def level_metrics(timelines: list, concurrency: int, output_len: int | None = No
     }
     out["prompt_tokens_mean"] = sum(prompts) / len(prompts) if prompts else None
 
+    expected = output_len if isinstance(output_len, list) else [output_len] * len(timelines)
     bad = [
-        (i, t) for i, t in enumerate(timelines) if t.ok and output_len is not None and t.completion_tokens != output_len
+        (i, t, want)
+        for i, (t, want) in enumerate(zip(timelines, expected))
+        if t.ok and want is not None and t.completion_tokens != want
     ]
     out["output_len_mismatch"] = {
         "count": len(bad),
-        "expected": output_len,
-        "examples": [{"request": i, "completion_tokens": t.completion_tokens} for i, t in bad[:mismatch_examples]],
+        "expected": None if isinstance(output_len, list) else output_len,
+        "examples": [
+            {"request": i, "completion_tokens": t.completion_tokens, "expected": want}
+            for i, t, want in bad[:mismatch_examples]
+        ],
     }
     reasoning_tokens = [t.reasoning_tokens for t in done if t.reasoning_tokens is not None]
     out["reasoning"] = {
@@ -191,7 +222,51 @@ def level_metrics(timelines: list, concurrency: int, output_len: int | None = No
         "content_chars": sum(t.content_chars for t in done),
         "reasoning_tokens": sum(reasoning_tokens) if reasoning_tokens else None,
     }
+    out["slo"] = slo_verdict(out, slo) if slo else None
+    good = sum(1 for f in per_request if request_meets(f, slo or {}))
+    out["goodput_req_s"] = good / wall if wall > 0 else None
     return out
+
+
+SLO_METRICS = ("ttft", "tpot", "itl", "e2e")
+SLO_STATS = ("mean", "p50", "p90", "p95", "p99")
+
+
+def slo_name(name: str) -> tuple:
+    """'ttft_p99_ms' -> ('ttft', 'p99'); ValueError naming the known names for anything else."""
+    parts = name.split("_")
+    if len(parts) != 3 or parts[0] not in SLO_METRICS or parts[1] not in SLO_STATS or parts[2] != "ms":
+        known = ", ".join(f"{m}_{s}_ms" for m in SLO_METRICS for s in ("p50", "p99"))
+        raise ValueError(
+            f"unknown SLO metric {name!r}: use <{'|'.join(SLO_METRICS)}>_<{'|'.join(SLO_STATS)}>_ms, e.g. {known}"
+        )
+    return parts[0], parts[1]
+
+
+def request_meets(figures: tuple, slo: dict) -> bool:
+    """Whether one completed request meets every SLO: its own TTFT, TPOT and E2E against the limits, and its
+    own ITLs' statistic (mean or percentile, as the SLO names) against the ITL limit."""
+    ttft, tpot, e2e, itl = figures
+    for name, limit in slo.items():
+        metric, stat = slo_name(name)
+        if metric == "itl":
+            value = (summarize(itl) or {}).get(stat)
+        else:
+            value = {"ttft": ttft, "tpot": tpot, "e2e": e2e}[metric]
+        if value is not None and value > limit:
+            return False
+    return True
+
+
+def slo_verdict(level: dict, slo: dict) -> dict:
+    """The level against the SLOs: each statistic's value, and `met` when all are within their limits and no
+    request failed."""
+    checks = {}
+    for name, limit in slo.items():
+        metric, stat = slo_name(name)
+        value = (level.get(f"{metric}_ms") or {}).get(stat)
+        checks[name] = {"limit": limit, "value": value, "met": value is not None and value <= limit}
+    return {"checks": checks, "met": level["failed"] == 0 and all(c["met"] for c in checks.values())}
 
 
 def parse_prometheus(text: str) -> dict:

@@ -1,13 +1,17 @@
-"""The concurrency sweep: /health first, warm-up (not counted), then one level per concurrency with a fixed
-number of requests and a forced output length, speculative accept length per level from /metrics counter
-deltas. A timeout stops the level at once and the sweep with it; a server that stops answering ends the
-sweep; either way the levels measured so far are kept and the rest are marked failed (`stopped`)."""
+"""The sweep: /health first, warm-up (not counted), then one level per closed-loop concurrency or per request
+rate (Poisson arrivals), or the levels of an SLA search, each with a fixed number of requests from the dataset
+and forced output lengths, speculative accept length per level from /metrics counter deltas. A timeout stops
+the level at once and the sweep with it; a server that stops answering ends the sweep; either way the levels
+measured so far are kept and the rest are marked failed (`stopped`)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import math
 import os
+import random
 import resource
 import socket
 import sys
@@ -16,6 +20,8 @@ import time
 from datetime import UTC, datetime
 
 from .. import server_http
+from . import dataset
+from .dataset import Dataset
 from ..readiness import check_output, dummy_weights
 from .client import BENCH_VERSION, Connection, Target, stream_chat
 from .metrics import (
@@ -28,19 +34,10 @@ from .metrics import (
     spec_accept_from_counters,
 )
 from .table import format_level_line
-from .workload import (
-    DEFAULT_CONCURRENCY,
-    DEFAULT_INPUT_LEN,
-    DEFAULT_OUTPUT_LEN,
-    DEFAULT_TIMEOUT_S,
-    DEFAULT_WARMUP,
-    build_prompt,
-    chat_body,
-    check_settings,
-    default_requests,
-)
+from .workload import WORKLOAD_DEFAULTS, Level, chat_body, check_settings
 
 EXAMPLES = 3
+RATE_PREOPEN = 32  # connections opened before a rate level without a concurrency cap (more open on demand)
 
 
 class ServerUnusable(Exception):
@@ -89,75 +86,82 @@ class _Probe:
 
 
 class _Run:
-    def __init__(
-        self,
-        target: Target,
-        model: str | None,
-        input_len: int,
-        output_len: int,
-        timeout: float,
-        min_tokens: bool,
-        dummy: bool,
-    ):
+    """The measured requests: bodies from the dataset, levels of workers on kept-alive connections."""
+
+    def __init__(self, target: Target, model: str | None, data: Dataset, timeout: float, min_tokens: bool, dummy: bool):
         self.target = target
-        self.dummy = dummy  # the server loads random weights: its text is judged by check_output's dummy rule
         self.model = model
-        self.input_len = input_len
-        self.output_len = output_len
+        self.data = data
         self.timeout = timeout
         self.min_tokens = min_tokens
+        self.dummy = dummy  # the server loads random weights: its text is judged by check_output's dummy rule
         self.emulated_header = False
         self.next_index = 0
         self.connections_opened = 0
 
-    def bodies(self, n: int) -> list:
-        out = []
+    def bodies(self, n: int) -> tuple:
+        """(request bodies, their output lengths): the dataset's next n requests."""
+        bodies, lens = [], []
         for _ in range(n):
-            prompt = build_prompt(self.next_index, self.input_len)
-            body = chat_body(self.model, prompt, self.output_len, min_tokens=self.min_tokens)
-            out.append(json.dumps(body).encode())
+            row = self.data.row(self.next_index)
+            body = chat_body(self.model, row.messages, row.output_len, min_tokens=self.min_tokens)
+            bodies.append(json.dumps(body).encode())
+            lens.append(row.output_len)
             self.next_index += 1
-        return out
+        return bodies, lens
 
-    async def level(self, concurrency: int, n_requests: int) -> tuple:
-        """Run n_requests with `concurrency` workers, one connection each, opened before timing.
-        (timelines, stop reason or None): the first request without an answer within the timeout stops the
-        level; requests cut short or never sent then count as failed."""
-        bodies = self.bodies(n_requests)
-        timelines: list = [None] * n_requests
-        conns = [Connection(self.target) for _ in range(min(concurrency, n_requests))]
-        opening = (asyncio.wait_for(c.open(), min(self.timeout, server_http.CONNECT_TIMEOUT_S)) for c in conns)
+    async def level(self, level: Level, bodies: list, rng: random.Random) -> tuple:
+        """Send the bodies as `level` says: arrivals at its rate (Poisson from rng; inf: all at once), at most its
+        concurrency in flight, each on a kept-alive connection (as many opened before the clock as the cap
+        allows). (timelines, stop reason or None): the first request without an answer within the timeout stops
+        the level; requests cut short or never sent then count as failed."""
+        n = len(bodies)
+        timelines: list = [None] * n
+        cap = level.concurrency
+        idle = [Connection(self.target) for _ in range(min(n, cap or (n if math.isinf(level.rate) else RATE_PREOPEN)))]
+        opening = (asyncio.wait_for(c.open(), min(self.timeout, server_http.CONNECT_TIMEOUT_S)) for c in idle)
         results = await asyncio.gather(*opening, return_exceptions=True)
         failed_open = [r for r in results if isinstance(r, BaseException)]
-        if failed_open and len(failed_open) == len(conns):
+        if failed_open and len(failed_open) == len(idle):
             reason = f"cannot connect to {self.target.endpoint.url}: {type(failed_open[0]).__name__} {failed_open[0]}"
-            return [Timeline(error=reason) for _ in range(n_requests)], reason
-        counter = iter(range(n_requests))
+            return [Timeline(error=reason) for _ in range(n)], reason
+        used = set(idle)
+        slots = asyncio.Semaphore(cap) if cap else None
         stop: list = []
+        tasks: list = []
 
-        async def worker(conn: Connection):
-            for i in counter:
+        async def one(i: int):
+            async with slots or contextlib.nullcontext():
+                conn = idle.pop() if idle else Connection(self.target)
+                used.add(conn)
                 try:
                     tl, emulated = await stream_chat(conn, bodies[i], self.timeout, self.model)
-                except Exception as exc:  # noqa: BLE001 - a request's failure, never a silently ended worker
+                except Exception as exc:  # noqa: BLE001 - a request's failure, never a silently ended task
                     now = time.perf_counter()
                     tl = Timeline(t_send=now, t_end=now, error=f"client error: {type(exc).__name__}: {exc}"[:200])
                     emulated = False
                     conn.abort()
+                idle.append(conn)
                 self.emulated_header |= emulated
                 timelines[i] = tl
-                if tl.timed_out:
-                    stop.append(f"a request got no answer within the timeout ({self.timeout:g} s) at c={concurrency}")
+                if tl.timed_out and not stop:
+                    stop.append(f"a request got no answer within the timeout ({self.timeout:g} s) at {level.label}")
                     for task in tasks:
                         if task is not asyncio.current_task():
                             task.cancel()
-                    return
 
-        tasks = [asyncio.create_task(worker(c)) for c in conns]
+        async def dispatch():
+            for i in range(n):
+                if i and not math.isinf(level.rate):
+                    await asyncio.sleep(rng.expovariate(level.rate))
+                tasks.append(asyncio.create_task(one(i)))
+
+        tasks.append(asyncio.create_task(dispatch()))
         try:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            while not all(t.done() for t in tasks):
+                await asyncio.gather(*tasks, return_exceptions=True)
         finally:
-            for c in conns:
+            for c in used:
                 self.connections_opened += c.opened
                 if stop:  # a hung server never acknowledges a polite close
                     c.abort()
@@ -203,18 +207,28 @@ def output_check(timelines: list, dummy: bool = False) -> dict:
     return {"count": len(bad), "examples": bad[:EXAMPLES], "dummy_weights": dummy, "tolerated": tolerated}
 
 
-def _not_run(concurrency: int, n: int, output_len: int, reason: str) -> dict:
-    m = level_metrics([Timeline(error=f"not run: {reason}") for _ in range(n)], concurrency, output_len)
-    m.update(output_check=output_check([]), spec_accept_length=None, stopped=reason)
+def _expected(lens: list):
+    """The requested output length: one number when every request asks for the same, else the list."""
+    return lens[0] if lens and len(set(lens)) == 1 else lens
+
+
+def _level_fields(level: Level) -> dict:
+    return {"request_rate": None if math.isinf(level.rate) else level.rate, "label": level.label}
+
+
+def _not_run(level: Level, lens: list, reason: str, slo: dict | None) -> dict:
+    m = level_metrics([Timeline(error=f"not run: {reason}") for _ in lens], level.concurrency, _expected(lens), slo=slo)
+    m.update(_level_fields(level), output_check=output_check([]), spec_accept_length=None, stopped=reason)
     return m
 
 
-async def _measure(run: _Run, probe: _Probe, concurrency: int, n: int) -> dict:
+async def _measure(run: _Run, probe: _Probe, level: Level, bodies: list, lens: list, seed: int, slo) -> dict:
     """One level; its `stopped` says why the sweep cannot go on after it (None: it can)."""
     before = await probe.metrics()
     cum_before = None if before else server_info_accept_length(await probe.json("/server_info"))
-    timelines, stopped = await run.level(concurrency, n)
-    m = level_metrics(timelines, concurrency, run.output_len)
+    timelines, stopped = await run.level(level, bodies, random.Random(f"{seed}:arrivals"))
+    m = level_metrics(timelines, level.concurrency, _expected(lens), slo=slo)
+    m.update(_level_fields(level))
     m["output_check"] = output_check(timelines, run.dummy)
     m["spec_accept_length"] = None
     m["stopped"] = stopped
@@ -236,57 +250,148 @@ async def _measure(run: _Run, probe: _Probe, concurrency: int, n: int) -> dict:
     return m
 
 
+class _Sweep:
+    """The levels in order, each measured unless an earlier one stopped the sweep (then `not run`)."""
+
+    def __init__(self, run: _Run, probe: _Probe, requests: int | None, seed: int, slo, progress):
+        self.run, self.probe, self.requests, self.seed, self.slo, self.progress = (
+            run,
+            probe,
+            requests,
+            seed,
+            slo,
+            progress,
+        )
+        self.levels: list = []
+        self.stopped: str | None = None
+
+    async def measure(self, level: Level) -> dict:
+        bodies, lens = self.run.bodies(self.requests or level.default_requests())
+        if self.stopped:
+            m = _not_run(level, lens, self.stopped, self.slo)
+        else:
+            try:
+                m = await _measure(self.run, self.probe, level, bodies, lens, self.seed, self.slo)
+            except ServerUnusable as exc:
+                m = _not_run(level, lens, str(exc), self.slo)
+            self.stopped = m["stopped"]
+            if self.progress:
+                self.progress(format_level_line(m))
+        self.levels.append(m)
+        return m
+
+    async def sla_search(self, low: float, high: float, steps: int, cap: int | None) -> dict:
+        """The highest request rate whose level meets every SLO: LOW first (none if it fails), HIGH next (the
+        answer if it holds), then `steps` bisections (geometric means) between the highest rate that held and
+        the lowest that did not. Every probe is a level of the result."""
+        probes = []
+
+        async def holds(rate: float) -> bool:
+            m = await self.measure(Level(cap, rate))
+            probes.append({"rate": rate, "sla_met": m["slo"]["met"], "goodput_req_s": m["goodput_req_s"]})
+            return m["slo"]["met"] and not self.stopped
+
+        best = None
+        if await holds(low):
+            best = low
+            if await holds(high):
+                best = high
+            else:
+                hi = high
+                for _ in range(steps):
+                    if self.stopped:
+                        break
+                    mid = math.sqrt(best * hi)  # rates span orders of magnitude: bisect their logarithm
+                    if await holds(mid):
+                        best = mid
+                    else:
+                        hi = mid
+        return {"bounds": [low, high], "steps": steps, "max_concurrency": cap, "best_rate": best, "probes": probes}
+
+
+def check_workload(**settings) -> tuple:
+    """(settings with the defaults of WORKLOAD_DEFAULTS filled in, fixed levels, Dataset) of run_benchmark's
+    workload settings; ValueError naming the fix for anything unusable (an unknown setting, a value, a dataset
+    file that is missing, empty or of the wrong format)."""
+    unknown = sorted(set(settings) - set(WORKLOAD_DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown benchmark setting {unknown[0]!r}: use {', '.join(WORKLOAD_DEFAULTS)}")
+    w = {**WORKLOAD_DEFAULTS, **settings}
+    levels = check_settings(
+        w["concurrency"],
+        w["requests"],
+        w["input_len"],
+        w["output_len"],
+        w["warmup"],
+        w["timeout"],
+        **{k: w[k] for k in ("request_rate", "max_concurrency", "slo", "sla_search", "sla_search_steps")},
+    )
+    data = dataset.load(
+        w["dataset_name"],
+        path=w["dataset_path"],
+        input_len=w["input_len"],
+        output_len=w["output_len"],
+        range_ratio=w["random_range_ratio"],
+        seed=w["seed"],
+        sharegpt_output_len=w["sharegpt_output_len"],
+        gsp=w["gsp"],
+    )
+    return w, levels, data
+
+
 async def run_benchmark_async(
     url: str,
     *,
     api_key: str | None = None,
     model: str | None = None,
-    concurrency=DEFAULT_CONCURRENCY,
-    requests: int | None = None,
-    input_len: int = DEFAULT_INPUT_LEN,
-    output_len: int = DEFAULT_OUTPUT_LEN,
-    warmup: int = DEFAULT_WARMUP,
-    timeout: float = DEFAULT_TIMEOUT_S,
     min_tokens: bool = False,
     context: dict | None = None,
     progress=None,
+    **settings,
 ) -> dict:
-    """The sweep; the result dict (see DEFINITIONS). `requests` None -> default_requests(c) per level;
-    min_tokens also sends min_tokens = output_len (for servers that stop early despite ignore_eos; it slows
-    SGLang's decoding, so figures are then not comparable with bench_serving's);
-    progress(str) gets a line per level. ValueError for unusable settings (nothing is sent), ServerUnusable
-    when the server cannot be benchmarked (nothing was measured)."""
-    levels_c = check_settings(concurrency, requests, input_len, output_len, warmup, timeout)
+    """The sweep; the result dict (see DEFINITIONS). `settings`: the workload, named and defaulted in
+    WORKLOAD_DEFAULTS. Levels: closed-loop `concurrency` levels, or one level per `request_rate` (Poisson
+    arrivals, at most max_concurrency in flight), or the SLA search between the two rates of `sla_search`.
+    `requests` None -> Level.default_requests() per level. The prompts come from the dataset (dataset.load).
+    min_tokens also sends min_tokens = output length (for servers that stop early despite ignore_eos; it slows
+    SGLang's decoding, so figures are then not comparable with bench_serving's). `slo` {name: limit ms} adds
+    each level's verdict; goodput_req_s is in every level. progress(str) gets a line per level. ValueError for
+    unusable settings or datasets (no generation request is sent), ServerUnusable when the server cannot be
+    benchmarked (nothing was measured)."""
+    w, fixed_levels, data = check_workload(**settings)
+    warmup, seed, max_concurrency, sla_search = w["warmup"], w["seed"], w["max_concurrency"], w["sla_search"]
     server_http.check_api_key(api_key)
     target = Target(server_http.Endpoint.parse(url), api_key or None)
-    probe = _Probe(target, timeout)
+    probe = _Probe(target, w["timeout"])
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     started = datetime.now(UTC)
     await probe.check_health()
     info = await probe.json("/server_info") or await probe.json("/get_server_info")
-    if not model:
-        model = (info or {}).get("served_model_name") or server_http.first_model(await probe.json("/v1/models"))
-    run = _Run(target, model, input_len, output_len, timeout, min_tokens, dummy_weights(info))
+    models = None
+    if not model or not (info or {}).get("context_length"):
+        models = await probe.json("/v1/models")
+    model = model or (info or {}).get("served_model_name") or server_http.first_model(models)
+    data.check_context((info or {}).get("context_length") or server_http.first_model_len(models))
+    run = _Run(target, model, data, w["timeout"], min_tokens, dummy_weights(info))
 
-    warm, warm_stop = await run.level(min(warmup, max(levels_c)), warmup) if warmup > 0 else ([], None)
+    if warmup > 0:
+        bodies, _ = run.bodies(warmup)
+        cap = min(
+            warmup, max_concurrency or warmup, max((lv.concurrency or warmup for lv in fixed_levels), default=warmup)
+        )
+        warm, warm_stop = await run.level(Level(cap), bodies, random.Random(seed))
+    else:
+        warm, warm_stop = [], None
     warm_failed = [t.error for t in warm if not t.ok]
     if warm_stop or (warm and len(warm_failed) == len(warm)):
         raise ServerUnusable(f"the warm-up failed: {warm_stop or warm_failed[0]}")
 
-    levels, stopped = [], None
-    for c in levels_c:
-        n = requests or default_requests(c)
-        if stopped:
-            levels.append(_not_run(c, n, output_len, stopped))
-            continue
-        try:
-            m = await _measure(run, probe, c, n)
-        except ServerUnusable as exc:
-            m = _not_run(c, n, output_len, str(exc))
-        stopped = m["stopped"]
-        levels.append(m)
-        if progress:
-            progress(format_level_line(m))
+    sweep = _Sweep(run, probe, w["requests"], seed, w["slo"], progress)
+    for level in fixed_levels:
+        await sweep.measure(level)
+    search = (
+        await sweep.sla_search(*map(float, sla_search), w["sla_search_steps"], max_concurrency) if sla_search else None
+    )
 
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     emulated = bool((info or {}).get("emulated")) or run.emulated_header
@@ -302,27 +407,31 @@ async def run_benchmark_async(
         "server_info": {k: info[k] for k in _SERVER_INFO_KEYS if isinstance(info, dict) and k in info},
         "workload": {
             "endpoint": "/v1/chat/completions (stream, stream_options.include_usage)",
-            "input_len": input_len,
-            "output_len": output_len,
+            **data.info,
+            **{k: w[k] for k in ("input_len", "output_len", "random_range_ratio", "max_concurrency", "slo")},
             "forced_length": {
                 "ignore_eos": True,
-                "max_tokens": output_len,
-                "min_tokens": output_len if min_tokens else None,
+                "max_tokens": "the request's output length",
+                "min_tokens": "the request's output length" if min_tokens else None,
             },
             "temperature": 0.0,
-            "prompt": "deterministic common-word text of about input_len tokens, unique prefix per request",
+            "mode": "sla_search" if sla_search else "request_rate" if w["request_rate"] is not None else "concurrency",
+            "request_rates": [lv.rate if math.isfinite(lv.rate) else "inf" for lv in fixed_levels]
+            if w["request_rate"] is not None
+            else None,
             "warmup_requests": warmup,
             "warmup_failed": len(warm_failed),
-            "requests_per_level": {str(c): (requests or default_requests(c)) for c in levels_c},
-            "timeout_s": timeout,
+            "requests_per_level": {m["label"]: m["requests"] for m in sweep.levels},
+            "timeout_s": w["timeout"],
         },
         "client": {
             "cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
             "connections_opened": run.connections_opened,
             "python": sys.version.split()[0],
         },
-        "levels": levels,
-        "stopped": stopped,
+        "levels": sweep.levels,
+        "sla_search": search,
+        "stopped": sweep.stopped,
         "definitions": DEFINITIONS,
         "context": context or {},
     }

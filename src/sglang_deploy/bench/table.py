@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 
 def fmt(value, digits: int = 1) -> str:
@@ -16,16 +17,36 @@ def stat(level: dict, key: str, which: str = "p50"):
     return s.get(which) if s else None
 
 
+def label(m: dict) -> str:
+    """The level's name: c=8 (closed loop), 2 req/s (c<=8) (Poisson arrivals)."""
+    return m.get("label") or f"c={m['concurrency']}"
+
+
 def format_level_line(m: dict) -> str:
     return (
-        f"c={m['concurrency']}: {m['completed']}/{m['requests']} ok, "
+        f"{label(m)}: {m['completed']}/{m['requests']} ok, "
         f"{fmt(m['output_throughput_tok_s'])} tok/s aggregate, "
         f"{fmt(stat(m, 'decode_tok_s_per_request', 'mean'))} tok/s per request"
     )
 
 
+def describe(w: dict) -> str:
+    """The workload in a few words: the dataset and its lengths in tokens."""
+    name = w.get("dataset_name") or "random"
+    if name in ("sharegpt", "custom"):
+        return f"{name} {os.path.basename(w.get('dataset_path') or '?')} ({w.get('rows')} requests)"
+    if name == "generated-shared-prefix":
+        return (
+            f"shared prefix: {w.get('gsp_num_groups')} groups x {w.get('gsp_prompts_per_group')}, in="
+            f"{w.get('gsp_system_prompt_len')}+{w.get('gsp_question_len')} out={w.get('output_len')} tokens"
+        )
+    ratio = w.get("random_range_ratio", 1.0)
+    spread = f" (x{ratio:g}..1)" if ratio not in (None, 1.0) else ""
+    return f"in={w.get('input_len')} out={w.get('output_len')} tokens{spread}"
+
+
 TABLE_COLUMNS = (
-    "conc",
+    "level",
     "ok/req",
     "out tok/s",
     "dec tok/s",
@@ -38,6 +59,7 @@ TABLE_COLUMNS = (
     "tok/chk",
     "accept",
     "len!=",
+    "good/s",
 )
 
 
@@ -48,8 +70,8 @@ def format_table(result: dict) -> str:
         lines.append("EMULATED server: figures are synthetic")
     w = result.get("workload", {})
     lines.append(
-        f"{result.get('model') or '?'} @ {result.get('url')}  in={w.get('input_len')} "
-        f"out={w.get('output_len')} tokens  (dec tok/s = per request decode, mean; times in ms)"
+        f"{result.get('model') or '?'} @ {result.get('url')}  {describe(w)}  (dec tok/s = per request decode, "
+        "mean; times in ms)"
     )
     rows = [TABLE_COLUMNS]
     sources = set()
@@ -59,7 +81,7 @@ def format_table(result: dict) -> str:
             sources.add(spec["source"])
         rows.append(
             (
-                str(m["concurrency"]),
+                label(m),
                 f"{m['completed']}/{m['requests']}",
                 fmt(m.get("output_throughput_tok_s")),
                 fmt(stat(m, "decode_tok_s_per_request", "mean")),
@@ -72,34 +94,52 @@ def format_table(result: dict) -> str:
                 fmt((m.get("tokens_per_chunk") or {}).get("aggregate"), 2),
                 fmt(spec["value"], 2) if spec else "-",
                 str(m["output_len_mismatch"]["count"]),
+                fmt(m.get("goodput_req_s"), 2),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(TABLE_COLUMNS))]
     for r in rows:
         lines.append("  ".join(cell.rjust(widths[i]) for i, cell in enumerate(r)))
     for m in result.get("levels", []):
+        name = label(m)
         if m["failed"]:
             first = next(iter(m["errors"]))
-            lines.append(f"c={m['concurrency']}: {m['failed']} failed, e.g. {first}")
+            lines.append(f"{name}: {m['failed']} failed, e.g. {first}")
         mm = m["output_len_mismatch"]
         if mm["count"]:
             ex = mm["examples"][0]
+            want = mm["expected"] if mm["expected"] is not None else "their requested"
             lines.append(
-                f"c={m['concurrency']}: {mm['count']} responses not {mm['expected']} tokens, "
+                f"{name}: {mm['count']} responses not {want} tokens, "
                 f"e.g. request {ex['request']} had {ex['completion_tokens']}"
             )
         oc = m.get("output_check") or {}
         if oc.get("count"):
             ex = oc["examples"][0]
             lines.append(
-                f"c={m['concurrency']}: {oc['count']} responses are not plausible text ({ex['check']}: "
+                f"{name}: {oc['count']} responses are not plausible text ({ex['check']}: "
                 f"{ex['detail']}), e.g. {ex['output'][:40]!r}"
             )
         if oc.get("tolerated"):
             lines.append(
-                f"c={m['concurrency']}: {oc['tolerated']} responses are not language, tolerated: the server loads "
+                f"{name}: {oc['tolerated']} responses are not language, tolerated: the server loads "
                 "dummy weights (load_format dummy)"
             )
+        slo = m.get("slo")
+        if slo:
+            missed = [f"{k} {fmt(c['value'])} > {c['limit']:g}" for k, c in slo["checks"].items() if not c["met"]]
+            verdict = (
+                "SLA met" if slo["met"] else "SLA missed" + (f": {', '.join(missed)}" if missed else " (failures)")
+            )
+            lines.append(f"{name}: {verdict}")
+    search = result.get("sla_search")
+    if search:
+        best = search["best_rate"]
+        lines.append(
+            f"highest request rate meeting the SLA: {best:g} req/s"
+            if best is not None
+            else f"no request rate meets the SLA (lowest tried: {search['bounds'][0]:g} req/s)"
+        )
     if sources:
         lines.append("accept length source: " + ", ".join(sorted(sources)))
     if result.get("stopped"):

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
+from .metrics import slo_name
+
 # The one source of the sweep's defaults: the module's options, the command line and the role's variables
 # take these (tests hold the role's defaults and the module's documentation to them).
 DEFAULT_CONCURRENCY = (1, 8, 32)
@@ -9,14 +14,17 @@ DEFAULT_INPUT_LEN = 256
 DEFAULT_OUTPUT_LEN = 256
 DEFAULT_WARMUP = 2  # requests, once before the first level
 DEFAULT_TIMEOUT_S = 600.0  # per request
+DEFAULT_SEED = 42  # bench_serving's
+DEFAULT_RANGE_RATIO = 1.0  # fixed lengths (bench_serving's default 0.0 draws them from [1, L])
+DEFAULT_SLA_STEPS = 5  # bisections of the SLA search after its two bounds
 
 
-def chat_body(model: str | None, prompt: str, output_len: int, stream: bool = True, min_tokens: bool = False) -> dict:
-    """Request body forcing output_len tokens at temperature 0 as bench_serving does: ignore_eos and the token
-    cap. min_tokens only when asked (for servers that stop early despite ignore_eos): SGLang then runs its
-    min-new-tokens penalizer on every decode step, which slows decoding."""
+def chat_body(model: str | None, prompt, output_len: int, stream: bool = True, min_tokens: bool = False) -> dict:
+    """Request body (prompt: a text or chat messages) forcing output_len tokens at temperature 0 as bench_serving
+    does: ignore_eos and the token cap. min_tokens only when asked (for servers that stop early despite
+    ignore_eos): SGLang then runs its min-new-tokens penalizer on every decode step, which slows decoding."""
     body = {
-        "messages": [{"role": "user", "content": prompt}],
+        "messages": [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt),
         "max_tokens": output_len,
         "ignore_eos": True,
         "temperature": 0.0,
@@ -54,6 +62,11 @@ def build_prompt(index: int, input_len: int) -> str:
     return " ".join(words)
 
 
+def words(rng, n: int) -> str:
+    """n common words drawn with rng (random.Random)."""
+    return " ".join(rng.choice(_WORDS) for _ in range(n))
+
+
 def default_requests(concurrency: int) -> int:
     """Requests per level when none are given: twice the concurrency, at least 8."""
     return max(8, 2 * concurrency)
@@ -70,15 +83,133 @@ def parse_concurrency(text: str) -> list:
     return levels
 
 
-def check_settings(concurrency, requests, input_len: int, output_len: int, warmup: int, timeout: float) -> list:
-    """The concurrency levels as ints; ValueError naming the setting and the fix for anything unusable."""
+# The workload settings of run_benchmark (and of the command line, the module and the role) and their defaults.
+WORKLOAD_DEFAULTS = {
+    "concurrency": DEFAULT_CONCURRENCY,
+    "requests": None,
+    "input_len": DEFAULT_INPUT_LEN,
+    "output_len": DEFAULT_OUTPUT_LEN,
+    "warmup": DEFAULT_WARMUP,
+    "timeout": DEFAULT_TIMEOUT_S,
+    "dataset_name": "random",
+    "dataset_path": None,
+    "random_range_ratio": DEFAULT_RANGE_RATIO,
+    "seed": DEFAULT_SEED,
+    "sharegpt_output_len": None,
+    "gsp": None,
+    "request_rate": None,
+    "max_concurrency": None,
+    "slo": None,
+    "sla_search": None,
+    "sla_search_steps": DEFAULT_SLA_STEPS,
+}
+
+
+@dataclass(frozen=True)
+class Level:
+    """One measured level: at most `concurrency` requests in flight (None: no cap), new ones arriving at
+    `rate` per second (Poisson; inf: all at once). The closed-loop sweep's level c is Level(c, inf), which is
+    what bench_serving runs with --max-concurrency c and the default --request-rate inf."""
+
+    concurrency: int | None
+    rate: float = math.inf
+
+    @property
+    def label(self) -> str:
+        if math.isinf(self.rate):
+            return f"c={self.concurrency}" if self.concurrency else "all at once"
+        return f"{self.rate:g} req/s" + (f" (c<={self.concurrency})" if self.concurrency else "")
+
+    def default_requests(self) -> int:
+        """Requests when none are given: max(8, 2 x concurrency) closed-loop; 10 s of arrivals (16 to 1000) at a
+        rate; 64 all at once."""
+        if math.isinf(self.rate):
+            return default_requests(self.concurrency) if self.concurrency else 64
+        return max(16, min(1000, math.ceil(10 * self.rate)))
+
+
+def parse_rates(text: str) -> list:
+    """'1,2.5,inf' -> [1.0, 2.5, inf] (requests per second); ValueError naming the fix for anything else."""
     try:
-        levels = [int(c) for c in concurrency]
-    except (TypeError, ValueError):
-        levels = []
-    if not levels or min(levels) < 1:
-        raise ValueError(f"concurrency must be a list of positive integers, got {concurrency!r}")
+        rates = [float(x) for x in str(text).replace(" ", "").split(",") if x]
+    except ValueError:
+        rates = []
+    if not rates or not all(r > 0 for r in rates):  # also refuses NaN
+        raise ValueError(f"bad request rate {text!r}: give requests per second above 0, e.g. 2 or 1,2,4 or inf")
+    return rates
+
+
+def parse_slo(text: str) -> dict:
+    """'ttft_p99_ms=2000,tpot_p99_ms=50' -> {name: limit}; ValueError naming the known metrics or the bad limit."""
+    slo = {}
+    for item in str(text).replace(" ", "").split(","):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        slo_name(name)
+        try:
+            limit = float(value) if sep else math.nan
+        except ValueError:
+            limit = math.nan
+        if not 0 < limit < math.inf:
+            raise ValueError(f"SLO {name}: give a positive number of milliseconds, e.g. {name}=2000")
+        slo[name] = limit
+    if not slo:
+        raise ValueError("no SLO given: e.g. --slo ttft_p99_ms=2000,tpot_p99_ms=50")
+    return slo
+
+
+def check_settings(
+    concurrency,
+    requests,
+    input_len: int,
+    output_len: int,
+    warmup: int,
+    timeout: float,
+    *,
+    request_rate=None,
+    max_concurrency: int | None = None,
+    slo: dict | None = None,
+    sla_search=None,
+    sla_search_steps: int = DEFAULT_SLA_STEPS,
+) -> list:
+    """The levels to run (Level list; empty for an SLA search, whose levels depend on what it measures);
+    ValueError naming the setting and the fix for anything unusable. Closed-loop concurrency levels unless
+    request_rate (rates, one level each, capped by max_concurrency) or sla_search ((low, high) rates) is given;
+    max_concurrency alone is the one closed-loop level of that concurrency."""
     problems = []
+    if max_concurrency is not None and (isinstance(max_concurrency, bool) or max_concurrency < 1):
+        problems.append(f"max_concurrency must be at least 1 request in flight, got {max_concurrency}")
+    if request_rate is not None:
+        rates = parse_rates(",".join(map(str, request_rate)) if isinstance(request_rate, list) else request_rate)
+        levels = [Level(max_concurrency, r) for r in rates]
+    elif max_concurrency is not None:
+        levels = [Level(max_concurrency)]
+    else:
+        try:
+            levels = [Level(int(c)) for c in concurrency]
+        except (TypeError, ValueError):
+            levels = []
+        if not levels or min(lv.concurrency for lv in levels) < 1:
+            raise ValueError(f"concurrency must be a list of positive integers, got {concurrency!r}")
+    for name in slo or {}:
+        slo_name(name)
+    if sla_search is not None:
+        if request_rate is not None:
+            problems.append("give either request rates or an SLA search, not both")
+        if not slo:
+            problems.append("an SLA search needs SLOs, e.g. --slo ttft_p99_ms=2000,tpot_p99_ms=50")
+        try:
+            low, high = (float(x) for x in sla_search)
+        except (TypeError, ValueError):
+            low = high = math.nan
+        if not 0 < low < high < math.inf:
+            problems.append(
+                f"the SLA search needs two finite request rates LOW,HIGH with 0 < LOW < HIGH, got {sla_search!r}"
+            )
+        if not 1 <= sla_search_steps <= 20:
+            problems.append(f"sla_search_steps must be within 1 and 20, got {sla_search_steps}")
+        levels = []
     if requests is not None and requests < 1:
         problems.append(
             f"requests must be at least 1 per level, got {requests} (leave it out for max(8, 2 x concurrency))"

@@ -1,0 +1,230 @@
+"""The benchmark's workloads, named as sglang.bench_serving names them: `random` (deterministic common-word
+prompts of the given lengths), `sharegpt` (the ShareGPT JSON format), `custom` (JSONL of OpenAI chat messages, a
+user's own traffic) and `generated-shared-prefix` (groups of prompts sharing a long system prompt: the radix
+cache's case). A Dataset hands out request i as a Row; file datasets cycle when a sweep needs more requests
+than they hold. Every problem with a file is a ValueError naming the file, the line and the fix."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+from dataclasses import dataclass
+
+from .workload import build_prompt, words
+
+DATASETS = ("random", "sharegpt", "custom", "generated-shared-prefix")
+GSP_DEFAULTS = {"num_groups": 64, "prompts_per_group": 16, "system_prompt_len": 2048, "question_len": 128}
+MIN_TOKENS_PER_SIDE = 2  # bench_serving prunes shorter prompts and answers
+MAX_FILE_BYTES = 1 << 30
+
+
+def approx_tokens(text: str) -> int:
+    """Tokens of a text as this tool counts them before the server does: one per white-space separated word
+    (the emulator counts the same way; real tokenizers give about 1.3 per English word). The result records
+    the server's own count (usage.prompt_tokens) beside it."""
+    return len(text.split())
+
+
+@dataclass(frozen=True)
+class Row:
+    messages: tuple  # OpenAI chat messages
+    output_len: int
+    prompt_len: int  # approx_tokens of the messages' text
+
+
+def _row(messages, output_len: int) -> Row:
+    text = " ".join(m["content"] for m in messages)
+    return Row(tuple(messages), output_len, approx_tokens(text))
+
+
+class Dataset:
+    """Request i of a workload (row(i)); `info` is what the result records about it."""
+
+    def __init__(self, info: dict, rows: list | None = None, make=None, longest: tuple = (0, 0)):
+        self.info = info
+        self.rows = rows
+        self.make = make
+        self.longest = longest  # (prompt, output) tokens at most, of a generated dataset
+
+    def row(self, i: int) -> Row:
+        return self.rows[i % len(self.rows)] if self.rows is not None else self.make(i)
+
+    def check_context(self, context_len: int | None) -> None:
+        """ValueError naming the first request whose prompt and output do not fit the server's context."""
+        if not context_len:
+            return
+        sizes = [(r.prompt_len, r.output_len) for r in self.rows] if self.rows is not None else [self.longest]
+        for i, (n_in, n_out) in enumerate(sizes):
+            if n_in + n_out >= context_len:
+                where = (
+                    f"request {i + 1} of {self.info['dataset_path']}"
+                    if self.rows is not None
+                    else "its longest request"
+                )
+                raise ValueError(
+                    f"{self.info['dataset_name']} dataset, {where}: about {n_in} prompt + {n_out} output tokens do "
+                    f"not fit the server's context of {context_len} tokens: shorten the prompts or the output length"
+                )
+
+
+def _read(path: str) -> tuple:
+    """(text, sha256) of a dataset file; ValueError when it cannot be one."""
+    if not path:
+        raise ValueError("this dataset needs --dataset-path (the file to read)")
+    try:
+        size = os.path.getsize(path)
+        if not os.path.isfile(path):
+            raise ValueError(f"dataset {path} is not a regular file")
+        if size > MAX_FILE_BYTES:
+            raise ValueError(f"dataset {path} is over {MAX_FILE_BYTES >> 20} MiB: sample it down")
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise ValueError(f"cannot read dataset {path}: {exc.strerror or exc}") from exc
+    try:
+        return raw.decode("utf-8"), hashlib.sha256(raw).hexdigest()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"dataset {path} is not UTF-8 text (byte {exc.start})") from exc
+
+
+def _turn_text(turn, where: str) -> str:
+    text = turn.get("value", turn.get("content")) if isinstance(turn, dict) else None
+    if not isinstance(text, str):
+        raise ValueError(f"{where}: a turn must be an object with a string `value` or `content`")
+    return text
+
+
+def _json(text: str, where: str, want: type, fix: str):
+    """The JSON value of text, of type `want`; ValueError naming where, what it is and the fix."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{where} is not JSON ({exc}): {fix}") from exc
+    if not isinstance(value, want):
+        raise ValueError(f"{where} is a JSON {type(value).__name__}, not {fix.removeprefix('give ')}")
+    return value
+
+
+def _sharegpt(text: str, path: str, output_len: int | None, seed: int) -> tuple:
+    data = _json(text, f"sharegpt dataset {path}", list, "give a list of conversations (the ShareGPT JSON)")
+    pairs = []
+    for i, item in enumerate(data):
+        convs = item.get("conversations", item.get("conversation")) if isinstance(item, dict) else None
+        if isinstance(convs, list) and len(convs) >= 2:
+            where = f"sharegpt dataset {path} conversation {i + 1}"
+            pairs.append((_turn_text(convs[0], where), _turn_text(convs[1], where)))
+    random.Random(seed).shuffle(pairs)  # bench_serving samples in a seeded random order
+    rows, pruned = [], 0
+    for prompt, answer in pairs:
+        n_out = output_len or approx_tokens(answer)
+        row = _row([{"role": "user", "content": prompt}], n_out)
+        if row.prompt_len < MIN_TOKENS_PER_SIDE or n_out < MIN_TOKENS_PER_SIDE:
+            pruned += 1
+            continue
+        rows.append(row)
+    return rows, pruned
+
+
+def _messages(value, where: str) -> list:
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{where}: `messages` must be a non-empty list of chat messages")
+    out = []
+    for m in value:
+        if not (isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
+            raise ValueError(f"{where}: each message needs a string `role` and a string `content`")
+        out.append({"role": m["role"], "content": m["content"]})
+    return out
+
+
+def _custom(text: str, path: str, default_output_len: int) -> list:
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"custom dataset {path} line {n}"
+        item = _json(line, where, dict, "give one JSON object per line")
+        convs = item.get("conversations", item.get("conversation"))
+        if "messages" in item:
+            messages = _messages(item["messages"], where)
+            out = item.get("max_tokens", item.get("output_len", default_output_len))
+        elif isinstance(convs, list) and len(convs) >= 2:  # bench_serving's custom format
+            messages = [{"role": "user", "content": _turn_text(convs[0], where)}]
+            out = item.get("output_len", approx_tokens(_turn_text(convs[1], where)))
+        else:
+            raise ValueError(f"{where}: give `messages` (OpenAI chat messages) or `conversations` of two turns or more")
+        if not isinstance(out, int) or isinstance(out, bool) or out < MIN_TOKENS_PER_SIDE:
+            raise ValueError(f"{where}: the output length must be an integer of at least {MIN_TOKENS_PER_SIDE}")
+        rows.append(_row(messages, out))
+    return rows
+
+
+def _ranged(rng: random.Random, full: int, ratio: float, floor: int = 1) -> int:
+    """bench_serving's random lengths: uniform in [max(floor, full x ratio), full]."""
+    return rng.randint(max(floor, int(full * ratio)), max(floor, full))
+
+
+def load(
+    name: str,
+    *,
+    path: str | None = None,
+    input_len: int,
+    output_len: int,
+    range_ratio: float,
+    seed: int,
+    sharegpt_output_len: int | None = None,
+    gsp: dict | None = None,
+) -> Dataset:
+    """The dataset `name`; ValueError (before any request) for a file that is missing, unreadable, of the wrong
+    format or empty, and for unusable settings."""
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}: use one of {', '.join(DATASETS)}")
+    if not 0.0 <= range_ratio <= 1.0:
+        raise ValueError(f"--random-range-ratio must be within 0 and 1, got {range_ratio}")
+    info = {"dataset_name": name, "dataset_path": None, "dataset_sha256": None, "seed": seed}
+    if name in ("sharegpt", "custom"):
+        text, sha = _read(path)
+        info.update(dataset_path=os.path.abspath(path), dataset_sha256=sha)
+        if name == "sharegpt":
+            rows, pruned = _sharegpt(text, path, sharegpt_output_len, seed)
+            info["pruned"] = pruned
+        else:
+            rows = _custom(text, path, output_len)
+        if not rows:
+            raise ValueError(f"{name} dataset {path} holds no usable request (a prompt and an answer of 2+ words)")
+        info["rows"] = len(rows)
+        return Dataset(info, rows=rows)
+    if path:
+        raise ValueError(f"--dataset-path is for the sharegpt and custom datasets, not {name}")
+    if name == "random":
+        info.update(input_len=input_len, output_len=output_len, range_ratio=range_ratio)
+
+        def make(i: int) -> Row:
+            rng = random.Random(f"{seed}:{i}")
+            n_in = _ranged(rng, input_len, range_ratio)
+            return _row([{"role": "user", "content": build_prompt(i, n_in)}], _ranged(rng, output_len, range_ratio, 2))
+
+        return Dataset(info, make=make, longest=(max(input_len, 10), output_len))
+    g = {**GSP_DEFAULTS, **(gsp or {})}
+    bad = [k for k, v in g.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1]
+    if bad:
+        raise ValueError(f"--gsp-{bad[0].replace('_', '-')} must be a positive integer, got {g[bad[0]]!r}")
+    info.update(output_len=output_len, range_ratio=range_ratio, **{f"gsp_{k}": v for k, v in g.items()})
+    order = list(range(g["num_groups"] * g["prompts_per_group"]))
+    random.Random(seed).shuffle(order)
+    systems: dict = {}
+
+    def make(i: int) -> Row:
+        slot = order[i % len(order)]
+        group = slot // g["prompts_per_group"]
+        if group not in systems:
+            rng = random.Random(f"{seed}:system:{group}")
+            systems[group] = words(rng, _ranged(rng, g["system_prompt_len"], range_ratio))
+        rng = random.Random(f"{seed}:question:{slot}")
+        question = words(rng, _ranged(rng, g["question_len"], range_ratio))
+        out = _ranged(rng, output_len, range_ratio, 2)
+        return _row([{"role": "user", "content": f"{systems[group]}\n\n{question}"}], out)
+
+    info["rows"] = len(order)
+    return Dataset(info, make=make, longest=(g["system_prompt_len"] + g["question_len"], output_len))

@@ -1,0 +1,360 @@
+"""Workloads (issue 22 items 2-3): bench_serving's datasets and flags, request-rate levels with Poisson arrivals,
+SLOs, goodput and the highest rate under an SLA; unusable input refused before any generation request."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import socket
+
+import pytest
+from emulator_proc import Emulator  # first: puts the repo's module_utils on the import path
+
+from sglang_deploy import bench, cli, server_http
+from sglang_deploy.bench import dataset, metrics, workload
+from sglang_deploy.bench.metrics import Timeline, level_metrics
+from sglang_deploy.server_http import Endpoint
+
+LOAD = {"input_len": 32, "output_len": 16, "range_ratio": 1.0, "seed": 42}
+
+
+@pytest.fixture
+def emulator(tmp_path):
+    started = []
+
+    def start(*flags, **env):
+        emu = Emulator(tmp_path, *flags, **{"decode_tok_s": 500, "ttft_ms": 20, **env})
+        started.append(emu)
+        return emu.wait_ready()
+
+    yield start
+    for emu in started:
+        emu.stop()
+
+
+def write(tmp_path, name: str, text: str):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def chat_line(text: str, **extra) -> str:
+    return json.dumps({"messages": [{"role": "user", "content": text}], **extra})
+
+
+# ------------------------------------------------------------------------------------------------ settings
+
+
+def test_rates_and_slos_parse_or_name_the_fix():
+    assert workload.parse_rates("1, 2.5,inf") == [1.0, 2.5, math.inf]
+    for bad in ("0", "-1", "nan", "x", "", "2,0"):
+        with pytest.raises(ValueError, match="above 0"):
+            workload.parse_rates(bad)
+    assert workload.parse_slo("ttft_p99_ms=2000, tpot_mean_ms=50") == {"ttft_p99_ms": 2000.0, "tpot_mean_ms": 50.0}
+    with pytest.raises(ValueError, match="unknown SLO metric 'ttft_p42_ms'.*ttft_p99_ms"):
+        workload.parse_slo("ttft_p42_ms=1")
+    with pytest.raises(ValueError, match="unknown SLO metric 'goodput'"):
+        workload.parse_slo("goodput=1")
+    for bad in ("ttft_p99_ms=-1", "ttft_p99_ms", "ttft_p99_ms=inf", "ttft_p99_ms=x"):
+        with pytest.raises(ValueError, match="positive number of milliseconds"):
+            workload.parse_slo(bad)
+
+
+def check(**kw):
+    base = {"concurrency": [1], "requests": None, "input_len": 8, "output_len": 8, "warmup": 0, "timeout": 5}
+    return workload.check_settings(*base.values(), **kw) if not set(kw) & set(base) else None
+
+
+def test_levels_follow_the_mode():
+    assert check() == [workload.Level(1)]
+    assert check(max_concurrency=4) == [workload.Level(4)]
+    assert check(request_rate=[2.0, math.inf], max_concurrency=4) == [workload.Level(4, 2.0), workload.Level(4)]
+    assert check(sla_search=(1, 8), slo={"ttft_p99_ms": 100}) == []
+    assert workload.Level(None, 2.0).default_requests() == 20 and workload.Level(8).default_requests() == 16
+    assert workload.Level(4, 0.5).label == "0.5 req/s (c<=4)" and workload.Level(8).label == "c=8"
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"max_concurrency": 0}, "max_concurrency must be at least 1"),
+        ({"request_rate": "0"}, "above 0"),
+        ({"sla_search": (1, 8)}, "needs SLOs"),
+        ({"sla_search": (8, 1), "slo": {"ttft_p99_ms": 1}}, "0 < LOW < HIGH"),
+        ({"sla_search": (0, 1), "slo": {"ttft_p99_ms": 1}}, "0 < LOW < HIGH"),
+        ({"sla_search": (1, 2), "slo": {"ttft_p99_ms": 1}, "request_rate": [1]}, "not both"),
+        ({"sla_search": (1, 2), "slo": {"ttft_p99_ms": 1}, "sla_search_steps": 0}, "within 1 and 20"),
+        ({"slo": {"nope_p99_ms": 1}}, "unknown SLO metric"),
+    ],
+)
+def test_unusable_settings_are_refused(kw, message):
+    with pytest.raises(ValueError, match=message):
+        check(**kw)
+
+
+def test_an_unknown_setting_is_refused_with_the_known_ones():
+    with pytest.raises(ValueError, match="unknown benchmark setting 'request_rates': use concurrency, requests"):
+        bench.check_workload(request_rates=[1])
+    w, levels, data = bench.check_workload(max_concurrency=3)
+    assert w["seed"] == bench.DEFAULT_SEED and levels == [workload.Level(3)] and data.info["dataset_name"] == "random"
+
+
+# ------------------------------------------------------------------------------------------------ datasets
+
+
+def test_random_lengths_follow_bench_servings_range_ratio():
+    fixed = dataset.load("random", **LOAD)
+    assert [fixed.row(i).output_len for i in range(5)] == [16] * 5
+    assert fixed.row(3) == dataset.load("random", **LOAD).row(3) and fixed.row(3) != fixed.row(4)
+    ranged = dataset.load("random", **{**LOAD, "input_len": 100, "output_len": 100, "range_ratio": 0.5})
+    rows = [ranged.row(i) for i in range(200)]
+    assert all(50 <= r.output_len <= 100 for r in rows) and len({r.output_len for r in rows}) > 20
+    assert all(45 <= r.prompt_len <= 100 for r in rows)
+
+
+def test_shared_prefix_groups_share_their_system_prompt():
+    gsp = {"num_groups": 3, "prompts_per_group": 4, "system_prompt_len": 50, "question_len": 5}
+    data = dataset.load("generated-shared-prefix", **LOAD, gsp=gsp)
+    prompts = [data.row(i).messages[0]["content"] for i in range(12)]
+    systems = {p.split("\n\n")[0] for p in prompts}
+    assert len(systems) == 3 and len(set(prompts)) == 12
+    assert all(len(s.split()) == 50 for s in systems)
+    assert [data.row(i) for i in range(12)] == [
+        dataset.load("generated-shared-prefix", **LOAD, gsp=gsp).row(i) for i in range(12)
+    ]
+    assert data.info["rows"] == 12 and data.info["gsp_system_prompt_len"] == 50
+
+
+def test_custom_and_sharegpt_files_are_read_with_their_lengths(tmp_path):
+    lines = [
+        chat_line("Hello there, how are you", max_tokens=7),
+        "",
+        json.dumps({"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi you"}]}),
+        json.dumps(
+            {"conversations": [{"role": "user", "content": "a b c"}, {"role": "assistant", "content": "x y z w"}]}
+        ),
+    ]
+    path = write(tmp_path, "c.jsonl", "\n".join(lines))
+    data = dataset.load("custom", path=path, **LOAD)
+    assert [(r.output_len, len(r.messages)) for r in data.rows] == [(7, 1), (16, 2), (4, 1)]
+    assert data.info["dataset_sha256"] == hashlib.sha256(open(path, "rb").read()).hexdigest()
+    share = [
+        {"conversations": [{"from": "human", "value": f"question number {i}"}, {"from": "gpt", "value": "a b c"}]}
+        for i in range(5)
+    ] + [{"conversations": [{"from": "human", "value": "x"}, {"from": "gpt", "value": "y"}]}]
+    data = dataset.load("sharegpt", path=write(tmp_path, "s.json", json.dumps(share)), **LOAD)
+    assert len(data.rows) == 5 and data.info["pruned"] == 1 and {r.output_len for r in data.rows} == {3}
+    assert data.row(5) == data.row(0)  # a sweep longer than the file cycles
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("custom", None, "cannot read dataset"),
+        ("custom", "", "holds no usable request"),
+        ("custom", "{not json\n", "line 1 is not JSON"),
+        ("custom", "[1]\n", "line 1 is a JSON list, not one JSON object per line"),
+        ("custom", '{"prompt": "x"}\n', "give `messages`"),
+        ("custom", '{"messages": [{"role": "user"}]}\n', "string `role` and a string `content`"),
+        ("custom", chat_line("a b", max_tokens=1), "output length must be an integer of at least 2"),
+        ("custom", b"\xff\xfe", "not UTF-8"),
+        ("sharegpt", "{}", "is a JSON dict, not a list of conversations"),
+        ("sharegpt", "[", "is not JSON"),
+        ("sharegpt", "[]", "holds no usable request"),
+        ("sharegpt", '[{"conversations": [{"from": "human"}, {"from": "gpt", "value": "x"}]}]', "string `value`"),
+    ],
+)
+def test_unusable_dataset_files_are_refused(name, content, message, tmp_path):
+    path = tmp_path / "data"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    with pytest.raises(ValueError, match=message):
+        dataset.load(name, path=str(path), **LOAD)
+
+
+def test_dataset_settings_are_checked():
+    with pytest.raises(ValueError, match="needs --dataset-path"):
+        dataset.load("custom", **LOAD)
+    with pytest.raises(ValueError, match="is for the sharegpt and custom"):
+        dataset.load("random", path="x", **LOAD)
+    with pytest.raises(ValueError, match="unknown dataset"):
+        dataset.load("mooncake", **LOAD)
+    with pytest.raises(ValueError, match="within 0 and 1"):
+        dataset.load("random", **{**LOAD, "range_ratio": 1.5})
+    with pytest.raises(ValueError, match="--gsp-num-groups must be a positive integer"):
+        dataset.load("generated-shared-prefix", **LOAD, gsp={"num_groups": 0})
+
+
+def test_a_request_over_the_context_is_named(tmp_path):
+    data = dataset.load(
+        "custom", path=write(tmp_path, "c.jsonl", chat_line("a b", max_tokens=4) + "\n" + chat_line("w " * 90)), **LOAD
+    )
+    data.check_context(200)
+    with pytest.raises(
+        ValueError, match="request 2 of .*about 90 prompt \\+ 16 output tokens do not fit .* 100 tokens"
+    ):
+        data.check_context(100)
+    with pytest.raises(ValueError, match="its longest request"):
+        dataset.load("random", **{**LOAD, "input_len": 500}).check_context(256)
+
+
+# ------------------------------------------------------------------------------------------------ SLO maths
+
+
+def tl(t_send: float, ttft: float, n: int, gap: float) -> Timeline:
+    times = [t_send + ttft + j * gap for j in range(n)]
+    return Timeline(t_send=t_send, t_end=times[-1], token_times=times, completion_tokens=n, prompt_tokens=5)
+
+
+def test_goodput_counts_requests_meeting_every_slo():
+    tls = [tl(0.0, 0.05, 11, 0.01), tl(0.0, 0.30, 11, 0.01), tl(0.0, 0.05, 11, 0.05), Timeline(error="HTTP 500")]
+    m = level_metrics(tls, 4, 11, slo={"ttft_p50_ms": 100, "tpot_mean_ms": 20})
+    wall = m["wall_s"]
+    assert m["goodput_req_s"] == pytest.approx(1 / wall)  # fast request only: slow first token, slow decode, failed
+    assert m["slo"]["checks"]["ttft_p50_ms"] == {"limit": 100, "value": pytest.approx(50.0), "met": True}
+    assert m["slo"]["checks"]["tpot_mean_ms"]["met"] is False and m["slo"]["met"] is False
+    no_slo = level_metrics(tls[:3], 3, 11)
+    assert no_slo["slo"] is None and no_slo["goodput_req_s"] == pytest.approx(no_slo["request_throughput_req_s"])
+    met = level_metrics(tls[:1], 1, 11, slo={"itl_p99_ms": 11})
+    assert met["slo"]["met"] and met["goodput_req_s"] > 0
+    assert metrics.request_meets((10.0, 1.0, 20.0, [5.0, 50.0]), {"itl_mean_ms": 20}) is False
+
+
+# ------------------------------------------------------------------------------------------------ end to end
+
+
+def bench_cli(url: str, tmp_path, *extra) -> tuple:
+    dest = tmp_path / "r.json"
+    rc = cli.main(["bench", "--url", url, "--warmup", "0", "--output-len", "8", "--json", str(dest), *extra])
+    return rc, json.loads(dest.read_text()) if dest.exists() else None
+
+
+def test_a_custom_dataset_through_the_cli(emulator, tmp_path, capsys):
+    emu = emulator()
+    lines = [chat_line(f"prompt {i} " + "word " * (5 + i), max_tokens=4 + i) for i in range(6)]
+    path = write(tmp_path, "traffic.jsonl", "\n".join(lines))
+    rc, r = bench_cli(
+        emu.url,
+        tmp_path,
+        "--dataset-name",
+        "custom",
+        "--dataset-path",
+        path,
+        "--concurrency",
+        "2",
+        "--num-prompts",
+        "6",
+    )
+    assert rc == 0, capsys.readouterr()
+    level = r["levels"][0]
+    assert level["completed"] == 6 and level["output_len_mismatch"]["count"] == 0
+    assert level["output_tokens"] == sum(4 + i for i in range(6))
+    w = r["workload"]
+    assert w["dataset_name"] == "custom" and w["dataset_sha256"] == hashlib.sha256(open(path, "rb").read()).hexdigest()
+    assert w["seed"] == 42 and w["mode"] == "concurrency"
+    assert "custom" in capsys.readouterr().out
+
+
+def test_request_rate_levels_arrive_as_a_seeded_poisson_process(emulator, tmp_path, capsys):
+    emu = emulator()
+    rc, r = bench_cli(
+        emu.url,
+        tmp_path,
+        "--request-rate",
+        "25,inf",
+        "--max-concurrency",
+        "4",
+        "--num-prompts",
+        "20",
+        "--slo",
+        "ttft_p99_ms=5000",
+    )
+    assert rc == 0
+    paced, burst = r["levels"]
+    assert (paced["label"], paced["request_rate"], paced["concurrency"]) == ("25 req/s (c<=4)", 25.0, 4)
+    assert (burst["label"], burst["request_rate"]) == ("c=4", None)
+    rng = random.Random("42:arrivals")
+    span = sum(rng.expovariate(25.0) for _ in range(19))  # the gaps between 20 arrivals
+    assert paced["wall_s"] == pytest.approx(span + 0.1, abs=0.4)  # + the last request's own time
+    assert burst["wall_s"] < paced["wall_s"]
+    assert paced["slo"]["met"] and paced["goodput_req_s"] == pytest.approx(paced["request_throughput_req_s"])
+    assert r["workload"]["request_rates"] == [25.0, "inf"] and r["workload"]["mode"] == "request_rate"
+    assert "SLA met" in capsys.readouterr().out
+
+
+def test_the_sla_search_finds_the_highest_rate_that_holds(emulator, tmp_path, capsys):
+    # per-stream decode = min(500, 1000 / running): TPOT stays within 4 ms while 4 or fewer run
+    emu = emulator(aggregate_tok_s=1000)
+    rc, r = bench_cli(
+        emu.url,
+        tmp_path,
+        "--slo",
+        "tpot_p50_ms=4",
+        "--sla-search",
+        "5,400",
+        "--sla-search-steps",
+        "3",
+        "--num-prompts",
+        "16",
+        "--output-len",
+        "32",
+    )
+    out = capsys.readouterr().out
+    search = r["sla_search"]
+    assert [p["rate"] for p in search["probes"]][:2] == [5.0, 400.0]
+    assert len(r["levels"]) == len(search["probes"]) == 5
+    assert search["probes"][0]["sla_met"] and not search["probes"][1]["sla_met"]
+    held = [p["rate"] for p in search["probes"] if p["sla_met"]]
+    assert search["best_rate"] == max(held) and 5 < search["best_rate"] < 400  # a bisection held
+    assert f"highest request rate meeting the SLA: {search['best_rate']:g} req/s" in out
+    assert rc == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--dataset-name", "custom", "--dataset-path", "{tmp}/missing.jsonl"], "cannot read dataset"),
+        (["--dataset-name", "custom", "--dataset-path", "{tmp}/empty.jsonl"], "holds no usable request"),
+        (["--dataset-name", "sharegpt", "--dataset-path", "{tmp}/empty.jsonl"], "is not JSON"),
+        (["--dataset-name", "custom"], "needs --dataset-path"),
+        (["--request-rate", "0"], "above 0"),
+        (["--request-rate", "-2"], "above 0"),
+        (["--slo", "ttft_p100_ms=5"], "unknown SLO metric"),
+        (["--max-concurrency", "0"], "max_concurrency must be at least 1"),
+        (["--sla-search", "1,8"], "needs SLOs"),
+        (["--sla-search", "1"], "two request rates"),
+        (["--random-range-ratio", "2"], "within 0 and 1"),
+    ],
+)
+def test_unusable_workloads_are_refused_before_any_request(extra, message, tmp_path, capsys):
+    (tmp_path / "empty.jsonl").write_text("\n")
+    listener = socket.create_server(("127.0.0.1", 0))  # accepts nothing: any request would hang the test
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    with listener:
+        try:
+            rc = cli.main(
+                ["bench", "--url", url, "--timeout", "2", *[x.replace("{tmp}", str(tmp_path)) for x in extra]]
+            )
+        except SystemExit as exc:  # argparse's refusal of a flag's value
+            rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and "Traceback" not in err
+
+
+def generated(emu) -> float:
+    text = server_http.request(Endpoint.parse(emu.url), "GET", "/metrics").body.decode()
+    return metrics.parse_prometheus(text).get("sglang:num_requests_total", 0.0)
+
+
+def test_a_prompt_over_the_servers_context_is_refused_before_generating(emulator, tmp_path, capsys):
+    emu = emulator("--context-length", "64", "--enable-metrics")
+    before = generated(emu)
+    path = write(tmp_path, "c.jsonl", chat_line("w " * 60))
+    rc = cli.main(["bench", "--url", emu.url, "--dataset-name", "custom", "--dataset-path", path, "--warmup", "1"])
+    assert rc == 2
+    assert "do not fit the server's context of 64 tokens" in capsys.readouterr().err
+    assert generated(emu) == before
