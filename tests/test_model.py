@@ -83,6 +83,10 @@ def test_truncated_altered_missing_and_extra_files_are_named(checkpoint, locked)
         ({"files": [{"path": "config.json", "size": "1", "sha256": "a" * 64}]}, "size '1' is not"),
         ({"files": [{"path": "config.json", "size": 1, "sha256": "xyz"}]}, "is not 64 lower-case hex"),
         ({"files": [{"path": "w.safetensors", "size": 1, "sha256": "a" * 64}]}, "config.json is not listed"),
+        ({"files": [{"path": "{{ lookup('pipe', 'id') }}", "size": 1, "sha256": "a" * 64}]}, "Ansible's templates"),
+        ({"files": [{"path": "model-*.safetensors", "size": 1, "sha256": "a" * 64}]}, "a glob pattern"),
+        ({"files": [{"path": "config.json", "size": 1, "sha256": "a" * 64, "url": "x"}]}, "unknown key 'url'"),
+        ({"notes": "{{ 6 * 7 }}"}, "unknown key 'notes'"),
     ],
 )
 def test_bad_locks_are_refused_naming_the_key(locked, change, problem):

@@ -27,6 +27,11 @@ _SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 # A repository id of the Hub: owner/name (letters, digits, '-', '_', '.').
 _REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*\Z")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# A lock's paths reach Ansible (a template is never evaluated from a lock, but a lock is refused that holds one) and
+# huggingface_hub's allow_patterns (globs).
+_SPECIAL = re.compile(r"[\\{}*?\[\]]")
+_KEYS = {"name", "repository", "revision", "locked_at", "files"}
+_FILE_KEYS = {"path", "size", "sha256"}
 
 
 def path_problem(path: object) -> str:
@@ -37,8 +42,11 @@ def path_problem(path: object) -> str:
     parts = path.split("/")
     if path.startswith("/") or any(part in ("", ".", "..") or part.startswith(".") for part in parts):
         return f"file path {path[:80]!r} must be relative, inside the folder, without hidden parts"
-    if _CONTROL.search(path) or "\\" in path:
-        return f"file path {path[:80]!r} holds a control character or a backslash"
+    if _CONTROL.search(path) or _SPECIAL.search(path):
+        return (
+            f"file path {path[:80]!r} holds a control character, a backslash, or a character that Ansible's templates "
+            "or a glob pattern read ({ } * ? [ ])"
+        )
     return ""
 
 
@@ -57,7 +65,9 @@ def validate(lock: object) -> list[str]:
     """Problems of a model lock, each naming the key and the fix; [] when it can be used."""
     if not isinstance(lock, dict):
         return ["a model lock is a mapping (name, repository, revision, files)"]
-    problems = []
+    problems = [
+        f"unknown key {str(key)[:40]!r} (a lock has {', '.join(sorted(_KEYS))})" for key in lock if key not in _KEYS
+    ]
     name = lock.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
         problems.append(f"name {name!r}: lower-case letters, digits, '.' and '-' only (the lock file is NAME.lock.yml)")
@@ -80,6 +90,9 @@ def validate(lock: object) -> list[str]:
         if not isinstance(entry, dict):
             problems.append(f"files: entry {str(entry)[:80]!r} is not a mapping of path, size, sha256")
             continue
+        problems += [
+            f"files: unknown key {str(key)[:40]!r} (path, size, sha256)" for key in entry if key not in _FILE_KEYS
+        ]
         path = entry.get("path")
         problem = path_problem(path)
         if problem:
