@@ -101,11 +101,44 @@ def test_failed_profile_makes_the_comparison_fail(comparison):
 def test_table_and_markdown(comparison):
     table = report.format_table(comparison)
     assert report.SYNTHETIC_NOTE not in table
-    nextn_1 = next(line for line in table.splitlines() if line.split()[:2] == ["1", "nextn"])
+    nextn_1 = next(line for line in table.splitlines() if line.split()[:2] == ["c=1", "nextn"])
     assert "250.0" in nextn_1 and "2.50" in nextn_1
     md = report.markdown(comparison)
-    assert "| 1 | nextn |" in md and "![output and decode tok/s against concurrency](compare.png)" in md
+    assert "| c=1 | nextn |" in md and "![output and decode tok/s against concurrency](compare.png)" in md
     assert "## Failures" in md and "Traceback ..." in md
+
+
+def test_incomparable_workloads_are_not_ranked():
+    """Results of another dataset, seed or mode are shown side by side but get no ratio."""
+    other = result([level(1, 250.0, 0.09), level(4, 160.0, 0.11)])
+    other["workload"] = {**other["workload"], "dataset_name": "sharegpt", "dataset_sha256": "ab" * 32}
+    comp = report.build_comparison(
+        ["baseline", "other"],
+        {"baseline": run("baseline", result([level(1, 100.0, 0.1)])), "other": run("other", other)},
+    )
+    assert comp.workload["differs"] == "dataset_name" and not comp.workload["same_for_all"]
+    assert all(r["decode_ratio"] is None and r["output_ratio"] is None for r in comp.rows)
+    assert "NOT RANKED: the profiles ran different workloads (dataset_name differs)" in report.format_table(comp)
+    assert "differs between profiles: dataset_name; not ranked" in report.markdown(comp)
+
+
+def test_rate_levels_goodput_and_the_sla_rate_are_compared():
+    def rated(rate: float, goodput: float, best: float) -> dict:
+        m = level(4, 100.0, 0.1)
+        m.update(label=f"{rate:g} req/s (c<=4)", request_rate=rate, goodput_req_s=goodput)
+        res = result([m])
+        res["sla_search"] = {"best_rate": best}
+        return res
+
+    runs = {"a": run("a", rated(2.0, 1.5, 4.0)), "b": run("b", rated(2.0, 1.9, 8.0))}
+    comp = report.build_comparison(["a", "b"], runs)
+    assert [(r["level"], r["profile"], r["goodput_req_s"]) for r in comp.rows] == [
+        ("2 req/s (c<=4)", "a", 1.5),
+        ("2 req/s (c<=4)", "b", 1.9),
+    ]
+    assert comp.sla == {"a": {HOST: 4.0}, "b": {HOST: 8.0}}
+    assert "b on gpu-1: highest rate meeting the SLA 8.00 req/s" in report.format_table(comp)
+    assert "Highest request rate meeting the SLA" in report.markdown(comp)
 
 
 def test_emulated_results_are_labelled(tmp_path):

@@ -43,7 +43,23 @@ COLUMNS = (
     ("decode_tok_s", "dec tok/s", 1),
     ("decode_ratio", "x first", 2),
     ("ttft_p50_ms", "ttft p50 ms", 1),
+    ("goodput_req_s", "good/s", 2),
     ("accept_length", "accept", 2),
+)
+# What makes two results comparable: the same workload in each of these (bench result's `workload`).
+COMPARABLE = (
+    "dataset_name",
+    "dataset_sha256",
+    "seed",
+    "input_len",
+    "output_len",
+    "random_range_ratio",
+    "forced_length",
+    "mode",
+    "request_rates",
+    "max_concurrency",
+    "slo",
+    "requests_per_level",
 )
 
 
@@ -66,6 +82,7 @@ class Comparison:
     emulated: bool = False
     routers: dict = field(default_factory=dict)
     router_workload: dict = field(default_factory=dict)
+    sla: dict = field(default_factory=dict)  # profile -> {host: highest rate meeting the SLA} (sla_rates)
 
     @property
     def ok(self) -> bool:
@@ -105,6 +122,7 @@ class Comparison:
             "workload": self.workload,
             "routers": self.routers,
             "router_workload": self.router_workload,
+            "sla": self.sla,
             "rows": self.rows,
             "runs": {name: r.to_dict() for name, r in self.runs.items()},
             "restores": [r.to_dict() for r in self.restores],
@@ -115,29 +133,32 @@ def _ratio(value, base):
     return value / base if value is not None and base else None
 
 
-def comparison_rows(profiles: list, results: dict, via: str = "host") -> list:
-    """results: profile -> {host: benchmark result}. One row per host, level and profile (profile order)."""
+def comparison_rows(profiles: list, results: dict, via: str = "host", ranked: bool = True) -> list:
+    """results: profile -> {host: benchmark result}. One row per host, level and profile (profile order); the
+    ratios to the first profile only when `ranked` (the workloads are comparable)."""
     rows = []
     hosts = sorted({h for per_host in results.values() for h in per_host})
     for host in hosts:
-        levels = sorted(
-            {m["concurrency"] for p in profiles for m in results.get(p, {}).get(host, {}).get("levels", [])}
-        )
-        for c in levels:
+        per_profile = {
+            p: {table.label(m): m for m in results.get(p, {}).get(host, {}).get("levels", [])} for p in profiles
+        }
+        levels = list(dict.fromkeys(name for p in profiles for name in per_profile[p]))
+        for name_of_level in levels:
             base = None
+            any_level = next(per_profile[p][name_of_level] for p in profiles if name_of_level in per_profile[p])
             for i, name in enumerate(profiles):
-                level = next(
-                    (m for m in results.get(name, {}).get(host, {}).get("levels", []) if m["concurrency"] == c), None
-                )
+                level = per_profile[name].get(name_of_level)
                 spec = (level or {}).get("spec_accept_length")
                 row = {
                     "host": host,
                     "via": via,
-                    "concurrency": c,
+                    "level": name_of_level,
+                    "concurrency": any_level["concurrency"],
                     "profile": name,
                     "output_tok_s": level.get("output_throughput_tok_s") if level else None,
                     "decode_tok_s": table.stat(level, "decode_tok_s_per_request", "mean") if level else None,
                     "ttft_p50_ms": table.stat(level, "ttft_ms", "p50") if level else None,
+                    "goodput_req_s": level.get("goodput_req_s") if level else None,
                     "accept_length": spec["value"] if spec else None,
                     "completed": level["completed"] if level else 0,
                     "requests": level["requests"] if level else 0,
@@ -145,21 +166,30 @@ def comparison_rows(profiles: list, results: dict, via: str = "host") -> list:
                 }
                 if i == 0:
                     base = row
-                row["output_ratio"] = _ratio(row["output_tok_s"], base["output_tok_s"])
-                row["decode_ratio"] = _ratio(row["decode_tok_s"], base["decode_tok_s"])
+                row["output_ratio"] = _ratio(row["output_tok_s"], base["output_tok_s"]) if ranked else None
+                row["decode_ratio"] = _ratio(row["decode_tok_s"], base["decode_tok_s"]) if ranked else None
                 rows.append(row)
     return rows
 
 
 def _workload(results: dict) -> dict:
-    """input and output length and requests per level of the first result, and whether every result had them."""
+    """The workload of the first result (COMPARABLE's settings), `same_for_all` when every result had it, and
+    `differs`: the first setting that differs (None when comparable)."""
     workloads = [r.get("workload", {}) for per_host in results.values() for r in per_host.values()]
     first = workloads[0] if workloads else {}
-    workload = {k: first.get(k) for k in ("input_len", "output_len", "requests_per_level")}
-    workload["same_for_all"] = all(
-        {k: w.get(k) for k in workload if k != "same_for_all"} == workload for w in workloads
-    )
-    return workload
+    workload = {k: first.get(k) for k in COMPARABLE}
+    differs = next((k for k in COMPARABLE for w in workloads if w.get(k) != workload[k]), None)
+    return {**workload, "same_for_all": differs is None, "differs": differs}
+
+
+def sla_rates(results: dict) -> dict:
+    """profile -> {host: the highest rate meeting the SLA} of the results that ran an SLA search."""
+    out: dict = {}
+    for name, per_host in results.items():
+        for host, res in per_host.items():
+            if res.get("sla_search"):
+                out.setdefault(name, {})[host] = res["sla_search"]["best_rate"]
+    return out
 
 
 def build_comparison(profiles: list, runs: dict, restores: list = (), settings: dict | None = None) -> Comparison:
@@ -172,16 +202,19 @@ def build_comparison(profiles: list, runs: dict, restores: list = (), settings: 
         for host, res in per_router.items():
             routers.setdefault(host, sorted((res.get("context") or {}).get("replicas") or {}))
     everything = [r for per in (*results.values(), *through.values()) for r in per.values()]
+    workload, router_workload = _workload(results), _workload(through)
     return Comparison(
         profiles=list(profiles),
-        rows=comparison_rows(profiles, results) + comparison_rows(profiles, through, via="router"),
+        rows=comparison_rows(profiles, results, ranked=workload["same_for_all"])
+        + comparison_rows(profiles, through, via="router", ranked=router_workload["same_for_all"]),
         runs=dict(runs),
         restores=list(restores),
         settings=dict(settings or {}),
-        workload=_workload(results),
+        workload=workload,
         emulated=any(r.get("server_emulated") for r in everything),
         routers=routers,
-        router_workload=_workload(through) if routers else {},
+        router_workload=router_workload if routers else {},
+        sla=sla_rates(results),
     )
 
 
@@ -201,20 +234,25 @@ def format_table(comp: Comparison) -> str:
         f"in={w.get('input_len')} out={w.get('output_len')} tokens; out tok/s = aggregate output, "
         f"dec tok/s = per-request decode (mean); x first = ratio to {comp.profiles[0]}"
     )
+    if not w.get("same_for_all", True):
+        lines.append(f"NOT RANKED: the profiles ran different workloads ({w['differs']} differs)")
     if comp.routers:
         rw = comp.router_workload
         lines.append(f"through the router: in={rw.get('input_len')} out={rw.get('output_len')} tokens")
-    header = ["conc", "profile"] + [title for _, title, _ in COLUMNS]
+    header = ["level", "profile"] + [title for _, title, _ in COLUMNS]
     for host, via in comp.targets:
         lines.append(comp.label(host, via))
-        table = [header]
+        grid = [header]
         for row in (r for r in comp.rows if (r["host"], r["via"]) == (host, via)):
-            table.append([str(row["concurrency"]), row["profile"]] + _cells(row))
-        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-        for r in table:
+            grid.append([row["level"], row["profile"]] + _cells(row))
+        widths = [max(len(r[i]) for r in grid) for i in range(len(header))]
+        for r in grid:
             lines.append(
                 "  ".join(cell.ljust(widths[i]) if i == 1 else cell.rjust(widths[i]) for i, cell in enumerate(r))
             )
+    for name, per_host in comp.sla.items():
+        for host, rate in per_host.items():
+            lines.append(f"{name} on {host}: highest rate meeting the SLA {table.fmt(rate, 2)} req/s")
     for name, failures in comp.failures().items():
         for f in failures or []:
             lines.append(f"{name}: FAILED on {f.host}, task '{f.task}': {f.message.splitlines()[0]}")
@@ -240,14 +278,19 @@ def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
         ),
         f"- Workload: input {w.get('input_len')} tokens, output {w.get('output_len')} tokens (forced), "
         f"requests per level {json.dumps(w.get('requests_per_level'))}"
-        + ("" if w.get("same_for_all", True) else " (**differs between profiles**)"),
+        + ("" if w.get("same_for_all", True) else f" (**differs between profiles: {w['differs']}; not ranked**)"),
+        *(
+            f"- Highest request rate meeting the SLA {json.dumps(w.get('slo'))}: **{name}** "
+            + ", ".join(f"{table.fmt(rate, 2)} req/s on `{host}`" for host, rate in per_host.items())
+            for name, per_host in comp.sla.items()
+        ),
         f"- Ratios (`x first`) are to **{comp.profiles[0]}**; `dec tok/s` is the per-request decode speed (mean), "
         "`out tok/s` the aggregate output throughput of the level.",
         "",
     ]
     if plot_name:
         out += [f"![output and decode tok/s against concurrency]({plot_name})", ""]
-    header = ["concurrency", "profile"] + [title for _, title, _ in COLUMNS]
+    header = ["level", "profile"] + [title for _, title, _ in COLUMNS]
     for host, via in comp.targets:
         out += [
             f"## {comp.label(host, via)}",
@@ -259,7 +302,7 @@ def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
             cells = _cells(row)
             if row["profile"] == comp.profiles[0]:
                 cells = [f"**{c}**" if c != "-" else c for c in cells]
-            out.append("| " + " | ".join([str(row["concurrency"]), row["profile"]] + cells) + " |")
+            out.append("| " + " | ".join([row["level"], row["profile"]] + cells) + " |")
         out.append("")
     failures = comp.failures()
     if failures:
@@ -294,7 +337,8 @@ def plot(comp: Comparison, path) -> Path:
         ("output_tok_s", "Aggregate output throughput", "output tok/s (all requests)"),
         ("decode_tok_s", "Per-request decode speed", "decode tok/s per request (mean)"),
     )
-    levels = sorted({r["concurrency"] for r in comp.rows})
+    closed_loop = [r for r in comp.rows if r["level"] == f"c={r['concurrency']}"]  # rate levels: no x position
+    levels = sorted({r["concurrency"] for r in closed_loop})
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     markers = "os^Dvp*h"
     styles = ["-", "--", ":", "-."]  # per host or router
@@ -304,7 +348,7 @@ def plot(comp: Comparison, path) -> Path:
             for j, (host, via) in enumerate(targets):
                 pts = [
                     (r["concurrency"], r[key])
-                    for r in comp.rows
+                    for r in closed_loop
                     if r["profile"] == name and (r["host"], r["via"]) == (host, via) and r[key] is not None
                 ]
                 if not pts:
