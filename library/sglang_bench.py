@@ -71,6 +71,53 @@ options:
     description: Output tokens per request (at least 2), forced and verified.
     type: int
     default: 256
+  dataset_name:
+    description: "The prompts, named as sglang.bench_serving names them: C(random) (common-word prompts of
+      O(input_len)), C(sharegpt) (the ShareGPT JSON list at O(dataset_path)), C(custom) (JSONL at O(dataset_path),
+      one C({\"messages\": [...], \"max_tokens\": N}) per line), C(generated-shared-prefix) (groups sharing a long
+      system prompt, see O(gsp))."
+    type: str
+    choices: [random, sharegpt, custom, generated-shared-prefix]
+    default: random
+  dataset_path:
+    description: The dataset file on the host (C(sharegpt), C(custom)); its sha256 is recorded.
+    type: path
+  random_range_ratio:
+    description: Lengths drawn uniformly from [length x ratio, length] (bench_serving's convention); 1 keeps them fixed.
+    type: float
+    default: 1.0
+  seed:
+    description: Seed of the prompts, their order and the arrivals.
+    type: int
+    default: 42
+  sharegpt_output_len:
+    description: C(sharegpt) only, this output length instead of each answer's.
+    type: int
+  gsp:
+    description: C(generated-shared-prefix) settings (num_groups 64, prompts_per_group 16, system_prompt_len 2048,
+      question_len 128); the output length is O(output_len).
+    type: dict
+  request_rate:
+    description: Request rates (per second), one level each, instead of the O(concurrency) levels; Poisson
+      arrivals, C(inf) sends all at once.
+    type: list
+    elements: str
+  max_concurrency:
+    description: At most this many requests in flight at a rate; alone, the one closed-loop level of that concurrency.
+    type: int
+  slo:
+    description: "Limits in ms by metric, e.g. C({ttft_p99_ms: 2000, tpot_p99_ms: 50}) (ttft, tpot, itl, e2e x mean,
+      p50, p90, p95, p99); each level gets its verdict, goodput counts the requests meeting all."
+    type: dict
+  sla_search:
+    description: Two request rates C([LOW, HIGH]); the levels are then a search for the highest rate whose level
+      meets every O(slo) (the result's C(sla_search.best_rate)).
+    type: list
+    elements: float
+  sla_search_steps:
+    description: Bisections of the SLA search after its two bounds.
+    type: int
+    default: 5
   min_tokens:
     description: Also send C(min_tokens) = O(output_len), for a server that stops early despite C(ignore_eos).
       SGLang then runs its min-new-tokens penalizer on every decode step (slower decoding; the figures are not
@@ -150,9 +197,15 @@ result:
         tokens_per_chunk {mean, aggregate}, prompt_tokens_mean, output_len_mismatch {count, expected, examples},
         reasoning {reasoning_chunks, reasoning_chars, content_chunks, content_chars, reasoning_tokens},
         spec_accept_length ({value, source[, before]} or null), output_check {count, examples} (responses that
-        are empty, one character repeated or not text), stopped (why the sweep ended at this level, or null).
+        are empty, one character repeated or not text), stopped (why the sweep ended at this level, or null),
+        label (C(c=8) or C(2 req/s (c<=8))), request_rate (null closed-loop), goodput_req_s, slo (per SLO the
+        statistic, its limit and met; met overall) or null.
       type: list
       elements: dict
+    sla_search:
+      description: With O(sla_search) - bounds, steps, max_concurrency, best_rate (null when even LOW misses the SLA)
+        and probes (rate, sla_met, goodput_req_s per probe level); null otherwise.
+      type: dict
     definitions: {description: The formula of every figure., type: dict}
     context: {description: O(context) as given., type: dict}
   sample:
@@ -170,14 +223,21 @@ dest:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_deploy.bench import (
+    DATASETS,
     DEFAULT_CONCURRENCY,
     DEFAULT_INPUT_LEN,
     DEFAULT_OUTPUT_LEN,
+    DEFAULT_RANGE_RATIO,
+    DEFAULT_SEED,
+    DEFAULT_SLA_STEPS,
     DEFAULT_TIMEOUT_S,
     DEFAULT_WARMUP,
+    WORKLOAD_DEFAULTS,
     ServerUnusable,
     check_dest,
     format_table,
+    parse_rates,
+    parse_slo,
     run_benchmark,
     write_result,
 )
@@ -194,6 +254,17 @@ def main() -> None:
             "requests": {"type": "int"},
             "input_len": {"type": "int", "default": DEFAULT_INPUT_LEN},
             "output_len": {"type": "int", "default": DEFAULT_OUTPUT_LEN},
+            "dataset_name": {"type": "str", "default": "random", "choices": list(DATASETS)},
+            "dataset_path": {"type": "path"},
+            "random_range_ratio": {"type": "float", "default": DEFAULT_RANGE_RATIO},
+            "seed": {"type": "int", "default": DEFAULT_SEED},
+            "sharegpt_output_len": {"type": "int"},
+            "gsp": {"type": "dict"},
+            "request_rate": {"type": "list", "elements": "str"},
+            "max_concurrency": {"type": "int"},
+            "slo": {"type": "dict"},
+            "sla_search": {"type": "list", "elements": "float"},
+            "sla_search_steps": {"type": "int", "default": DEFAULT_SLA_STEPS},
             "min_tokens": {"type": "bool", "default": False},
             "warmup": {"type": "int", "default": DEFAULT_WARMUP},
             "timeout": {"type": "float", "default": DEFAULT_TIMEOUT_S},
@@ -208,18 +279,18 @@ def main() -> None:
     try:
         if p["dest"]:
             check_dest(p["dest"])
+        workload = {name: p[name] for name in WORKLOAD_DEFAULTS if p.get(name) is not None}
+        if p["request_rate"] is not None:
+            workload["request_rate"] = parse_rates(",".join(p["request_rate"]))
+        if p["slo"] is not None:
+            workload["slo"] = parse_slo(",".join(f"{k}={v}" for k, v in p["slo"].items()))
         result = run_benchmark(
             p["url"],
             api_key=p["api_key"],
             model=p["model"],
-            concurrency=p["concurrency"],
-            requests=p["requests"],
-            input_len=p["input_len"],
-            output_len=p["output_len"],
             min_tokens=p["min_tokens"],
-            warmup=p["warmup"],
-            timeout=p["timeout"],
             context=p["context"],
+            **workload,
         )
     except (ValueError, ServerUnusable) as exc:
         module.fail_json(msg=f"benchmark could not run: {exc}")
@@ -228,26 +299,27 @@ def main() -> None:
     if p["dest"]:
         out["dest"] = write_result(result, p["dest"])
     for level in result["levels"]:
-        c = level["concurrency"]
+        name = level["label"]
         if level["failed"] and not level["stopped"]:
-            module.warn(f"c={c}: {level['failed']} of {level['requests']} requests failed: {level['errors']}")
+            module.warn(f"{name}: {level['failed']} of {level['requests']} requests failed: {level['errors']}")
         mm = level["output_len_mismatch"]
         if mm["count"]:
-            module.warn(f"c={c}: {mm['count']} responses were not {mm['expected']} tokens, e.g. {mm['examples'][0]}")
+            want = mm["expected"] if mm["expected"] is not None else "their requested"
+            module.warn(f"{name}: {mm['count']} responses were not {want} tokens, e.g. {mm['examples'][0]}")
     if result["stopped"]:
         module.fail_json(msg=f"the benchmark stopped early: {result['stopped']}", **out)
     garbage = [level for level in result["levels"] if level["output_check"]["count"]]
     if garbage:
         ex = garbage[0]["output_check"]["examples"][0]
         module.fail_json(
-            msg=f"the server's output is not plausible text at concurrency "
-            f"{[level['concurrency'] for level in garbage]}: {ex['check']} ({ex['detail']}), "
+            msg=f"the server's output is not plausible text at {', '.join(level['label'] for level in garbage)}: "
+            f"{ex['check']} ({ex['detail']}), "
             f"e.g. {ex['output'][:40]!r}",
             **out,
         )
-    empty = [level["concurrency"] for level in result["levels"] if not level["completed"]]
+    empty = [level["label"] for level in result["levels"] if not level["completed"]]
     if empty:
-        module.fail_json(msg=f"no request completed at concurrency {empty}", **out)
+        module.fail_json(msg=f"no request completed at {', '.join(empty)}", **out)
     module.exit_json(changed=bool(p["dest"]), **out)
 
 

@@ -358,3 +358,81 @@ def test_a_prompt_over_the_servers_context_is_refused_before_generating(emulator
     assert rc == 2
     assert "do not fit the server's context of 64 tokens" in capsys.readouterr().err
     assert generated(emu) == before
+
+
+def test_the_module_takes_the_workload(emulator, tmp_path, capsys):
+    import sglang_bench
+    from emulator_proc import run_module
+
+    emu = emulator()
+    path = write(tmp_path, "t.jsonl", "\n".join(chat_line(f"q {i} a b c", max_tokens=5) for i in range(4)))
+    args = {"url": emu.url, "warmup": 0, "dataset_name": "custom", "dataset_path": path, "requests": 4}
+    failed, res = run_module(
+        sglang_bench,
+        {**args, "request_rate": ["50", "inf"], "max_concurrency": 2, "slo": {"e2e_p99_ms": 5000}, "seed": 7},
+        capsys,
+    )
+    assert not failed, res
+    r = res["result"]
+    assert [lv["label"] for lv in r["levels"]] == ["50 req/s (c<=2)", "c=2"]
+    assert all(lv["slo"]["met"] and lv["output_tokens"] == 20 for lv in r["levels"])
+    assert r["workload"]["seed"] == 7 and r["workload"]["dataset_sha256"]
+    failed, res = run_module(
+        sglang_bench, {**args, "slo": {"e2e_p99_ms": 5000}, "sla_search": [5, 50], "sla_search_steps": 1}, capsys
+    )
+    assert not failed and res["result"]["sla_search"]["best_rate"] == 50
+    import yaml
+
+    documented = yaml.safe_load(sglang_bench.DOCUMENTATION)["options"]
+    assert set(bench.WORKLOAD_DEFAULTS) <= set(documented)  # the module takes every workload setting
+    for bad, message in (({"request_rate": ["0"]}, "above 0"), ({"slo": {"ttft_p98_ms": 1}}, "unknown SLO metric")):
+        failed, res = run_module(sglang_bench, {**args, **bad}, capsys)
+        assert failed and message in res["msg"]
+
+
+def _lab_missing() -> str | None:
+    from test_api import _lab_missing as missing
+
+    return missing()
+
+
+@pytest.mark.skipif(_lab_missing() is not None, reason=str(_lab_missing()))
+def test_the_role_runs_a_custom_dataset_at_request_rates_and_an_sla_search_on_the_lab(tmp_path):
+    """End to end on the lab: the dataset file goes from the controller to the host, the levels are request rates
+    and the probes of an SLA search, and the fetched result records the workload."""
+    import fcntl
+
+    from sglang_deploy import api
+
+    path = write(
+        tmp_path, "traffic.jsonl", "\n".join(chat_line(f"question {i} " + "w " * 20, max_tokens=16) for i in range(8))
+    )
+    workload = {
+        "sglang_benchmark_dataset_name": "custom",
+        "sglang_benchmark_dataset_path": path,
+        "sglang_benchmark_requests": 8,
+        "sglang_benchmark_warmup": 1,
+        "sglang_benchmark_seed": 3,
+        "sglang_benchmark_max_concurrency": 4,
+        "sglang_benchmark_slo": {"e2e_p99_ms": 10000},
+    }
+    with open("/tmp/sglang-lab-1.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # test_api deploys to the same container
+        rated = api.deploy(
+            "baseline", extravars={**workload, "sglang_benchmark_request_rate": [20, "inf"]}, tags="benchmark"
+        )
+        searched = api.deploy(
+            "baseline",
+            extravars={**workload, "sglang_benchmark_sla_search": [5, 40], "sglang_benchmark_sla_search_steps": 1},
+            tags="benchmark",
+        )
+    assert rated.ok, (rated.failures, rated.error)
+    r = rated.benchmarks["sglang-lab-1"]
+    assert [lv["label"] for lv in r["levels"]] == ["20 req/s (c<=4)", "c=4"]
+    assert all(lv["completed"] == 8 and lv["output_tokens"] == 128 and lv["slo"]["met"] for lv in r["levels"])
+    w = r["workload"]
+    assert w["dataset_name"] == "custom" and w["seed"] == 3 and w["mode"] == "request_rate"
+    assert w["dataset_sha256"] == hashlib.sha256(open(path, "rb").read()).hexdigest()
+    assert searched.ok, (searched.failures, searched.error)
+    s = searched.benchmarks["sglang-lab-1"]["sla_search"]
+    assert s["best_rate"] == 40 and [p["rate"] for p in s["probes"]] == [5, 40]
