@@ -461,3 +461,25 @@ def test_a_token_in_a_git_url_stays_out_of_git_errors(url):
     assert "ghp_TOKEN" not in str(failed.value) and "git ls-remote https://127.0.0.1:1/x main failed" in str(
         failed.value
     )
+
+
+@needs_playbook
+@pytest.mark.parametrize("planted_in", ["stable-0.5.23-2026-11-30.yml", "stable-0.5.23-2026-11-30.lock.yml"])
+def test_a_template_planted_in_a_bundle_or_its_lock_runs_nothing_on_the_controller(locked_stacks, tmp_path, planted_in):
+    """The role read both with include_vars, which evaluated a template in them when the bundle was used."""
+    stacks, _ = locked_stacks
+    marker = tmp_path / "PWNED"
+    path = stacks / planted_in
+    path.write_text(path.read_text() + f"note: \"{{{{ lookup('ansible.builtin.pipe', 'touch {marker}') }}}}\"\n")
+    role = {"name": "sglang_stack"}
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [{"ansible.builtin.include_role": role}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    _, doc = run_playbook(
+        ["-i", "localhost,", "-c", "local", "--check", "-e", f"sglang_stack_bundles_dir={stacks}", "play.yml"]
+        + ["-e", f"ansible_python_interpreter={sys.executable}", "-e", f"sglang_stack_root={tmp_path / 'root'}"],
+        tmp_path,
+        {"ANSIBLE_ROLES_PATH": str(REPO / "roles")},
+    )
+    assert not marker.exists()
+    plan = [t for t in doc["plays"][0]["tasks"] if t["task"]["name"].endswith("plan its venv")]
+    assert plan, "the role stopped before its plan"  # the planted text was read as a value
