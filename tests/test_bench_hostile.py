@@ -214,6 +214,19 @@ def test_a_bad_response_head_or_framing_is_named(head, error, scripted, tmp_path
     assert any(error in e for e in errors) and not any("cut short" in e for e in errors), errors
 
 
+def test_prompts_are_counted_in_the_servers_tokens_where_it_can_tokenize(scripted, tmp_path):
+    """SGLang's /v1/tokenize of a sample sets the words per token of generated prompts; a server without it
+    (the emulator) keeps one token per word."""
+    tokenize = json.dumps({"tokens": [], "count": 1300, "max_model_len": 4096}).encode()
+    server = scripted(**{"/v1/tokenize": tokenize, "/v1/chat/completions": good_stream()})
+    rc, result = run_bench(server.url, tmp_path)
+    assert rc == 0 and result["workload"]["tokens_per_word"] == 1.3
+    assert server.asked["/v1/tokenize"] == 1
+    plain = scripted(**{"/v1/chat/completions": good_stream()})
+    rc, result = run_bench(plain.url, tmp_path)
+    assert rc == 0 and result["workload"]["tokens_per_word"] is None
+
+
 def test_sanity_prompts_refuse_an_answer_naming_another_model(scripted):
     answer = {"model": "other-model", "choices": [{"message": {"content": "Paris"}, "finish_reason": "stop"}]}
     server = scripted(**{"/v1/chat/completions": json.dumps(answer).encode()})

@@ -34,6 +34,15 @@ def emulator(tmp_path):
         emu.stop()
 
 
+def write_tmp(text: str) -> str:
+    import tempfile
+
+    fd, path = tempfile.mkstemp(suffix=".jsonl")
+    with open(fd, "w") as fh:
+        fh.write(text)
+    return path
+
+
 def write(tmp_path, name: str, text: str):
     path = tmp_path / name
     path.write_text(text)
@@ -174,6 +183,34 @@ def test_unusable_dataset_files_are_refused(name, content, message, tmp_path):
         path.write_text(content)
     with pytest.raises(ValueError, match=message):
         dataset.load(name, path=str(path), **LOAD)
+
+
+def test_calibrated_prompts_count_in_the_servers_tokens():
+    data = dataset.load("random", **{**LOAD, "input_len": 200})
+    assert 190 <= data.row(0).prompt_len <= 200 and data.info["tokens_per_word"] is None
+    data.calibrate(2.0)  # a tokenizer that makes two tokens of each common word
+    assert 90 <= data.row(1).prompt_len <= 100 and data.info["tokens_per_word"] == 2.0
+    gsp = {"num_groups": 1, "prompts_per_group": 2, "system_prompt_len": 100, "question_len": 10}
+    shared = dataset.load("generated-shared-prefix", **LOAD, gsp=gsp)
+    shared.calibrate(1.25)
+    assert len(shared.row(0).messages[0]["content"].split("\n\n")[0].split()) == 80
+    rows = dataset.load("custom", path=write_tmp(chat_line("w " * 60)), **LOAD)
+    rows.check_context(100)
+    rows.calibrate(1.5)  # 60 words are 90 tokens: with 16 out they no longer fit 100
+    with pytest.raises(ValueError, match="about 90 prompt \\+ 16 output tokens"):
+        rows.check_context(100)
+
+
+def test_the_emulator_counts_prompt_tokens_as_the_benchmark_plans_them():
+    """Both count one token per word (the emulator is copied to lab hosts alone, so each holds the rule)."""
+    from sglang_deploy.emulator.generation import prompt_token_count
+
+    for text in (
+        "Request 3: write a long essay",
+        "a  b\n\nc\td",
+        dataset.load("random", **LOAD).row(0).messages[0]["content"],
+    ):
+        assert prompt_token_count(text) == dataset.approx_tokens(text)
 
 
 def test_dataset_settings_are_checked():

@@ -21,9 +21,9 @@ MAX_FILE_BYTES = 1 << 30
 
 
 def approx_tokens(text: str) -> int:
-    """Tokens of a text as this tool counts them before the server does: one per white-space separated word
-    (the emulator counts the same way; real tokenizers give about 1.3 per English word). The result records
-    the server's own count (usage.prompt_tokens) beside it."""
+    """Words of a text: its tokens as the emulator counts them. A real server's tokenizer gives about 1.3 per
+    common English word; Dataset.calibrate takes the server's own ratio (from /v1/tokenize) when it has one. The
+    result records the server's count (usage.prompt_tokens) beside it."""
     return len(text.split())
 
 
@@ -47,6 +47,18 @@ class Dataset:
         self.rows = rows
         self.make = make
         self.longest = longest  # (prompt, output) tokens at most, of a generated dataset
+        self.tokens_per_word = 1.0
+        info["tokens_per_word"] = None
+
+    def calibrate(self, tokens_per_word: float) -> None:
+        """Count in the server's tokens from now on: generated prompts get length / tokens_per_word words, and
+        the context check counts words x tokens_per_word (the server's /v1/tokenize of a sample text)."""
+        self.tokens_per_word = tokens_per_word
+        self.info["tokens_per_word"] = round(tokens_per_word, 4)
+
+    def words(self, tokens: int) -> int:
+        """Words of a generated prompt part of about `tokens` of the server's tokens."""
+        return max(1, round(tokens / self.tokens_per_word))
 
     def row(self, i: int) -> Row:
         return self.rows[i % len(self.rows)] if self.rows is not None else self.make(i)
@@ -55,7 +67,10 @@ class Dataset:
         """ValueError naming the first request whose prompt and output do not fit the server's context."""
         if not context_len:
             return
-        sizes = [(r.prompt_len, r.output_len) for r in self.rows] if self.rows is not None else [self.longest]
+        if self.rows is not None:
+            sizes = [(round(r.prompt_len * self.tokens_per_word), r.output_len) for r in self.rows]
+        else:
+            sizes = [self.longest]
         for i, (n_in, n_out) in enumerate(sizes):
             if n_in + n_out >= context_len:
                 where = (
@@ -203,9 +218,11 @@ def load(
         def make(i: int) -> Row:
             rng = random.Random(f"{seed}:{i}")
             n_in = _ranged(rng, input_len, range_ratio)
-            return _row([{"role": "user", "content": build_prompt(i, n_in)}], _ranged(rng, output_len, range_ratio, 2))
+            prompt = build_prompt(i, data.words(n_in))
+            return _row([{"role": "user", "content": prompt}], _ranged(rng, output_len, range_ratio, 2))
 
-        return Dataset(info, make=make, longest=(max(input_len, 10), output_len))
+        data = Dataset(info, make=make, longest=(max(input_len, 10), output_len))
+        return data
     g = {**GSP_DEFAULTS, **(gsp or {})}
     bad = [k for k, v in g.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1]
     if bad:
@@ -220,11 +237,12 @@ def load(
         group = slot // g["prompts_per_group"]
         if group not in systems:
             rng = random.Random(f"{seed}:system:{group}")
-            systems[group] = words(rng, _ranged(rng, g["system_prompt_len"], range_ratio))
+            systems[group] = words(rng, data.words(_ranged(rng, g["system_prompt_len"], range_ratio)))
         rng = random.Random(f"{seed}:question:{slot}")
-        question = words(rng, _ranged(rng, g["question_len"], range_ratio))
+        question = words(rng, data.words(_ranged(rng, g["question_len"], range_ratio)))
         out = _ranged(rng, output_len, range_ratio, 2)
         return _row([{"role": "user", "content": f"{systems[group]}\n\n{question}"}], out)
 
     info["rows"] = len(order)
-    return Dataset(info, make=make, longest=(g["system_prompt_len"] + g["question_len"], output_len))
+    data = Dataset(info, make=make, longest=(g["system_prompt_len"] + g["question_len"], output_len))
+    return data

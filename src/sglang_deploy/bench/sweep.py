@@ -34,9 +34,10 @@ from .metrics import (
     spec_accept_from_counters,
 )
 from .table import format_level_line
-from .workload import WORKLOAD_DEFAULTS, Level, chat_body, check_settings
+from .workload import WORKLOAD_DEFAULTS, Level, chat_body, check_settings, words
 
 EXAMPLES = 3
+TOKENIZE_SAMPLE_WORDS = 1000  # common words tokenized once to count generated prompts in the server's tokens
 RATE_PREOPEN = 32  # connections opened before a rate level without a concurrency cap (more open on demand)
 
 
@@ -68,6 +69,25 @@ class _Probe:
 
     async def json(self, path: str):
         return (await self.get(path)).json()
+
+    async def tokens_per_word(self, model: str | None) -> float | None:
+        """Tokens per common word in the server's tokenizer: POST /v1/tokenize (SGLang) of TOKENIZE_SAMPLE_WORDS
+        words; None when the server has no such endpoint or answers something else."""
+        ep = self.target.endpoint
+        body = {"prompt": words(random.Random(0), TOKENIZE_SAMPLE_WORDS), "add_special_tokens": False}
+        if model:
+            body["model"] = model
+        try:
+            resp = await asyncio.to_thread(
+                server_http.request, ep, "POST", "/v1/tokenize", body, self.target.api_key, self.timeout
+            )
+        except OSError as exc:
+            raise ServerUnusable(f"POST /v1/tokenize at {ep.url}: {type(exc).__name__}: {exc}") from exc
+        answer = resp.json()
+        count = answer.get("count") if isinstance(answer, dict) else None
+        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+            return count / TOKENIZE_SAMPLE_WORDS
+        return None
 
     async def metrics(self) -> dict | None:
         """Counters of /metrics, None when the server does not export them (--enable-metrics off)."""
@@ -371,6 +391,9 @@ async def run_benchmark_async(
     if not model or not (info or {}).get("context_length"):
         models = await probe.json("/v1/models")
     model = model or (info or {}).get("served_model_name") or server_http.first_model(models)
+    ratio = await probe.tokens_per_word(model)
+    if ratio:
+        data.calibrate(ratio)
     data.check_context((info or {}).get("context_length") or server_http.first_model_len(models))
     run = _Run(target, model, data, w["timeout"], min_tokens, dummy_weights(info))
 
