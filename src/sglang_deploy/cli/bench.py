@@ -84,7 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="input_len",
         type=int,
         default=bench.DEFAULT_INPUT_LEN,
-        help=f"prompt length in tokens, about: one per word ({bench.DEFAULT_INPUT_LEN})",
+        help="prompt length in the server's tokens, about (counted with its /v1/tokenize; one per word where it "
+        f"has none) ({bench.DEFAULT_INPUT_LEN})",
     )
     p.add_argument(
         "--output-len",
