@@ -117,6 +117,15 @@ def drip(conn: socket.socket, n: int) -> None:
         time.sleep(0.1)
 
 
+def drip_body(conn: socket.socket, n: int) -> None:
+    """A whole head without a length (http.client then lets go of the connection's socket), then a body byte every
+    0.1 s for ever."""
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n")
+    while True:  # until the client hangs up
+        conn.sendall(b"X")
+        time.sleep(0.1)
+
+
 def endless(conn: socket.socket, n: int) -> None:
     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n")
     line = b"sglang:num_requests_total 1\n" * 2048
@@ -138,6 +147,14 @@ def test_a_dripping_answer_is_bounded_by_the_total_timeout(scripted):
         server_http.request(Endpoint.parse(server.url), "GET", "/health", timeout=1.0)
     assert time.monotonic() - t0 < 2.0
     assert readiness.probe(server.url, timeout=1.0) == ("error", None)
+
+
+def test_a_body_dripped_without_a_length_is_bounded_by_the_total_timeout(scripted):
+    server = scripted(**{"/metrics": drip_body})
+    t0 = time.monotonic()
+    with pytest.raises(server_http.SlowAnswer, match="no complete answer within 1 s"):
+        server_http.request(Endpoint.parse(server.url), "GET", "/metrics", timeout=1.0)
+    assert time.monotonic() - t0 < 2.0
 
 
 def test_a_dripping_health_stops_the_bench_within_its_timeout(scripted, tmp_path, capsys):

@@ -172,9 +172,9 @@ def _endless(sock) -> None:
         (_http(b'{"workers": [{"labels": ["smg.ai/discovery-id"]}]}'), "whose labels are not"),
         (_http(b'{"workers": [{"url": ["http://a:1"]}]}'), "whose id or url is not a string"),
         (_http(b"[" * 100_000), "recursion"),
-        (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", r"not in HTTP \(BadStatusLine"),
+        (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", r"not as SGLang or smg answer \(BadStatusLine"),
         (_drip, "not in full within 1 s"),
-        (_endless, "a body of over 1 MiB"),
+        (_endless, "body is over 1048576 bytes"),
     ],
 )
 def test_a_router_answer_that_is_not_a_worker_list_is_a_fleet_error_naming_the_host(monkeypatch, reply, reason):
@@ -197,7 +197,7 @@ def test_a_router_answer_that_is_not_a_worker_list_is_a_fleet_error_naming_the_h
         (_http(b"sglang:num_queue_reqs -1\nsglang:num_running_reqs 0\n"), "line 1: sglang:num_queue_reqs has no"),
         (_http(b"sglang:num_running_reqs\n"), "has no count"),
         (_drip, "not in full within 1 s"),
-        (_endless, "a body of over 1 MiB"),
+        (_endless, "body is over 1048576 bytes"),
     ],
 )
 def test_a_metrics_page_that_is_not_sglangs_stops_the_drain_naming_the_host(monkeypatch, reply, reason):

@@ -17,15 +17,12 @@ smg facts this relies on (smg 1.13.0, checked against its --help and a running g
 
 from __future__ import annotations
 
-import contextlib
-import http.client
 import json
 import math
-import socket
-import threading
 import time
 from urllib.parse import urlsplit
 
+from .server_http import Endpoint, HttpError, SlowAnswer, request
 from .nodes import local_only
 
 MANIFEST_VERSION = 1
@@ -175,49 +172,28 @@ def in_flight(metrics_text: str) -> float | None:
 
 
 def _get(url: str, api_key: str | None = None) -> tuple[int, str]:
-    """GET ``url``: (HTTP status, body). After connecting, the exchange takes at most PROBE_TIMEOUT_S (the socket's
-    timeout counts per read, so a reply dripped a byte at a time is cut here) and the body at most MAX_BODY_BYTES.
-    Unreachable when nothing answers; FleetError naming the URL when the answer is too slow, too large or not HTTP."""
+    """GET ``url``: (HTTP status, body), the exchange bounded by server_http.request (PROBE_TIMEOUT_S in all,
+    MAX_BODY_BYTES of body). Unreachable when nothing answers; FleetError naming the URL when the answer is too
+    slow, too large or not HTTP."""
     parts = urlsplit(url)
-    conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = conn_cls(parts.hostname, parts.port, timeout=PROBE_TIMEOUT_S)
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        conn.connect()
+        resp = request(
+            Endpoint.parse(f"{parts.scheme}://{parts.netloc}"),
+            "GET",
+            (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+            api_key=api_key,
+            timeout=PROBE_TIMEOUT_S,
+            max_bytes=MAX_BODY_BYTES,
+        )
+    except SlowAnswer as exc:
+        raise FleetError(
+            f"{url} answered, but not in full within {PROBE_TIMEOUT_S:g} s (a reply that slow is not SGLang's or smg's)"
+        ) from exc
+    except HttpError as exc:
+        raise FleetError(f"{url} answered, but not as SGLang or smg answer ({str(exc)[:200]})") from exc
     except OSError as exc:
-        conn.close()
         raise Unreachable(f"{url}: {exc}") from exc
-    sock, late = conn.sock, threading.Event()  # sock: the connection lets go of it once a body is read
-
-    def cut() -> None:  # ends the read under way
-        late.set()
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
-
-    timer = threading.Timer(PROBE_TIMEOUT_S, cut)
-    timer.start()
-    try:
-        conn.request("GET", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), headers=headers)
-        resp = conn.getresponse()
-        body = resp.read(MAX_BODY_BYTES + 1)
-    except (OSError, http.client.HTTPException) as exc:
-        if late.is_set() or not isinstance(exc, OSError):
-            raise FleetError(f"{url} answered, but {_bad_answer(late, exc)}") from exc
-        raise Unreachable(f"{url}: {exc}") from exc
-    finally:
-        timer.cancel()
-        conn.close()
-    if late.is_set() or len(body) > MAX_BODY_BYTES:
-        raise FleetError(f"{url} answered, but {_bad_answer(late, None)}")
-    return resp.status, body.decode("utf-8", "replace")
-
-
-def _bad_answer(late: threading.Event, exc: Exception | None) -> str:
-    if late.is_set():
-        return f"not in full within {PROBE_TIMEOUT_S:g} s (a reply that slow is not SGLang's or smg's)"
-    if exc is None:
-        return f"with a body of over {MAX_BODY_BYTES >> 20} MiB (not a /metrics page or a worker list)"
-    return f"not in HTTP ({type(exc).__name__}: {str(exc)[:200]})"
+    return resp.status, resp.body.decode("utf-8", "replace")
 
 
 def router_workers(router_url: str, api_key: str | None = None) -> dict[str, dict]:

@@ -28,6 +28,10 @@ class HttpError(OSError):
     """The server's answer was not HTTP (a bad status line, a truncated body, a TLS failure)."""
 
 
+class SlowAnswer(TimeoutError):
+    """The server took the connection but its answer was not complete in time."""
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """A server's base URL, checked: scheme http or https, a host, a port, an optional path prefix."""
@@ -141,8 +145,9 @@ def request(
     """One request on a fresh connection, bounded in time and size: the whole exchange (connect, head, body)
     ends within `timeout` seconds however slowly the server drips (the connect and TLS handshake get at most
     CONNECT_TIMEOUT_S of it), and a body over `max_bytes` is not read further. Raises OSError:
-    ConnectionRefusedError (port closed), TimeoutError (no complete answer in time), HttpError (the answer is
-    not HTTP, its head or body is over the caps, or TLS failed)."""
+    ConnectionRefusedError (port closed), TimeoutError (no connection in time), SlowAnswer (a TimeoutError: connected,
+    but no complete answer in time), HttpError (the answer is not HTTP, its head or body is over the caps, or TLS
+    failed)."""
     headers = {"Accept": "application/json", **auth_headers(api_key)}
     data = None
     if body is not None:
@@ -150,12 +155,13 @@ def request(
         headers["Content-Type"] = "application/json"
     start = time.monotonic()
     conn = connect(endpoint, timeout)
-    expired = threading.Event()
+    # The socket itself: the connection lets go of it (conn.sock None) once a response without a length is read.
+    sock, expired = conn.sock, threading.Event()
 
     def expire() -> None:  # wakes a read that is blocked in another thread
         expired.set()
         with contextlib.suppress(OSError):
-            conn.sock.shutdown(socket.SHUT_RDWR)
+            sock.shutdown(socket.SHUT_RDWR)
 
     timer = threading.Timer(max(0.0, timeout - (time.monotonic() - start)), expire)
     timer.daemon = True
@@ -170,11 +176,11 @@ def request(
                 raise HttpError(f"{method} {path}: the answer's body is over {max_bytes} bytes (the most read)")
             parts.append(chunk)
         if expired.is_set():
-            raise TimeoutError(f"no complete answer within {timeout:g} s")
+            raise SlowAnswer(f"no complete answer within {timeout:g} s")
         return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, b"".join(parts))
     except (OSError, http.client.HTTPException) as exc:
         if expired.is_set():
-            raise TimeoutError(f"no complete answer within {timeout:g} s") from exc
+            raise SlowAnswer(f"no complete answer within {timeout:g} s") from exc
         if isinstance(exc, OSError):  # RemoteDisconnected is both
             raise
         raise HttpError(f"{type(exc).__name__}: {exc}") from exc
