@@ -7,14 +7,19 @@ the Docker network sglang-fleet); run it under the lab's Docker lock. Every figu
 2. A load generator sends --streams concurrent streaming /v1/chat/completions through the router (each stream
    one request after the other, --output-len tokens each) for --before seconds: the reference.
 3. Rolls the second profile across the fleet with `ansible-playbook site.yml` while the load goes on.
-4. Rolls the first profile back across the fleet with the second replica's new server crashing while it loads
+4. Rolls the second profile again (it changes nothing): every replica must stay in the router (the router's journal
+   has no "Reconciling workers" line in that time: it re-reads its worker list only when a roll rewrites it), no
+   server restarts, and the run reports each replica "unchanged, not drained".
+5. Rolls the first profile back across the fleet with the second replica's new server crashing while it loads
    (the emulator's fault, through an extra inventory source): the roll must stop there, that replica roll back,
    the third stay untouched (its server's start time unchanged), and the clients see no failure.
 
 A request fails when its HTTP status is not 200, the connection breaks, or the stream ends without [DONE] or with
-fewer tokens than asked for (usage.completion_tokens). TTFT = first content chunk - request sent.
-Prints per phase: requests sent, failed, TTFT p50/p99, and the roll's wall time. Exit 1 when a request failed
-or a roll did not end as it should.
+fewer tokens than asked for (usage.completion_tokens). TTFT = first token of any kind (a chunk with `content` or
+`reasoning_content`) - request sent; TTFC = first content chunk - request sent: with a reasoning parser on, the
+reasoning tokens come first, so TTFC is TTFT plus their decode time.
+Prints per phase: requests sent, failed, TTFT and TTFC p50/p99, and the roll's wall time. Exit 1 when a request
+failed or a roll did not end as it should.
 
     flock /tmp/sglang-docker.lock python benchmarks/fleet_roll.py [--streams 16] [--profiles baseline nextn]
 """
@@ -81,7 +86,7 @@ class Load:
             }
         )
         t0 = time.monotonic()
-        rec = {"start": t0, "ttft": None, "ok": False, "error": None}
+        rec = {"start": t0, "ttft": None, "ttfc": None, "ok": False, "error": None}
         conn = http.client.HTTPConnection(self.host, PORT, timeout=60)
         try:
             conn.request(
@@ -104,8 +109,11 @@ class Load:
                     done = True
                     break
                 chunk = json.loads(data)
-                if rec["ttft"] is None and any((c.get("delta") or {}).get("content") for c in chunk.get("choices", [])):
+                deltas = [c.get("delta") or {} for c in chunk.get("choices", [])]
+                if rec["ttft"] is None and any(d.get("content") or d.get("reasoning_content") for d in deltas):
                     rec["ttft"] = time.monotonic() - t0
+                if rec["ttfc"] is None and any(d.get("content") for d in deltas):
+                    rec["ttfc"] = time.monotonic() - t0
                 if chunk.get("usage"):
                     tokens = chunk["usage"].get("completion_tokens")
             rec["ok"] = done and tokens == self.output_len
@@ -129,15 +137,12 @@ def pct(values: list[float], q: float) -> float:
 
 
 def figures(records: list[dict]) -> dict:
-    ttft = [r["ttft"] * 1000 for r in records if r["ttft"] is not None]
-    return {
-        "sent": len(records),
-        "failed": sum(not r["ok"] for r in records),
-        "ttft_p50_ms": round(pct(ttft, 50), 1),
-        "ttft_p99_ms": round(pct(ttft, 99), 1),
-        "ttft_mean_ms": round(statistics.fmean(ttft), 1) if ttft else None,
-        "errors": sorted({r["error"] for r in records if r["error"]})[:5],
-    }
+    out = {"sent": len(records), "failed": sum(not r["ok"] for r in records)}
+    for key in ("ttft", "ttfc"):
+        ms = [r[key] * 1000 for r in records if r[key] is not None]
+        out |= {f"{key}_p50_ms": round(pct(ms, 50), 1), f"{key}_p99_ms": round(pct(ms, 99), 1)}
+        out[f"{key}_mean_ms"] = round(statistics.fmean(ms), 1) if ms else None
+    return out | {"errors": sorted({r["error"] for r in records if r["error"]})[:5]}
 
 
 def docker(*args: str) -> str:
@@ -150,6 +155,15 @@ def started(host: str) -> str:
 
 def serves(host: str) -> str:
     return docker("exec", host, "systemctl", "show", "sglang", "-p", "Description", "--value").rsplit(" ", 1)[-1]
+
+
+def reconciles(since: float, until: float) -> list[str]:
+    """The router's journal lines between two wall-clock times where it re-read its worker list."""
+    out = docker(
+        "exec", ROUTER, "journalctl", "-u", "smg", "--no-pager", "-o", "cat",
+        "--since", f"@{since:.0f}", "--until", f"@{until + 1:.0f}",
+    )  # fmt: skip
+    return [line for line in out.splitlines() if "Reconciling workers" in line]
 
 
 def roll(profile: str, *inventories: Path) -> tuple[int, float, str]:
@@ -192,6 +206,19 @@ def main() -> int:
     after1 = {h: serves(h) for h in REPLICAS}
     ok &= rc1 == 0 and all(p == second for p in after1.values())
 
+    started_noop = {h: started(h) for h in REPLICAS}
+    wall_t = time.time()
+    rc_noop, wall_noop, out_noop = roll(second)
+    t_noop = time.monotonic()
+    noop_reconciles = reconciles(wall_t, time.time())
+    noop_kept = (
+        rc_noop == 0
+        and not noop_reconciles
+        and {h: started(h) for h in REPLICAS} == started_noop
+        and out_noop.count("state: unchanged, not drained") == len(REPLICAS)
+    )
+    ok &= noop_kept
+
     untouched_before = started(REPLICAS[2])
     with tempfile.TemporaryDirectory() as tmp:
         crash = Path(tmp) / "crash.yml"
@@ -212,21 +239,33 @@ def main() -> int:
     phases = {
         "before": figures(load.between(t0, t1)),
         f"roll {first}->{second}": figures(load.between(t1, t2)),
-        f"roll {second}->{first}, 2nd crashes": figures(load.between(t2, t3)),
+        f"roll {second} again (no change)": figures(load.between(t2, t_noop)),
+        f"roll {second}->{first}, 2nd crashes": figures(load.between(t_noop, t3)),
     }
-    print(f"{'phase':34} {'sent':>6} {'failed':>6} {'ttft p50':>9} {'ttft p99':>9}  wall")
-    for (name, f), wall in zip(phases.items(), (args.before, wall1, wall2)):
+    print(
+        f"{'phase':34} {'sent':>6} {'failed':>6} {'ttft p50':>9} {'ttft p99':>9} {'ttfc p50':>9} {'ttfc p99':>9}  wall"
+    )
+    for (name, f), wall in zip(phases.items(), (args.before, wall1, wall_noop, wall2)):
         print(
-            f"{name:34} {f['sent']:6} {f['failed']:6} {f['ttft_p50_ms']:8.1f}ms {f['ttft_p99_ms']:8.1f}ms  {wall:.1f} s"
+            f"{name:34} {f['sent']:6} {f['failed']:6} {f['ttft_p50_ms']:8.1f}ms {f['ttft_p99_ms']:8.1f}ms "
+            f"{f['ttfc_p50_ms']:8.1f}ms {f['ttfc_p99_ms']:8.1f}ms  {wall:.1f} s"
         )
         for err in f["errors"]:
             print(f"    error: {err}")
         ok &= f["failed"] == 0
     print(f"after roll 1: {after1} (rc {rc1})")
+    print(
+        f"no-op roll (rc {rc_noop}, {wall_noop:.1f} s): router re-read its worker list {len(noop_reconciles)} times"
+        f"{': ' + '; '.join(noop_reconciles) if noop_reconciles else ''}; every replica kept in and not restarted:"
+        f" {noop_kept}"
+    )
+    if not noop_kept:
+        print(out_noop[-3000:])
     print(f"after roll 2: {after2} (rc {rc2}); third replica untouched: {started(REPLICAS[2]) == untouched_before}")
     if not stopped:
         print(out2[-3000:])
-    print(json.dumps({"phases": phases, "roll_wall_s": [round(wall1, 1), round(wall2, 1)], "emulated": True}))
+    walls = [round(w, 1) for w in (wall1, wall_noop, wall2)]
+    print(json.dumps({"phases": phases, "roll_wall_s": walls, "noop_reconciles": noop_reconciles, "emulated": True}))
     return 0 if ok else 1
 
 
