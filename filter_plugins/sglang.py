@@ -66,15 +66,16 @@ def key_problems(key: object, var: str) -> list[str]:
     return [message for _, message in profiles.check_api_key(key, var)]
 
 
-def router_flag_problems(extra_args: dict, owned: dict) -> list[str]:
+def router_flag_problems(extra_args: dict, owned: dict, secret_flags: list | None = None) -> list[str]:
     """Why flags of sglang_router_extra_args cannot reach smg's argv (profiles.extra_flag_problems); ``owned``: the
-    flags the role sets -> their variables."""
+    flags the role sets -> their variables; ``secret_flags``: smg's flags that take a secret."""
     return profiles.extra_flag_problems(
         extra_args,
         "sglang_router_extra_args",
         owned,
         "the router's keys go in sglang_router_api_key and sglang_router_admin_api_key, vaulted: they reach smg"
         " through its 0600 environment file",
+        tuple(secret_flags or ()),
     )
 
 

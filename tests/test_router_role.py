@@ -173,6 +173,10 @@ def test_the_installed_smg_parser_refuses_a_typo_and_a_bad_value_before_the_rout
         ({"tenant-api-key": f"t:{KEY}"}, "sets tenant-api-key, a secret"),
         ({"oracle-password": KEY}, "sets oracle-password, a secret"),
         ({"mesh-tls-key": KEY}, "sets mesh-tls-key, a secret"),
+        # abbreviations that smg's parser takes for its other secret flags (no name rule sees them)
+        ({"oracle-pass": KEY}, "sets oracle-pass, an abbreviation of --oracle-password"),
+        ({"tenant-api": f"t:{KEY}"}, "sets tenant-api, an abbreviation of --tenant-api-key"),
+        ({"mesh-tls-k": KEY}, "sets mesh-tls-k, an abbreviation of --mesh-tls-key"),
         # a list value smuggled flags past the name check, and smg's own parser took them
         ({"log-dir": ["/tmp", "--port", "9999", "--api-key", KEY]}, "log-dir begins with '-'"),
         ({"postgres-db-url": f"postgres://smg:{KEY}@db:5432/smg"}, "postgres-db-url is a URL with a password"),
@@ -213,38 +217,68 @@ def test_a_flag_the_role_sets_is_refused_in_the_extra_flags_with_its_variable(tm
     assert result.get("failed") and f"sglang_router_extra_args {fix}" in result["msg"], result
 
 
+SMG_SPELLINGS = """if True:
+    import argparse, json, sys
+    from smg.router_args import RouterArgs
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    RouterArgs.add_cli_args(parser, use_router_prefix=False)
+    flags = [o[2:] for o in parser._option_string_actions if o.startswith("--")]
+    taken = []
+    for flag in json.loads(sys.argv[1]) or flags:
+        action = parser._option_string_actions["--" + flag]
+        value = list(action.choices)[0] if action.choices else "1"
+        for end in range(1, len(flag) + 1):
+            try:
+                args, extra = parser.parse_known_args(["--" + flag[:end], str(value)])
+            except (argparse.ArgumentError, SystemExit):  # ambiguous: smg refuses it
+                continue
+            if not extra and getattr(args, action.dest) != action.default:
+                taken.append([flag[:end], flag])
+    print(json.dumps({"flags": flags, "taken": taken}))
+"""
+
+
+def smg_spellings(smg_python, flags: list[str]) -> dict:
+    """smg's flags, and [spelling, flag] for every spelling (an abbreviation included) smg's own parser takes for
+    one of ``flags`` (every flag when empty)."""
+    python, env = smg_python
+    out = subprocess.run(
+        [python, "-c", SMG_SPELLINGS, json.dumps(flags)], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+ROUTER_VARS = yaml.safe_load((REPO / "roles/sglang_router/vars/main.yml").read_text())
+
+
 def test_every_spelling_of_a_flag_the_role_sets_that_smg_takes_is_refused(smg_python):
     """smg's own parser takes an abbreviation (por for --port, prometheus-hos for --prometheus-host): each one it maps
     to a flag the role sets, or to worker-urls, is refused in sglang_router_extra_args (issue 20 item 11)."""
     from sglang_deploy import profiles
 
-    names = yaml.safe_load((REPO / "roles/sglang_router/vars/main.yml").read_text())
-    owned = {**names["__sglang_router_flag_vars"], **names["__sglang_router_worker_flags"]}
-    script = """if True:
-        import argparse, json, sys
-        from smg.router_args import RouterArgs
-        parser = argparse.ArgumentParser(exit_on_error=False)
-        RouterArgs.add_cli_args(parser, use_router_prefix=False)
-        taken = []
-        for flag in json.loads(sys.argv[1]):
-            action = parser._option_string_actions["--" + flag]
-            value = list(action.choices)[0] if action.choices else "1"
-            for end in range(1, len(flag) + 1):
-                try:
-                    args, extra = parser.parse_known_args(["--" + flag[:end], str(value)])
-                except (argparse.ArgumentError, SystemExit):  # ambiguous: smg refuses it
-                    continue
-                if not extra and getattr(args, action.dest) != action.default:
-                    taken.append(flag[:end])
-        print(json.dumps(taken))
-    """
-    python, env = smg_python
-    out = subprocess.run(
-        [python, "-c", script, json.dumps(list(owned))], capture_output=True, text=True, timeout=120, env=env
-    )
-    taken = json.loads(out.stdout)
-    assert {"hos", "por", "prometheus-hos", "worker-urls"} <= set(taken), out.stderr[-2000:]
+    owned = {**ROUTER_VARS["__sglang_router_flag_vars"], **ROUTER_VARS["__sglang_router_worker_flags"]}
+    taken = [spelling for spelling, _ in smg_spellings(smg_python, list(owned))["taken"]]
+    assert {"hos", "por", "prometheus-hos", "worker-urls"} <= set(taken)
     assert [n for n in taken if not profiles.extra_flag_problems({n: "1"}, "v", owned, "")] == []
+
+
+def test_every_spelling_of_a_secret_flag_of_smg_is_refused(smg_python):
+    """A flag of smg that takes a secret is in __sglang_router_secret_flags, and every spelling smg's parser takes for
+    one is refused: oracle-pass, tenant-api and mesh-tls-k passed (the name rule sees no secret in them) and put the
+    secret in the unit's command line and in check mode's --diff."""
+    sys.path.insert(0, str(REPO / "filter_plugins"))
+    from sglang import router_flag_problems
+
+    from sglang_deploy.secret_names import is_secret_name
+
+    secrets = ROUTER_VARS["__sglang_router_secret_flags"]
+    smg = smg_spellings(smg_python, secrets)
+    assert {flag for flag in smg["flags"] if is_secret_name(flag)} <= set(secrets)
+    taken = smg["taken"]
+    assert {"oracle-pass", "tenant-api", "mesh-tls-k"} <= {spelling for spelling, _ in taken}
+    passed = [s for s, _ in taken if not router_flag_problems({s: KEY}, {}, secrets)]
+    assert passed == []
 
 
 def test_ordinary_extra_flags_pass_the_check(tmp_path):

@@ -371,11 +371,14 @@ def _secret_flag(canonical: str) -> str | None:
     return None
 
 
-def extra_flag_problems(args: Any, var: str, owned: dict, secret_fix: str) -> list[str]:
+def extra_flag_problems(
+    args: Any, var: str, owned: dict, secret_fix: str, secret_flags: tuple[str, ...] = ()
+) -> list[str]:
     """Why flags that the variable ``var`` adds to a launch ({name without dashes: value}) cannot go to argv, each
     with its fix and never a value: a name that is not a flag name (NAME_RE; shown only up to its first bad
-    character, as `api-key=VALUE` would hold a value); a secret by its name, a launcher's secret flag, or an
-    abbreviation of one, which argparse takes for it (``secret_fix``: where keys go instead); a flag that the role
+    character, as `api-key=VALUE` would hold a value); a secret by its name, a launcher's secret flag or one of
+    ``secret_flags`` (the launched program's flags that take a secret), or an abbreviation of one, which argparse
+    takes for it (``secret_fix``: where keys go instead); a flag that the role
     sets from its own variable (``owned``: flag -> that variable; one starting with __ is no variable of the user's),
     or an abbreviation of one (no flag of smg 1.13.0 is a prefix of another flag here, so every prefix is one that
     argparse takes for it, or one it refuses as ambiguous)."""
@@ -383,7 +386,7 @@ def extra_flag_problems(args: Any, var: str, owned: dict, secret_fix: str) -> li
         return []
     if not isinstance(args, dict):
         return [f"{var} must be a mapping: flag name without dashes -> value (true: a bare switch)"]
-    secret_flags = sorted({flag.lstrip("-") for flag in SECRET_FLAGS.values()})
+    secret_flags = sorted({flag.lstrip("-") for flag in SECRET_FLAGS.values()} | set(secret_flags))
     problems = []
     for name in args:
         if not isinstance(name, str):
