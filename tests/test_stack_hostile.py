@@ -192,6 +192,13 @@ def test_values_uv_or_pip_would_read_as_options_or_lines_are_refused(change, key
     assert len(problems) == 1 and problems[0].startswith(key), problems
 
 
+@pytest.mark.parametrize("python", ["3.11/../../../tmp/evil", "3 -c import os", "3.12\n"])
+def test_a_python_that_is_not_a_version_is_refused_on_the_host_too(python):
+    """The role runs python<version> as root on the host, and its plan checks with stack.validate, which took any text."""
+    bundle = yaml.safe_load((STACKS / "stable-0.5.23-2026-11-30.yml").read_text())
+    assert stack.validate({**bundle, "python": python}) == [f"python {python!r}: a Python version such as '3.12'"]
+
+
 def test_the_shipped_bundles_and_ordinary_requirements_pass():
     assert (
         stack_lock.floating_errors(stable(extra_packages=["nvidia-ml-py>=12", 'foo[a,b]==1; python_version>"3"'])) == []

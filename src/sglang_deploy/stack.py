@@ -44,6 +44,9 @@ def validate(bundle: dict) -> list[str]:
     for key in ("python", "sglang_version"):
         if not _text(bundle.get(key)):
             errors.append(f"{key}: missing")
+    if _text(bundle.get("python")) and not PYTHON.fullmatch(bundle["python"]):
+        # the role runs python<version> as root on the host: no path, no word
+        errors.append(f"python {bundle['python'][:60]!r}: a Python version such as '3.12'")
     for key in ("torch", "flashinfer"):
         section = bundle.get(key)
         if not isinstance(section, dict) or not _text(section.get("version")):
@@ -81,6 +84,8 @@ GIT_URL = re.compile(
     r"|file:///\S*|/\S*"  # a local repository
 )
 GIT_URL_FORMS = "https://HOST/PATH, ssh://[USER@]HOST/PATH, USER@HOST:PATH, file:///PATH or an absolute path"
+# The bundle's Python: the role runs python<PYTHON> on the host, and uv takes it as --python-version.
+PYTHON = re.compile(r"3\.[0-9]+(?:\.[0-9]+)?")
 # A branch or tag name: no option, no revision syntax (.., ^{}, @{, ~, :), no wildcard.
 GIT_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_+-]*(?:[./][A-Za-z0-9_+-]+)*")
 # A folder inside the checkout: no segment starts with '.', so no '..'; not absolute.

@@ -121,9 +121,8 @@ def floating_errors(bundle: dict) -> list[str]:
     return errors
 
 
-# Values of the lock-only keys, each checked before it reaches uv's command line.
+# Values of the lock-only keys, each checked before it reaches uv's command line (python: by stack.validate).
 _LOCK_OPTIONS = {
-    "python": (re.compile(r"3\.[0-9]+(?:\.[0-9]+)?"), "a Python version such as '3.12'"),
     "platform": (re.compile(r"[a-z0-9_]+-manylinux_[0-9]+_[0-9]+"), f"such as {DEFAULT_PLATFORM}"),
     "index_strategy": (re.compile(r"first-index|unsafe-first-match|unsafe-best-match"), "one of uv's strategies"),
     "prerelease": (
