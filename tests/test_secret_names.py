@@ -35,6 +35,11 @@ from sglang_deploy.secret_names import MASK, is_secret_name, mask, url_passwords
         "GITHUB_TOKEN_2",
         "API_TOKEN_VALUE",
         "SIGNING_KEY_B64",
+        # a secret word run together with another (libpq's PGPASSWORD passed as an ordinary variable)
+        "PGPASSWORD",
+        "ADMINPASSWORD",
+        "MYSECRET",
+        "GCPCREDENTIALS",
     ],
 )
 def test_secret_names(name):

@@ -1,8 +1,8 @@
 """What counts as a secret by its name, and masking it (extra variables, environment variables in results, profiles).
 
 A name is split into words (``_``, ``-``, ``.``, camelCase): ``HF_TOKEN`` -> HF TOKEN. It is a secret when a word
-says so anywhere (PASSWORD, SECRET, CREDENTIALS, APIKEY, ...), when an API/ACCESS/PRIVATE/SECRET key is named, or
-when its last word is a secret's noun (TOKEN, KEY, PAT, PASS) and not a count (PER_TOKEN). Plurals and longer words are not: TOKENS,
+says so anywhere, alone or run together with others (PASSWORD, PGPASSWORD, SECRET, CREDENTIALS, APIKEY, ...), when
+an API/ACCESS/PRIVATE/SECRET key is named, or when its last word is a secret's noun (TOKEN, KEY, PAT, PASS) and not a count (PER_TOKEN). Plurals and longer words are not: TOKENS,
 TOKENIZER, KEYFILE (``max-total-tokens``, ``speculative-token-map``, ``KEY_VALUE_CACHE`` are ordinary).
 """
 
@@ -45,7 +45,7 @@ def is_secret_name(name: object) -> bool:
         parts.pop()
     if not parts:
         return False
-    if SECRET_WORDS.intersection(parts):
+    if any(secret in part for part in parts for secret in SECRET_WORDS):  # one run-together word too: PGPASSWORD
         return True
     if any(a in KEY_QUALIFIERS and b == "KEY" for a, b in zip(parts, parts[1:])):
         return True
