@@ -400,6 +400,19 @@ def test_a_lock_that_is_not_a_mapping_is_named_once_instead_of_failing():
     assert [p for p in stack.validate(bundle) if p.startswith("lock.file")] == stack.lock_file_problems(bundle)
 
 
+def run_stack_role(stacks, tmp_path, *args: str):
+    """The sglang_stack role on localhost in check mode with the bundles of ``stacks``: the run and its JSON report."""
+    role = {"name": "sglang_stack"}
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [{"ansible.builtin.include_role": role}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    return run_playbook(
+        ["-i", "localhost,", "-c", "local", "--check", "-e", f"sglang_stack_bundles_dir={stacks}", "play.yml"]
+        + ["-e", f"ansible_python_interpreter={sys.executable}", *args],
+        tmp_path,
+        {"ANSIBLE_ROLES_PATH": str(REPO / "roles")},
+    )
+
+
 @needs_playbook
 def test_the_stack_role_reads_no_lock_outside_the_bundles_folder(locked_stacks, tmp_path):
     """The role's include_vars loaded lock.file from any path, and its variables showed in the run's output."""
@@ -408,15 +421,7 @@ def test_the_stack_role_reads_no_lock_outside_the_bundles_folder(locked_stacks, 
     bundle = yaml.safe_load((stacks / "stable-0.5.23-2026-11-30.yml").read_text())
     bundle["lock"]["file"] = "../private/key.lock.yml"
     (stacks / "stable-0.5.23-2026-11-30.yml").write_text(yaml.safe_dump(bundle))
-    role = {"name": "sglang_stack"}
-    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [{"ansible.builtin.include_role": role}]}]
-    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
-    out, doc = run_playbook(
-        ["-i", "localhost,", "-c", "local", "--check", "-e", f"sglang_stack_bundles_dir={stacks}", "play.yml"]
-        + ["-e", f"ansible_python_interpreter={sys.executable}"],
-        tmp_path,
-        {"ANSIBLE_ROLES_PATH": str(REPO / "roles")},
-    )
+    out, doc = run_stack_role(stacks, tmp_path)
     assert doc["stats"]["localhost"]["failures"] == 1
     assert SECRET not in out.stdout + out.stderr
 
@@ -478,15 +483,21 @@ def test_a_template_planted_in_a_bundle_or_its_lock_runs_nothing_on_the_controll
     marker = tmp_path / "PWNED"
     path = stacks / planted_in
     path.write_text(path.read_text() + f"note: \"{{{{ lookup('ansible.builtin.pipe', 'touch {marker}') }}}}\"\n")
-    role = {"name": "sglang_stack"}
-    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [{"ansible.builtin.include_role": role}]}]
-    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
-    _, doc = run_playbook(
-        ["-i", "localhost,", "-c", "local", "--check", "-e", f"sglang_stack_bundles_dir={stacks}", "play.yml"]
-        + ["-e", f"ansible_python_interpreter={sys.executable}", "-e", f"sglang_stack_root={tmp_path / 'root'}"],
-        tmp_path,
-        {"ANSIBLE_ROLES_PATH": str(REPO / "roles")},
-    )
+    _, doc = run_stack_role(stacks, tmp_path, "-e", f"sglang_stack_root={tmp_path / 'root'}")
     assert not marker.exists()
     plan = [t for t in doc["plays"][0]["tasks"] if t["task"]["name"].endswith("plan its venv")]
     assert plan, "the role stopped before its plan"  # the planted text was read as a value
+
+
+@needs_playbook
+@pytest.mark.parametrize("linked", ["stable-0.5.23-2026-11-30.yml", "stable-0.5.23-2026-11-30.lock.yml"])
+def test_the_stack_role_reads_no_link_out_of_the_bundles_folder(locked_stacks, tmp_path, linked):
+    """A bundle or lock that was a link to a file outside the folder (git keeps links) was loaded, and its values
+    were shown by the load task (the json callback, -v)."""
+    stacks, secret = locked_stacks
+    secret.write_text(f"token: {SECRET}\npackages: []\n")
+    (stacks / linked).unlink()
+    (stacks / linked).symlink_to(secret)
+    out, doc = run_stack_role(stacks, tmp_path)
+    assert SECRET not in out.stdout + out.stderr
+    assert "is a link to a file outside it: bundles and locks are read only there" in out.stdout
