@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_json import needs_playbook, run_playbook
 from emulator_proc import run_module  # first: puts the repo's module_utils on the import path
 
 from sglang_deploy import model, model_lock
@@ -247,3 +248,25 @@ def test_fanout_rounds_double_the_holders_and_use_the_source_once():
     assert len(model.fanout_rounds([f"h{i}" for i in range(64)], [False] * 64)) == 7  # log2(64) + 1
     assert model.fanout_rounds(["a", "b", "c"], [False, True, False]) == [{"a": "b"}, {"c": "b"}]
     assert model.fanout_rounds(["a", "b"], [True, True]) == []
+
+
+@needs_playbook
+def test_the_model_role_reads_no_lock_that_links_out_of_the_locks_folder(tmp_path):
+    """A lock that was a link to a file outside models/ (git keeps links) was loaded, and the load task showed its
+    values (the json callback, -v)."""
+    models = tmp_path / "models"
+    models.mkdir()
+    secret = tmp_path / "credentials.yml"
+    secret.write_text("token: hunter2-SECRET-LINE\n")
+    (models / "linked.lock.yml").symlink_to(secret)
+    role = {"name": "sglang_model"}
+    play = [{"hosts": "localhost", "gather_facts": False, "tasks": [{"ansible.builtin.include_role": role}]}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    out, _ = run_playbook(
+        ["-i", "localhost,", "-c", "local", "--check", "play.yml", "-e", f"sglang_model_locks_dir={models}"]
+        + ["-e", "sglang_model_lock=linked", "-e", "sglang_model_path=/srv/models/linked"],
+        tmp_path,
+        {"ANSIBLE_ROLES_PATH": str(REPO / "roles")},
+    )
+    assert "hunter2-SECRET-LINE" not in out.stdout + out.stderr
+    assert "is a link to a file outside it: model locks are read only there" in out.stdout
