@@ -793,6 +793,20 @@ def test_oversized_chunked_framing_is_refused(plain):
     assert plain.get("/health")[0] == 200
 
 
+def test_a_request_with_two_body_lengths_is_refused_at_once(plain):
+    """Two Content-Length headers, or one with Transfer-Encoding: the last one read decided, and a request waited
+    for a body that its sender had framed otherwise (408 after the body timeout)."""
+    head = b"POST /generate HTTP/1.1\r\nConnection: close\r\n"
+    for framing in (
+        b"Content-Length: 2\r\nContent-Length: 100\r\n",
+        b"Content-Length: 3\r\nTransfer-Encoding: chunked\r\n",
+    ):
+        started = time.monotonic()
+        assert raw(plain.port, head + framing + b"\r\n{}").startswith(b"HTTP/1.1 400 ")
+        assert time.monotonic() - started < 2
+    assert plain.get("/health")[0] == 200
+
+
 def test_request_lines_cannot_forge_access_log_lines(plain):
     answer = raw(plain.port, b'GET /x\nINFO:     1.2.3.4:5 - "GET /forged HTTP/1.1" 200 OK HTTP/1.1\r\n\r\n')
     assert answer.startswith(b"HTTP/1.1 400 ")

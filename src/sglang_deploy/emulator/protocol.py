@@ -193,6 +193,10 @@ async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamW
         writer.close()
 
 
+# The headers that say where a body ends: each at most once, and not both (RFC 9112 6.3: a request smuggling risk).
+FRAMING = frozenset({"content-length", "transfer-encoding"})
+
+
 def parse_head(head: bytes) -> Request | None:
     """The request line and headers; None when they break HTTP/1.1's syntax (control characters included)."""
     lines = head[:-4].decode("latin-1").split("\r\n")
@@ -209,7 +213,11 @@ def parse_head(head: bytes) -> Request | None:
         name, sep, value = line.partition(":")
         if not sep or not name or " " in name or "\t" in name:
             return None
+        if name.lower() in headers and name.lower() in FRAMING:
+            return None  # two body lengths: the last one read would decide, another reader may take the first
         headers[name.lower()] = value.strip(" \t")
+    if FRAMING <= headers.keys():
+        return None
     conn = headers.get("connection", "").lower()
     keep_alive = (version == "HTTP/1.1" and conn != "close") or conn == "keep-alive"
     return Request(method, target.split("?", 1)[0], version, headers, keep_alive)
