@@ -261,7 +261,8 @@ def test_control_characters_in_what_the_command_prints_are_shown_not_obeyed(tmp_
     f.write_text(json.dumps({"sglang_profiles": {"a": {"description": f"fine\t{EVIL}"}}}))
     assert cli.main(["profiles", "--profiles-file", str(f)]) == 0
     out = capsys.readouterr().out
-    assert out == "a\n    fine\t\\x1b]0;owned\\x07\\x1b[2J\\r\\u202eevil\\x9b\n"
+    # the listing puts a description on one line: white space (the tab, the carriage return) runs become one space
+    assert out == "a\n    fine \\x1b]0;owned\\x07\\x1b[2J \\u202eevil\\x9b\n"
     failed = api.RunResult(
         playbook="playbooks/status.yml",
         status="failed",

@@ -1,4 +1,4 @@
-"""site.yml's phases (tags install, configure, restart, benchmark): each selects its own tasks, and the
+"""site.yml's phases (tags install, model, configure, restart, benchmark): each selects its own tasks, and the
 validation runs with every one of them (ansible-playbook --list-tasks, no host needed)."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ VALIDATE = "sglang_server : Validate the profile and render its launch for this 
 # phase -> (a task it runs, a task of another phase it leaves out)
 PHASE_TASKS = {
     "install": ("sglang_server : Create the service account", "sglang_server : Write the systemd unit of the profile"),
+    "model": ("Fetch, verify and install the checkpoint of the model lock", "sglang_server : Install the launcher"),
     "configure": ("sglang_server : Write the systemd unit of the profile", "sglang_server : Install the launcher"),
     "restart": (
         "sglang_server : Wait for the server to be ready and to answer sanely",

@@ -46,7 +46,7 @@ KEEP_RUNS = 50  # private data dirs kept under RUNNER_DIR, newest first
 DEFAULT_INVENTORY = REPO / "inventory" / "lab.yml"
 REDACTED = "[redacted secret]"
 # The tags of site.yml's phases, for deploy(tags=...).
-PHASES = ("install", "configure", "restart", "benchmark")
+PHASES = ("install", "model", "configure", "restart", "benchmark")
 PHASE_EVENT = "sglang_deploy_phase"
 
 EventHandler = Callable[[dict], object]
@@ -567,7 +567,7 @@ def deploy(
 ) -> RunResult:
     """Deploy a launch profile with site.yml and benchmark it (unless sglang_benchmark_enabled is false).
 
-    tags: only these phases, comma-separated: install, configure, restart, benchmark (PHASES); validation runs
+    tags: only these phases, comma-separated: install, model, configure, restart, benchmark (PHASES); validation runs
     always."""
     ev = {**(extravars or {}), "profile": profile}
     return run_playbook(

@@ -22,7 +22,7 @@ from sglang_deploy.bench.sweep import write_file
 from sglang_deploy.stack import sha256_file
 
 MODELS = paths.REPO / "models"
-_NO_HUB = "huggingface_hub is not installed on the controller: pip install huggingface_hub (or fetch from a path)"
+_NO_HUB = "huggingface_hub is not installed on the controller: pip install 'sglang-deploy[hub]' (or huggingface_hub), or lock a folder"
 
 
 class ModelLockError(Exception):
