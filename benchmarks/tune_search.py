@@ -1,4 +1,4 @@
-"""The README's example search (examples/tune-lab.yml, 27 combinations) on the lab, from the command line, with a
+"""docs/tune.md's example search (examples/tune-lab.yml, 27 combinations) on the lab, from the command line, with a
 `kill -9` of the controller mid-search, then a re-run that resumes and a third run that promotes the winner.
 
 Prints: candidates expanded / excluded / pruned / run / failed, validation time per pruned candidate, wall time to

@@ -14,7 +14,7 @@
 
 Each folder gets a config.json, a byte-level BPE tokenizer trained here with the ``tokenizers`` package on a
 built-in text (tokenizer.json, tokenizer_config.json with a ChatML chat template) and a generation_config.json.
-Dummy weights are random: the models answer nonsense (see tests/gpu/README section in the project README).
+Dummy weights are random: the models answer nonsense (see docs/gpu.md).
 
 ``--shards N`` also writes N safetensors files of pseudo-random bytes (``--shard-mb`` each; one U8 tensor per file,
 not the model's tensors: a checkpoint to copy, lock and check, e.g. molecule/model, never to load) and

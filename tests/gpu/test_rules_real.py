@@ -1,6 +1,6 @@
 """Issue item 3: every rule this GPU and release can exercise, predicted by `rules.validate` and then forced
 past it on real SGLang. A launch refused at startup must be one the rules refuse, and the readiness code must
-report the real traceback within 3 s of the process exit. Writes verdicts.json (the README's table)."""
+report the real traceback within 3 s of the process exit. Writes verdicts.json (the table in docs/gpu.md)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ _WHEELHOUSE_HELP = "controller wheelhouse (SGLANG_DEPLOY_WHEELHOUSE or ~/.cache/
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("stack", help="lock a stack bundle and fetch its wheels (see README, Stacks)")
+    p = sub.add_parser("stack", help="lock a stack bundle and fetch its wheels (see docs/stacks.md)")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     lock = actions.add_parser(
