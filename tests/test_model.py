@@ -270,3 +270,17 @@ def test_the_model_role_reads_no_lock_that_links_out_of_the_locks_folder(tmp_pat
     )
     assert "hunter2-SECRET-LINE" not in out.stdout + out.stderr
     assert "is a link to a file outside it: model locks are read only there" in out.stdout
+
+
+def test_a_new_checkpoint_is_a_reason_for_the_server_to_restart():
+    """The server role's restart check (apply and the fleet's decision) reads the stamp the model role writes with a
+    checkpoint it put in place: a new checkpoint under a running server restarts it (issue 24)."""
+    server_vars = yaml.safe_load((REPO / "roles/sglang_server/vars/main.yml").read_text())
+    assert "{{ sglang_model_path }}/" + model.STAMP in server_vars["__sglang_server_restart_paths"]
+    for tasks in ("apply.yml", "fleet_due.yml"):
+        due = [
+            t
+            for t in yaml.safe_load((REPO / "roles/sglang_server/tasks" / tasks).read_text())
+            if "sglang_restart_due" in t
+        ]
+        assert [t["sglang_restart_due"]["paths"] for t in due] == ["{{ __sglang_server_restart_paths }}"], tasks
