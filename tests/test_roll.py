@@ -19,7 +19,7 @@ from sglang_deploy.paths import REPO
 DOWN = {"ansible_host": "127.0.0.1", "ansible_port": 9, "ansible_ssh_args": "-o ConnectTimeout=3"}
 
 
-def site(tmp_path, replicas: list[str], *args: str) -> subprocess.CompletedProcess:
+def site(tmp_path, replicas: list[str], *args: str, playbook: str = "site.yml") -> subprocess.CompletedProcess:
     inventory = {
         "all": {
             "vars": DOWN,
@@ -30,7 +30,7 @@ def site(tmp_path, replicas: list[str], *args: str) -> subprocess.CompletedProce
         }
     }
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
-    cmd = [PLAYBOOK_BIN, "-i", str(tmp_path / "inventory.yml"), "site.yml", "-e", "profile=baseline", *args]
+    cmd = [PLAYBOOK_BIN, "-i", str(tmp_path / "inventory.yml"), playbook, "-e", "profile=baseline", *args]
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg")}
     return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
 
@@ -127,3 +127,11 @@ def test_the_summary_says_a_host_restarted_when_the_role_found_a_change_the_chec
     }
     rows = filters.fleet_summary(["a", "b", "c"], hostvars, "nextn", False)
     assert [r["outcome"] for r in rows] == ["deployed", "unchanged", "rolled back"]
+
+
+@needs_playbook
+def test_deploy_yml_alone_refuses_the_outage_too(tmp_path):
+    """Its import of the plan had a `when` on the plan's own fact, which skipped the refusal after the plan was made."""
+    out = site(tmp_path, ["r1", "r2"], "-e", "sglang_fleet_serial=0", playbook="playbooks/deploy.yml")
+    assert out.returncode != 0 and "is every server of the router on rt" in " ".join(out.stdout.split())
+    assert "UNREACHABLE" not in out.stdout
