@@ -59,8 +59,9 @@ def main() -> None:
         supports_check_mode=True,
     )
     lock, dest = module.params["lock"], module.params["dest"].rstrip("/")
-    if usage_problem(lock, dest):
-        module.fail_json(msg=usage_problem(lock, dest), problems=[usage_problem(lock, dest)])
+    problem = usage_problem(lock, dest)
+    if problem:
+        module.fail_json(msg=problem, problems=[problem])
     if module.check_mode:
         module.exit_json(changed=True, problems=[], removed=[])
     result = finish(dest + PARTIAL, dest, lock)

@@ -109,8 +109,9 @@ def main() -> None:
         supports_check_mode=True,
     )
     lock, dest = module.params["lock"], module.params["dest"].rstrip("/")
-    if usage_problem(lock, dest):
-        module.fail_json(msg=usage_problem(lock, dest))
+    problem = usage_problem(lock, dest)
+    if problem:
+        module.fail_json(msg=problem)
     result = plan(dest, lock, full=module.params["full"], reserve=int(module.params["reserve_gb"] * 1e9))
     result["lock_id"] = lock_id(lock)
     result["drift"] = [] if result["installed"] else drift(dest, lock, full=module.params["full"])

@@ -56,8 +56,9 @@ def main() -> None:
         supports_check_mode=True,
     )
     lock, dest = module.params["lock"], module.params["dest"].rstrip("/")
-    if usage_problem(lock, dest):
-        module.fail_json(msg=usage_problem(lock, dest))
+    problem = usage_problem(lock, dest)
+    if problem:
+        module.fail_json(msg=problem)
     if module.check_mode:
         module.exit_json(changed=False, bytes=0, seconds=0.0)
     start = time.monotonic()
