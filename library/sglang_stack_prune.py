@@ -52,7 +52,7 @@ EXAMPLES = r"""
 - name: Remove old venvs and unused wheels
   sglang_stack_prune:
     serving: /opt/sglang/venvs/stable-0.5.23-2026-11-30-3f1c2a9b8e7d
-    rollback: ["{{ ansible_local.sglang_server.venv_target | default('') }}"]
+    rollback: ["{{ (ansible_local | sglang_host_record).venv_target | default('', true) }}"]
     wheelhouse: /var/cache/sglang/wheelhouse
 """
 
