@@ -25,6 +25,10 @@ description:
   - When C(/server_info) says C(load_format) C(dummy) (random weights, which write no language), only
     a run of C(!) fails (token id 0 of byte-level BPE vocabularies, what NaN logits produce); the
     outputs are then marked C(dummy_weights).
+  - With O(unit), reports where the start of the unit's current process went (C(startup)), from SGLang's own
+    log lines in its journal (C(journalctl _SYSTEMD_INVOCATION_ID=... -o json), read up to SGLang's ready
+    line), timed from systemd's process start; also when the wait times out. On the lab's emulated server
+    the figures are synthetic and marked C(emulated).
 version_added: "0.1.0"
 author: sglang-deploy
 options:
@@ -120,7 +124,26 @@ stage:
   description: Last readiness stage seen (closed, warming, error) when the wait timed out.
   returned: on timeout
   type: str
+startup:
+  description:
+    - Where the start went (sglang_deploy.host.startup), from the unit's journal. C(milestones) are seconds
+      after the process start at which SGLang logged each step (process_start, server_args, first_model_line
+      (spawn and imports done), weights_begin, weights_loaded, kv_cache_allocated, cuda_graphs_begin,
+      cuda_graphs_captured, http_up, ready); C(phases) the seconds per phase (imports, weights and cuda_graphs
+      as SGLang reports them, kv_cache, warmup, total, other); C(jit_builds) the DeepGEMM and late Triton
+      compile lines (FlashInfer logs none); C(emulated) when the lab's emulator wrote them; C(summary) in words.
+    - C({"error": ...}) when systemd or the journal cannot say.
+  returned: with unit, on success or timeout
+  type: dict
+  sample: {"clock": "journal", "emulated": false,
+           "milestones": {"process_start": 0.0, "first_model_line": 46.2, "cuda_graphs_captured": 125.0, "ready": 135.3},
+           "phases": {"imports": 46.2, "weights": 0.2, "kv_cache": 0.1, "cuda_graphs": 62.9, "warmup": 8.3,
+                      "total": 135.3, "other": 17.6},
+           "jit_builds": {"count": 0, "lines": []},
+           "summary": "ready 135.3 s after its start: imports 46.2 s, weights 0.2 s, ..."}
 """
+
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_deploy.readiness import (
@@ -135,6 +158,7 @@ from ansible.module_utils.sglang_deploy.readiness import (
     wait_ready,
 )
 from ansible.module_utils.sglang_deploy.server_http import LOCAL_URL, Endpoint, served_model
+from ansible.module_utils.sglang_deploy.startup import unit_report
 
 
 def main() -> None:
@@ -164,9 +188,18 @@ def main() -> None:
             journal=exc.journal,
         )
     except NotReady as exc:
-        module.fail_json(msg=str(exc), stage=exc.stage, attempts=exc.attempts, health_status=exc.health_status)
+        module.fail_json(
+            msg=str(exc),
+            stage=exc.stage,
+            attempts=exc.attempts,
+            health_status=exc.health_status,
+            **({"startup": unit_report(p["unit"])} if p["unit"] else {}),
+        )
     except (ValueError, RuntimeError) as exc:
         module.fail_json(msg=str(exc))
+    if p["unit"]:
+        # The moment /health answered 200 (systemd's clock), when the wait saw the server not ready first.
+        result["startup"] = unit_report(p["unit"], time.monotonic() if len(result["first_seen"]) > 1 else None)
     result["sanity"] = []
     if p["sanity"]:
         try:
