@@ -10,7 +10,7 @@ import pytest
 from emulator_proc import REPO, Emulator, run_module  # first: puts the repo's module_utils on the import path
 
 import sglang_ready
-from ansible.module_utils.sglang_deploy import readiness, startup
+from ansible.module_utils.sglang_deploy import readiness, stack, startup
 
 FIXTURES = REPO / "tests" / "fixtures"
 ORDER = [name for name, _ in startup.MILESTONES]
@@ -165,3 +165,10 @@ def test_path_has_the_venvs_bin_with_and_without_the_cuda_fact():
     env = startup.run_env("/c", "/h", "/opt/sglang/venv/bin", cuda)
     assert env["PATH"] == "/usr/local/cuda-13.0/bin:/opt/sglang/venv/bin:/usr/local/bin:/usr/bin:/bin"
     assert (env["CUDA_HOME"], env["LD_LIBRARY_PATH"]) == ("/usr/local/cuda-13.0", "/x/lib64")
+
+
+def test_the_stack_venv_is_byte_compiled_at_install():
+    """The service account cannot write __pycache__ in the root-owned venv: compiled site-packages saved about 13 s
+    of imports per start on the H200. pip compiles unless told --no-compile; uv only with --compile-bytecode."""
+    assert "--compile-bytecode" in stack.install_argv("uv", "/opt/sglang/venvs/v", "/r.txt", "/usr/local/bin/uv")
+    assert not [a for a in stack.install_argv("pip", "/opt/sglang/venvs/v", "/r.txt") if "compile" in a]
