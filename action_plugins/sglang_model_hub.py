@@ -12,10 +12,12 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 try:
-    from sglang_deploy import model, model_lock
+    from sglang_deploy import model_lock
+    from sglang_deploy.host import model
 except ImportError:  # ansible run outside the project's venv: use the checkout's source tree
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from sglang_deploy import model, model_lock
+    from sglang_deploy import model_lock
+    from sglang_deploy.host import model
 
 ARGUMENT_SPEC = {
     "lock": {"type": "dict", "required": True},

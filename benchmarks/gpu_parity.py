@@ -32,7 +32,7 @@ sys.path[:0] = [str(REPO / "src"), str(REPO / "tests" / "gpu")]
 import benchcmp  # tests/gpu: the suite's server launch, stop and key handling
 import harness
 
-from sglang_deploy.bench.workload import build_prompt
+from sglang_deploy.host.bench.workload import build_prompt
 
 # (label, our level key, our statistic, bench_serving key, goal: relative tolerance, absolute tolerance in ms)
 FIGURES = (

@@ -1,4 +1,4 @@
-"""How accurate and how cheap is the benchmark client? Runs the engine (sglang_deploy.bench) against the
+"""How accurate and how cheap is the benchmark client? Runs the engine (sglang_deploy.host.bench) against the
 emulated server set to known rates and prints reported vs configured figures and the CPU time used by
 the client (this process, resource.getrusage) and by the emulator (/proc).
 
@@ -26,7 +26,7 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 sys.path.insert(0, SRC)
 
 from sglang_deploy import bench  # noqa: E402
-from sglang_deploy.readiness import wait_ready  # noqa: E402
+from sglang_deploy.host.readiness import wait_ready  # noqa: E402
 
 RATE, TTFT_MS = 172.0, 80.0
 

@@ -7,7 +7,8 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
-from sglang_deploy import flags, fleet, formats, gpu, nodes, profiles, report, rules, secret_names
+from sglang_deploy import flags, formats, profiles, compare_report, rules, secret_names
+from sglang_deploy.host import fleet, gpu, nodes
 
 
 def _slurped_json(result: dict, name: str) -> object:
@@ -51,7 +52,7 @@ def _format(func):
 
 def result_stamp(started_at: object) -> str:
     try:
-        return report.result_stamp(started_at)
+        return compare_report.result_stamp(started_at)
     except ValueError as exc:
         raise AnsibleFilterError(str(exc)) from exc
 

@@ -1,8 +1,8 @@
-"""Filter sglang_model_fanout_rounds: the rounds of a host-to-host fetch (sglang_deploy.model.fanout_rounds)."""
+"""Filter sglang_model_fanout_rounds: the rounds of a host-to-host fetch (sglang_deploy.host.model.fanout_rounds)."""
 
 from __future__ import annotations
 
-from sglang_deploy import model
+from sglang_deploy.host import model
 
 
 class FilterModule:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_deploy import api, report
+from sglang_deploy import api, compare_report
 from sglang_deploy.paths import REPO
 
 LOCAL_PLAY = "tests/fixtures/runner/events.yml"
@@ -349,7 +349,7 @@ def test_compare_benchmarks_each_profile_and_restores(baseline_with_key, tmp_pat
     assert comp.emulated and comp.workload["same_for_all"]
     # What served before (baseline) serves again, restored without a benchmark.
     assert [(r.profile, r.ok, r.benchmarks) for r in comp.restores] == [("baseline", True, {})]
-    out = report.write_report(comp, tmp_path / "cmp")
+    out = compare_report.write_report(comp, tmp_path / "cmp")
     assert (out / "compare.png").stat().st_size > 10_000
 
 

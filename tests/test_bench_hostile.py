@@ -11,8 +11,9 @@ import time
 
 import pytest
 
-from sglang_deploy import cli, readiness, server_http
-from sglang_deploy.server_http import Endpoint, HttpError
+from sglang_deploy import cli
+from sglang_deploy.host import readiness, server_http
+from sglang_deploy.host.server_http import Endpoint, HttpError
 
 MODEL = "tiny"
 

@@ -91,7 +91,7 @@ def test_unknown_profile_exits_2_with_the_available_profiles(capsys, monkeypatch
 
 
 def test_deploy_prints_tables_synthetic_line_and_exit_0(capsys, monkeypatch):
-    from sglang_deploy import report
+    from sglang_deploy import compare_report
 
     from test_report import level, result
 
@@ -108,7 +108,7 @@ def test_deploy_prints_tables_synthetic_line_and_exit_0(capsys, monkeypatch):
     assert cli.main(["deploy", "baseline"]) == 0
     out = capsys.readouterr().out
     assert "h: profile baseline" in out and "EMULATED server: figures are synthetic" in out
-    assert out.rstrip().endswith(report.SYNTHETIC_NOTE)
+    assert out.rstrip().endswith(compare_report.SYNTHETIC_NOTE)
     assert cli.main(["deploy", "baseline", "--json"]) == 0
     assert '"ok": true' in capsys.readouterr().out
 

@@ -629,7 +629,7 @@ def test_runs_from_a_copied_package_with_the_stdlib_only_and_flags_override_env(
     shutil.copytree(
         REPO / "src" / "sglang_deploy" / "emulator", opt / "emulator", ignore=shutil.ignore_patterns("__pycache__")
     )
-    shutil.copy(REPO / "src" / "sglang_deploy" / "launch.py", opt / "launch.py")
+    shutil.copy(REPO / "src" / "sglang_deploy" / "host" / "launch.py", opt / "launch.py")
     run_launcher = (
         "import runpy, sys; sys.path.insert(0, sys.argv[1]); sys.argv[1:2] = []; "
         "runpy.run_path(sys.path[0] + '/launch.py', run_name='__main__')"

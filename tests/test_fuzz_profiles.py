@@ -10,7 +10,7 @@ import shlex
 
 from sglang_deploy import formats, rules
 from sglang_deploy import profiles as prof
-from sglang_deploy.profile_cmd import format_launch
+from sglang_deploy.profile_render import format_launch
 
 SEED = 20261130
 ROUNDS = 3000

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sglang_deploy.launch import Masker
+from sglang_deploy.host.launch import Masker
 
-LAUNCH = Path(__file__).resolve().parents[1] / "src" / "sglang_deploy" / "launch.py"
+LAUNCH = Path(__file__).resolve().parents[1] / "src" / "sglang_deploy" / "host" / "launch.py"
 
 # Writes what it got to <script>.out (its stdout goes through the launcher's redaction when a key is set).
 SERVER = """

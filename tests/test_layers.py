@@ -1,31 +1,41 @@
-"""Imports run one way: command line (sglang_deploy.cli) -> API (sglang_deploy.api) -> domain. Only the command
-line writes to the terminal; the programs that run on their own (host-side scripts, the emulated server) print
-their own output."""
+"""Imports run one way: command line (sglang_deploy.cli) -> API (sglang_deploy.api) -> controller domain -> host
+package (sglang_deploy.host, what runs on hosts). The host package imports only itself and the standard library;
+nothing imports the emulator (a test double). Only the command line writes to the terminal; the programs that run
+on their own (host-side scripts, the emulated server) print their own output."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "sglang_deploy"
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "src" / "sglang_deploy"
+HOST = PACKAGE / "host"
 # Programs whose stdout/stderr is their interface: run by the roles on hosts, or the emulated server package.
-PROGRAMS = {"check_argv.py", "launch.py", "emulator"}
+PROGRAMS = {"host/check_argv.py", "host/launch.py", "emulator"}
+# check_argv runs with the stack venv's Python and imports SGLang's (or smg's) own argument parser.
+HOST_THIRD_PARTY = {"check_argv.py": {"sglang", "smg"}}
 
 
 def part_of(path: Path) -> str:
-    """The top-level module or package (cli, emulator, bench, api.py, ...) a file belongs to."""
-    return path.relative_to(PACKAGE).parts[0]
+    """The top-level module or package (cli, emulator, host, api.py, ...) a file belongs to; host/launch.py and
+    host/check_argv.py are named as such."""
+    rel = path.relative_to(PACKAGE).as_posix()
+    return rel if rel in PROGRAMS else rel.split("/")[0]
 
 
-def imported(tree: ast.AST) -> set:
+def imported(tree: ast.AST, path_parts: tuple = ()) -> set:
+    """Absolute names a module imports; ``path_parts``: the file's folders under sglang_deploy (("host", "bench"))."""
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
-            if node.level:  # relative: from . import x / from .x import y
-                base = "sglang_deploy" + ("." + base if base else "")
+            if node.level:  # relative: from . import x / from .x import y, resolved against the file's package
+                package = ".".join(["sglang_deploy", *path_parts][: len(path_parts) + 2 - node.level])
+                base = package + ("." + base if base else "")
             names.add(base)
             names.update(f"{base}.{a.name}" for a in node.names)
     return names
@@ -50,6 +60,10 @@ def modules(folder: Path, recursive: bool = False):
         yield path, ast.parse(path.read_text(encoding="utf-8"))
 
 
+def imports_of(path: Path, tree: ast.AST) -> set:
+    return imported(tree, path.relative_to(PACKAGE).parent.parts)
+
+
 def layer_of(name: str) -> str | None:
     for layer in ("sglang_deploy.cli", "sglang_deploy.api"):
         if name == layer or name.startswith(layer + "."):
@@ -62,7 +76,7 @@ def test_the_domain_imports_neither_the_api_nor_the_command_line():
         f"{p.relative_to(PACKAGE)} imports {n}"
         for p, tree in modules(PACKAGE, recursive=True)
         if part_of(p) not in ("api.py", "cli")
-        for n in imported(tree)
+        for n in imports_of(p, tree)
         if layer_of(n)
     ]
     assert bad == []
@@ -107,3 +121,76 @@ def test_importing_a_module_runs_nothing():
     }
     assert bad == {}
     assert top_level_calls(ast.parse("def main():\n    pass\n\n\nmain()\n")) == [5]
+
+
+def sglang_deploy_imports(path: Path, tree: ast.AST) -> set:
+    return {n for n in imports_of(path, tree) if n == "sglang_deploy" or n.startswith("sglang_deploy.")}
+
+
+def inside(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_the_host_package_imports_only_itself_and_the_standard_library():
+    bad = []
+    for p, tree in modules(HOST, recursive=True):
+        allowed = HOST_THIRD_PARTY.get(p.name, set())
+        for n in imports_of(p, tree):
+            top = n.split(".")[0]
+            if top == "sglang_deploy":
+                # `from sglang_deploy.host import x` also yields "sglang_deploy" and "sglang_deploy.host" itself
+                if not inside(n, "sglang_deploy.host") and n != "sglang_deploy":
+                    bad.append(f"{p.relative_to(PACKAGE)} imports {n}")
+            elif top != "__future__" and top not in sys.stdlib_module_names and top not in allowed:
+                bad.append(f"{p.relative_to(PACKAGE)} imports {n}, which hosts do not have")
+    assert bad == []
+
+
+def test_nothing_imports_the_emulator():
+    bad = [
+        f"{p.relative_to(PACKAGE)} imports {n}"
+        for p, tree in modules(PACKAGE, recursive=True)
+        if part_of(p) != "emulator"
+        for n in sglang_deploy_imports(p, tree)
+        if inside(n, "sglang_deploy.emulator")
+    ]
+    assert bad == []
+
+
+def test_the_emulator_imports_only_itself():
+    """It ships to lab hosts as a package of its own (roles/sglang_server/files/emulator)."""
+    bad = [
+        f"{p.relative_to(PACKAGE)} imports {n}"
+        for p, tree in modules(PACKAGE / "emulator", recursive=True)
+        for n in sglang_deploy_imports(p, tree)
+        if not inside(n, "sglang_deploy.emulator") and n != "sglang_deploy"
+    ]
+    assert bad == []
+
+
+def test_the_controller_uses_only_public_names_of_the_host_package():
+    bad = []
+    for p, tree in modules(PACKAGE, recursive=True):
+        if part_of(p) in ("host", "emulator"):
+            continue
+        for n in sglang_deploy_imports(p, tree):
+            if inside(n, "sglang_deploy.host") and any(part.startswith("_") for part in n.split(".")[2:]):
+                bad.append(f"{p.relative_to(PACKAGE)} imports {n}")
+    assert bad == []
+
+
+def test_module_utils_links_only_into_the_host_package():
+    links = [p for p in (REPO / "module_utils").rglob("*") if p.is_symlink()]
+    assert links, "module_utils ships the host package through links"
+    assert [p for p in links if not p.resolve().is_relative_to(HOST.resolve())] == []
+
+
+def test_the_layer_scans_see_what_they_forbid():
+    tree = ast.parse("from ... import rules\nfrom ..emulator import config\nfrom .server_http import request\n")
+    names = imported(tree, ("host", "bench"))
+    assert {
+        "sglang_deploy.rules",
+        "sglang_deploy.host.emulator.config",
+        "sglang_deploy.host.bench.server_http",
+    } <= names
+    assert "sglang_deploy.emulator.config" in imported(tree, ("host",))

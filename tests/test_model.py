@@ -13,7 +13,8 @@ import yaml
 from ansible_json import needs_playbook, run_playbook
 from emulator_proc import run_module  # first: puts the repo's module_utils on the import path
 
-from sglang_deploy import model, model_lock
+from sglang_deploy import model_lock
+from sglang_deploy.host import model
 from sglang_deploy.cli import main
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,5 +1,6 @@
-"""What the modules ship to hosts: module_utils/sglang_deploy mirrors the package's host-side files by symlink,
-so a relative import names the same file in both places and anything else imported is the standard library."""
+"""What the modules ship to hosts: module_utils/sglang_deploy is a link to the host package (src/sglang_deploy/host),
+so a relative import names the same file in both places, no controller code ships, and anything else imported is the
+standard library."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import os
 import sys
 from pathlib import Path
 
+from test_layers import HOST_THIRD_PARTY
+
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "module_utils" / "sglang_deploy"
-PACKAGE = REPO / "src" / "sglang_deploy"
+HOST = REPO / "src" / "sglang_deploy" / "host"
 
 
 def shipped_files() -> list:
@@ -23,10 +26,10 @@ def shipped_files() -> list:
     )
 
 
-def test_every_shipped_entry_is_a_symlink_to_its_package_twin():
-    for entry in SHIPPED.iterdir():
-        assert entry.is_symlink(), f"{entry} is a copy, not a symlink"
-        assert entry.resolve() == (PACKAGE / entry.name).resolve()
+def test_module_utils_is_a_link_to_the_host_package_alone():
+    assert SHIPPED.is_symlink(), f"{SHIPPED} is a copy, not a link"
+    assert SHIPPED.resolve() == HOST.resolve()
+    assert [p.name for p in SHIPPED.parent.iterdir()] == ["sglang_deploy"]
 
 
 def test_shipped_files_import_only_the_stdlib_and_shipped_siblings():
@@ -53,7 +56,7 @@ def test_shipped_files_import_only_the_stdlib_and_shipped_siblings():
                 continue
             for name in names:
                 top = name.split(".")[0]
-                if top != "__future__" and top not in sys.stdlib_module_names:
+                if top != "__future__" and top not in sys.stdlib_module_names | HOST_THIRD_PARTY.get(path.name, set()):
                     problems.append(f"{rel}: imports {name}, which the host does not have")
     assert problems == []
     assert {p.relative_to(SHIPPED).as_posix() for p in shipped_files()} >= {"bench/sweep.py", "readiness.py"}

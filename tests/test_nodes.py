@@ -14,7 +14,8 @@ import yaml
 
 from ansible_json import PLAYBOOK_BIN, needs_playbook, run_playbook
 
-from sglang_deploy import fleet, nodes, rules
+from sglang_deploy import rules
+from sglang_deploy.host import fleet, nodes
 from sglang_deploy import profiles as prof
 from sglang_deploy.paths import GROUP_VARS, REPO
 

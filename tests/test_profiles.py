@@ -168,7 +168,7 @@ def _parser_pythons() -> dict[str, str]:
     return found
 
 
-CHECK_ARGV = str(Path(prof.__file__).with_name("check_argv.py"))  # the script the roles run on hosts
+CHECK_ARGV = str(Path(prof.__file__).parent / "host" / "check_argv.py")  # the script the roles run on hosts
 
 
 def _check_with_real_parser(python: str, launches: dict) -> dict:

@@ -1,10 +1,11 @@
-"""Profile comparison (sglang_deploy.report) on synthetic benchmark results."""
+"""Profile comparison (sglang_deploy.compare_report) on synthetic benchmark results."""
 
 from __future__ import annotations
 
 import pytest
 
-from sglang_deploy import bench, report
+from sglang_deploy import compare_report
+from sglang_deploy.host import bench
 from sglang_deploy.api import Failure, HostOutcome, RunResult
 
 HOST = "gpu-1"
@@ -49,13 +50,13 @@ def run(profile: str, res: dict | None, failure: str | None = None) -> RunResult
 
 
 @pytest.fixture
-def comparison() -> report.Comparison:
+def comparison() -> compare_report.Comparison:
     runs = {
         "baseline": run("baseline", result([level(1, 100.0, 0.10), level(4, 80.0, 0.12)])),
         "nextn": run("nextn", result([level(1, 250.0, 0.09, accept=2.5), level(4, 160.0, 0.11, accept=2.4)])),
         "broken": run("broken", None, failure="Profile broken did not come up: exited 1\nTraceback ..."),
     }
-    return report.build_comparison(["baseline", "nextn", "broken"], runs)
+    return compare_report.build_comparison(["baseline", "nextn", "broken"], runs)
 
 
 def row(comp, profile, c):
@@ -93,17 +94,17 @@ def test_ratios_are_to_the_first_profile(comparison):
 def test_failed_profile_makes_the_comparison_fail(comparison):
     assert not comparison.ok
     assert list(comparison.failures()) == ["broken"]
-    table = report.format_table(comparison)
+    table = compare_report.format_table(comparison)
     assert "broken: FAILED on gpu-1, task 'Wait for the server to be ready and to answer sanely'" in table
     assert "no result" in table
 
 
 def test_table_and_markdown(comparison):
-    table = report.format_table(comparison)
-    assert report.SYNTHETIC_NOTE not in table
+    table = compare_report.format_table(comparison)
+    assert compare_report.SYNTHETIC_NOTE not in table
     nextn_1 = next(line for line in table.splitlines() if line.split()[:2] == ["c=1", "nextn"])
     assert "250.0" in nextn_1 and "2.50" in nextn_1
-    md = report.markdown(comparison)
+    md = compare_report.markdown(comparison)
     assert "| c=1 | nextn |" in md and "![output and decode tok/s against concurrency](compare.png)" in md
     assert "## Failures" in md and "Traceback ..." in md
 
@@ -112,14 +113,16 @@ def test_incomparable_workloads_are_not_ranked():
     """Results of another dataset, seed or mode are shown side by side but get no ratio."""
     other = result([level(1, 250.0, 0.09), level(4, 160.0, 0.11)])
     other["workload"] = {**other["workload"], "dataset_name": "sharegpt", "dataset_sha256": "ab" * 32}
-    comp = report.build_comparison(
+    comp = compare_report.build_comparison(
         ["baseline", "other"],
         {"baseline": run("baseline", result([level(1, 100.0, 0.1)])), "other": run("other", other)},
     )
     assert comp.workload["differs"] == "dataset_name" and not comp.workload["same_for_all"]
     assert all(r["decode_ratio"] is None and r["output_ratio"] is None for r in comp.rows)
-    assert "NOT RANKED: the profiles ran different workloads (dataset_name differs)" in report.format_table(comp)
-    assert "differs between profiles: dataset_name; not ranked" in report.markdown(comp)
+    assert "NOT RANKED: the profiles ran different workloads (dataset_name differs)" in compare_report.format_table(
+        comp
+    )
+    assert "differs between profiles: dataset_name; not ranked" in compare_report.markdown(comp)
 
 
 def test_rate_levels_goodput_and_the_sla_rate_are_compared():
@@ -131,14 +134,14 @@ def test_rate_levels_goodput_and_the_sla_rate_are_compared():
         return res
 
     runs = {"a": run("a", rated(2.0, 1.5, 4.0)), "b": run("b", rated(2.0, 1.9, 8.0))}
-    comp = report.build_comparison(["a", "b"], runs)
+    comp = compare_report.build_comparison(["a", "b"], runs)
     assert [(r["level"], r["profile"], r["goodput_req_s"]) for r in comp.rows] == [
         ("2 req/s (c<=4)", "a", 1.5),
         ("2 req/s (c<=4)", "b", 1.9),
     ]
     assert comp.sla == {"a": {HOST: 4.0}, "b": {HOST: 8.0}}
-    assert "b on gpu-1: highest rate meeting the SLA 8.00 req/s" in report.format_table(comp)
-    assert "Highest request rate meeting the SLA" in report.markdown(comp)
+    assert "b on gpu-1: highest rate meeting the SLA 8.00 req/s" in compare_report.format_table(comp)
+    assert "Highest request rate meeting the SLA" in compare_report.markdown(comp)
 
 
 def test_emulated_results_are_labelled(tmp_path):
@@ -146,14 +149,14 @@ def test_emulated_results_are_labelled(tmp_path):
         p: run(p, result([level(1, s, 0.08), level(4, s * 0.8, 0.08)], emulated=True))
         for p, s in (("a", 100.0), ("b", 120.0))
     }
-    comp = report.build_comparison(["a", "b"], runs)
+    comp = compare_report.build_comparison(["a", "b"], runs)
     assert comp.emulated and comp.ok
-    assert report.format_table(comp).splitlines()[0] == report.SYNTHETIC_NOTE
-    assert report.SYNTHETIC_NOTE in report.markdown(comp)
+    assert compare_report.format_table(comp).splitlines()[0] == compare_report.SYNTHETIC_NOTE
+    assert compare_report.SYNTHETIC_NOTE in compare_report.markdown(comp)
 
 
 def test_write_report_makes_markdown_png_and_json(comparison, tmp_path):
-    out = report.write_report(comparison, tmp_path / "cmp")
+    out = compare_report.write_report(comparison, tmp_path / "cmp")
     png = (out / "compare.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     assert (out / "report.md").read_text().startswith("# SGLang profile comparison: baseline vs nextn vs broken")
@@ -162,7 +165,7 @@ def test_write_report_makes_markdown_png_and_json(comparison, tmp_path):
 
 def test_no_plot_without_figures(tmp_path):
     runs = {p: run(p, None, failure="boom") for p in ("a", "b")}
-    out = report.write_report(report.build_comparison(["a", "b"], runs), tmp_path / "cmp")
+    out = compare_report.write_report(compare_report.build_comparison(["a", "b"], runs), tmp_path / "cmp")
     assert not (out / "compare.png").exists()
     assert "compare.png" not in (out / "report.md").read_text()
 
@@ -181,7 +184,7 @@ def test_a_fleet_is_compared_per_host_and_through_the_router(tmp_path):
             "sglang_fleet_benchmark": {"router-1": through},
         }
         runs[name] = r
-    comp = report.build_comparison(["baseline", "nextn"], runs)
+    comp = compare_report.build_comparison(["baseline", "nextn"], runs)
     assert comp.targets == [("gpu-1", "host"), ("gpu-2", "host"), ("router-1", "router")]
     assert comp.routers == {"router-1": ["gpu-1", "gpu-2"]}
     routed = [(r["concurrency"], r["profile"]) for r in comp.rows if r["via"] == "router"]
@@ -192,11 +195,11 @@ def test_a_fleet_is_compared_per_host_and_through_the_router(tmp_path):
     # The per-host workload is not mixed with the router's (another sweep).
     assert comp.workload["same_for_all"] and comp.workload["output_len"] == 32
     assert comp.router_workload["output_len"] == 256
-    table = report.format_table(comp).splitlines()
-    assert table[0] == report.SYNTHETIC_NOTE
+    table = compare_report.format_table(comp).splitlines()
+    assert table[0] == compare_report.SYNTHETIC_NOTE
     assert "host gpu-1 (on its own, out of the router)" in table
     assert "through router router-1 (the aggregate its clients see: 2 replicas)" in table
-    out = report.write_report(comp, tmp_path / "cmp")
+    out = compare_report.write_report(comp, tmp_path / "cmp")
     md = (out / "report.md").read_text()
     assert "## through router router-1 (the aggregate its clients see: 2 replicas)" in md
     assert "- Through router `router-1` (the aggregate its clients see): replicas gpu-1, gpu-2" in md

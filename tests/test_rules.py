@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sglang_deploy import nodes, rules
+from sglang_deploy import rules
+from sglang_deploy.host import nodes
 from sglang_deploy import profiles as prof
 
 SETTINGS = prof.load_settings()
@@ -304,10 +305,13 @@ def test_rules_predict_what_real_sglang_did(row):
 
 
 def test_spec_running_cap_has_one_source(monkeypatch):
-    """The rule warns at the cap the emulated server applies (emulator.config, stdlib only): one constant."""
-    from sglang_deploy.emulator import config
+    """The rule warns at the cap the emulated server applies: one constant, host/sglang_defaults.py, which the
+    emulator (shipped alone to lab hosts) reads through its link emulator/sglang_defaults.py."""
+    from sglang_deploy.host import sglang_defaults
 
-    monkeypatch.setattr(config, "SPEC_DEFAULT_MAX_RUNNING", 40)
+    emulator_copy = Path(rules.__file__).parent / "emulator" / "sglang_defaults.py"
+    assert emulator_copy.is_symlink() and emulator_copy.resolve() == Path(sglang_defaults.__file__).resolve()
+    monkeypatch.setattr(sglang_defaults, "SPEC_DEFAULT_MAX_RUNNING", 40)
     fired = [f.message for f in run(case(SPEC_AUTO, concurrency=44)) if f.rule == "spec-running-cap"]
     assert fired and "> 40 running requests" in fired[0]
 

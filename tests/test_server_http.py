@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sglang_deploy.server_http import Endpoint, auth_headers, check_api_key, first_model
+from sglang_deploy.host.server_http import Endpoint, auth_headers, check_api_key, first_model
 
 
 @pytest.mark.parametrize(

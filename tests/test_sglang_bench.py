@@ -217,7 +217,7 @@ def test_each_default_has_one_source():
 
     import yaml
 
-    from sglang_deploy import bench
+    from sglang_deploy.host import bench
 
     engine_defaults = {
         "concurrency": list(bench.DEFAULT_CONCURRENCY),

@@ -11,7 +11,8 @@ import threading
 import pytest
 import yaml
 
-from sglang_deploy import stack, stack_lock
+from sglang_deploy import stack_lock
+from sglang_deploy.host import stack
 from sglang_deploy.cli import main
 from sglang_deploy.paths import STACKS
 

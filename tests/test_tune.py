@@ -313,26 +313,26 @@ def test_promote_into_the_profiles_file_keeps_comments_and_shows_the_diff(tmp_pa
     shutil.copy(prof.PROFILES_FILE, target)
     before = target.read_text()
     body = tune.promotion_body(out.search, out.winner, out)
-    diff, new = tune.promote(target, "fastest", body)
+    diff, new = tune.promote_profile(target, "fastest", body)
     assert new.startswith(before.rstrip("\n").split("sglang_profiles:")[0])  # header comments kept
     assert "+  fastest:" in diff and "+    extends: baseline" in diff and "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE" in diff
     assert not [ln for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
     loaded = prof.load_profiles(target)
     launch = prof.render("fastest", loaded, prof.load_settings(), "0.5.23")
     assert launch.argv == out.winner.launches["lab-1"]["argv"] and launch.env == out.winner.launches["lab-1"]["env"]
-    diff2, _ = tune.promote(target, "fastest", body)  # promoting again changes nothing
+    diff2, _ = tune.promote_profile(target, "fastest", body)  # promoting again changes nothing
     assert diff2 == ""
 
 
 def test_promote_into_a_new_group_vars_file_copies_the_hosts_profiles(tmp_path):
     out = finished(tmp_path)
     target = tmp_path / "group_vars" / "gpu.yml"
-    diff, _ = tune.promote(target, "fastest", tune.promotion_body(out.search, out.winner), prof.load_profiles())
+    diff, _ = tune.promote_profile(target, "fastest", tune.promotion_body(out.search, out.winner), prof.load_profiles())
     assert set(prof.load_profiles(target)) == set(prof.load_profiles()) | {"fastest"}
     with pytest.raises(tune.SearchError, match="has no sglang_profiles"):
-        tune.promote(tmp_path / "other.yml", "fastest", {"description": "x"})
+        tune.promote_profile(tmp_path / "other.yml", "fastest", {"description": "x"})
     with pytest.raises(tune.SearchError, match="profile name"):
-        tune.promote(target, "bad name", {"description": "x"})
+        tune.promote_profile(target, "bad name", {"description": "x"})
 
 
 def test_report_has_rankings_pareto_pruned_and_failed(tmp_path):
@@ -395,7 +395,7 @@ def test_promote_keeps_a_private_files_mode_and_masks_secrets_in_the_diff(tmp_pa
     target.chmod(0o600)
     body = tune.promotion_body(out.search, out.winner)
     body.pop("extends", None)
-    diff, new = tune.promote(target, "fastest", body)
+    diff, new = tune.promote_profile(target, "fastest", body)
     assert "sk-do-not-print" in new and "sk-do-not-print" not in diff and "+  fastest:" in diff
     assert target.stat().st_mode & 0o777 == 0o600
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
@@ -420,9 +420,9 @@ def test_load_search_keeps_the_profiles_limits(tmp_path):
 def test_promote_reads_the_target_with_the_profiles_limits(tmp_path):
     """--into /dev/zero read without end; a huge target filled memory."""
     with pytest.raises(tune.SearchError, match="not a regular file"):
-        tune.promote("/dev/zero", "fastest", {"description": "x"})
+        tune.promote_profile("/dev/zero", "fastest", {"description": "x"})
     big = tmp_path / "big.yml"
     with open(big, "wb") as f:
         f.truncate(prof.MAX_YAML_BYTES + 1)
     with pytest.raises(tune.SearchError, match="bytes, more than"):
-        tune.promote(big, "fastest", {"description": "x"})
+        tune.promote_profile(big, "fastest", {"description": "x"})

@@ -230,7 +230,7 @@ def test_the_promotion_diff_shows_no_line_of_another_variable(tmp_path):
         "ssh_private_key: |\n  -----BEGIN OPENSSH PRIVATE KEY-----\n  b3BlbnNzaC1rZXktdjEAAAAA\n"
         "  -----END OPENSSH PRIVATE KEY-----\n"
     )
-    diff, new = tune.promote(target, "fastest", tune.promotion_body(out.search, out.winner))
+    diff, new = tune.promote_profile(target, "fastest", tune.promotion_body(out.search, out.winner))
     assert "folded-secret-tail" in new and "b3BlbnNzaC1rZXktdjEAAAAA" in new
     assert "+  fastest:" in diff and "+    extends: baseline" in diff
     for secret in ("folded-secret", "b3BlbnNzaC1rZXktdjEAAAAA", "OPENSSH", "db_password", "ssh_private_key"):

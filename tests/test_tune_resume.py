@@ -211,7 +211,7 @@ def test_a_null_that_removes_nothing_is_not_written(tmp_path):
     assert body["args"] == {"moe-runner-backend": None}
     target = tmp_path / "profiles.yml"
     shutil.copy(prof.PROFILES_FILE, target)
-    _, text = tune.promote(target, "plain", body)
+    _, text = tune.promote_profile(target, "plain", body)
     own = text.split("\n  plain:")[1]
     assert "enable-mscclpp:" not in own and "moe-runner-backend:" in own
     launch = prof.render("plain", prof.load_profiles(target), prof.load_settings(), "0.5.23")

@@ -34,11 +34,32 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from sglang_deploy import fleet
+from sglang_deploy.host import fleet
 from sglang_deploy import profiles as prof
-from sglang_deploy import tune as tuning
+from sglang_deploy.tune import (
+    Budget,
+    Deployer,
+    FAILED,
+    HostFacts,
+    OK,
+    Outcome,
+    Planned,
+    Search,
+    SearchError,
+    Store,
+    Workload,
+    check_promotion,
+    expand,
+    level_metrics,
+    limits_broken,
+    load_search,
+    plan,
+    promote_profile,
+    promotion_body,
+    run_search,
+)
 from sglang_deploy.paths import REPO, require_project
-from sglang_deploy.readiness import parse_systemctl_show
+from sglang_deploy.host.readiness import parse_systemctl_show
 from sglang_deploy.secret_names import is_secret_name, url_passwords
 
 RUNNER_DIR = REPO / ".runner"
@@ -631,10 +652,10 @@ def compare(
     through the router (sglang_fleet_benchmark).
 
     The restored profile is `restore`, or per host the profile status() found serving (else its last good one);
-    the restore deploys without a benchmark. Returns a report.Comparison; a profile that failed to deploy is
+    the restore deploys without a benchmark. Returns a compare_report.Comparison; a profile that failed to deploy is
     in it with its failures and no figures.
     """
-    from sglang_deploy import report
+    from sglang_deploy import compare_report
 
     if len(profiles) < 2:
         raise ValueError("compare needs at least two profiles")
@@ -652,7 +673,7 @@ def compare(
         phase(f"profile {i}/{len(profiles)}: {name}")
         runs[name] = deploy(name, inventory=inventory, limit=limit, extravars=measured, on_event=on_event)
         if runs[name].status == "canceled":  # Ctrl-C: stop here, restore nothing
-            return report.build_comparison(profiles, runs, settings=_bench_settings(extravars))
+            return compare_report.build_comparison(profiles, runs, settings=_bench_settings(extravars))
     restores = []
     no_benchmark = {**(extravars or {}), "sglang_benchmark_enabled": False}
     if restore is not None:
@@ -668,7 +689,7 @@ def compare(
             restores.append(
                 deploy(name, inventory=inventory, limit=",".join(hosts), extravars=no_benchmark, on_event=on_event)
             )
-    return report.build_comparison(profiles, runs, restores=restores, settings=_bench_settings(extravars))
+    return compare_report.build_comparison(profiles, runs, restores=restores, settings=_bench_settings(extravars))
 
 
 def _bench_settings(extravars: dict | None) -> dict:
@@ -759,8 +780,8 @@ TUNE_READY_ACTION = "sglang_ready"
 class TuneResult:
     """tune(): the outcome (None when the facts could not be read), where the report is, the runs around it."""
 
-    search: tuning.Search
-    outcome: tuning.Outcome | None = None
+    search: Search
+    outcome: Outcome | None = None
     report_dir: Path | None = None
     facts_run: RunResult | None = None
     restores: list = field(default_factory=list)
@@ -788,12 +809,12 @@ class TuneResult:
 
 
 def tune_host_facts(data: dict) -> list:
-    """tuning.HostFacts per host from the set_stats data of playbooks/tune_facts.yml."""
+    """HostFacts per host from the set_stats data of playbooks/tune_facts.yml."""
     out = []
     for host, raw in sorted((data.get("sglang_tune_facts") or {}).items()):
         facts = {k: v for k, v in (raw.get("rule_facts") or {}).items() if v not in (None, "")}
         out.append(
-            tuning.HostFacts(
+            HostFacts(
                 host=host,
                 profiles=raw.get("profiles") or {},
                 settings=raw.get("settings") or {},
@@ -819,10 +840,10 @@ def _failure_kind(ready_results: list) -> tuple[str, list]:
     return "deploy_error", []
 
 
-def _tune_deployer(search: tuning.Search, inventory, limit, extravars: dict, on_event) -> tuning.Deployer:
-    """The search's deploy (a tuning.Deployer): deploy() of the candidate's flat profile with the workload's benchmark vars."""
+def _tune_deployer(search: Search, inventory, limit, extravars: dict, on_event) -> Deployer:
+    """The search's deploy (a Deployer): deploy() of the candidate's flat profile with the workload's benchmark vars."""
 
-    def deploy_candidate(p: tuning.Planned, workload: tuning.Workload, stage: str, repeat: int) -> dict:
+    def deploy_candidate(p: Planned, workload: Workload, stage: str, repeat: int) -> dict:
         ready_failed: list = []
 
         def handler(ev: dict):
@@ -843,25 +864,25 @@ def _tune_deployer(search: tuning.Search, inventory, limit, extravars: dict, on_
             raise KeyboardInterrupt
         fields = {"emulated": r.emulated, "artifacts": r.artifacts, "deploy_s": round(r.elapsed_s, 3)}
         if r.ok:
-            metrics = {host: tuning.level_metrics(res) for host, res in r.benchmarks.items()}
+            metrics = {host: level_metrics(res) for host, res in r.benchmarks.items()}
             failed_requests = sum(m.get("failed") or 0 for res in r.benchmarks.values() for m in res.get("levels", []))
             if not metrics or failed_requests:
                 return {
                     **fields,
-                    "status": tuning.FAILED,
+                    "status": FAILED,
                     "kind": "benchmark",
                     "metrics": metrics,
                     "error": f"{failed_requests} benchmark requests failed" if failed_requests else "no benchmark",
                 }
             return {
                 **fields,
-                "status": tuning.OK,
+                "status": OK,
                 "metrics": metrics,
                 "results": {h: res.get("started_at") for h, res in r.benchmarks.items()},
             }
         kind, journal = _failure_kind(ready_failed)
         message = "\n".join(f"{f.host}: {f.task}: {f.message}" for f in r.failures) or r.error or "deploy failed"
-        return {**fields, "status": tuning.FAILED, "kind": kind, "error": message, "journal": journal}
+        return {**fields, "status": FAILED, "kind": kind, "error": message, "journal": journal}
 
     return deploy_candidate
 
@@ -897,23 +918,23 @@ def tune(
     over_limit: bool = False,
     promote_hint: str | None = None,
 ) -> TuneResult:
-    """Run the search of ``search_file`` (path or tuning.Search). SearchError / ValueError for bad input.
+    """Run the search of ``search_file`` (path or Search). SearchError / ValueError for bad input.
     ``over_limit`` lets ``candidate`` be one that broke a limit; ``promote_hint``: the command report.md gives
     for promoting the winner."""
     from sglang_deploy import tune_report
     from sglang_deploy.paths import RESULTS
 
-    search = search_file if isinstance(search_file, tuning.Search) else tuning.load_search(search_file)
-    budget_obj = tuning.Budget.parse(budget)
-    store = tuning.Store(Path(out_dir) if out_dir else RESULTS / f"tune-{search.name}")
+    search = search_file if isinstance(search_file, Search) else load_search(search_file)
+    budget_obj = Budget.parse(budget)
+    store = Store(Path(out_dir) if out_dir else RESULTS / f"tune-{search.name}")
     store.check()
     try:
         tune_report.check(store.report_dir)
     except ValueError as exc:
-        raise tuning.SearchError(str(exc)) from exc
+        raise SearchError(str(exc)) from exc
     promote_into = promote_into or prof.PROFILES_FILE
     if promote:  # refused before the search runs, not after it
-        tuning.check_promotion(promote, promote_into)
+        check_promotion(promote, promote_into)
     extravars = dict(extravars or {})
     phase = _phase_emitter(on_event)
     result = TuneResult(search=search)
@@ -934,14 +955,12 @@ def tune(
             "; ".join(f"{f.host}: {f.message}" for f in facts_run.failures) or facts_run.error or "no host"
         )
         return result
-    candidates, excluded = tuning.expand(search)
+    candidates, excluded = expand(search)
     # Planned only as far as the budget reaches: enough runnable candidates, or its time.
     deadline = time.monotonic() + budget_obj.seconds if budget_obj.seconds else None
-    planned = tuning.plan(search, candidates, hosts, time.monotonic, budget_obj.candidates, deadline)
+    planned = plan(search, candidates, hosts, time.monotonic, budget_obj.candidates, deadline)
     unplanned = len(candidates) - len(planned)
-    preview = tuning.Outcome(
-        search=search, planned=planned, excluded=excluded, budget=budget_obj.text, unplanned=unplanned
-    )
+    preview = Outcome(search=search, planned=planned, excluded=excluded, budget=budget_obj.text, unplanned=unplanned)
     if on_plan:
         on_plan(preview)
 
@@ -961,7 +980,7 @@ def tune(
                 store.update_meta(before=before)
         return deploy_one(p, workload, stage, repeat)
 
-    outcome = tuning.run_search(
+    outcome = run_search(
         search, planned, excluded, deploy_first_reads_status, store, budget_obj, on_progress=phase, unplanned=unplanned
     )
     result.outcome = outcome
@@ -979,21 +998,21 @@ def tune(
         return result
     if promote:
         chosen = _tune_chosen(outcome, candidate)
-        broken = tuning.limits_broken(outcome, chosen)
+        broken = limits_broken(outcome, chosen)
         if broken and not over_limit:
-            raise tuning.SearchError(
+            raise SearchError(
                 f"--candidate {candidate} broke a limit of the search ({'; '.join(broken)}): add --over-limit to "
                 "promote it anyway"
             )
-        body = tuning.promotion_body(search, chosen, outcome, hosts[0].profiles)
-        diff, _ = tuning.promote(promote_into, promote, body, hosts[0].profiles)
+        body = promotion_body(search, chosen, outcome, hosts[0].profiles)
+        diff, _ = promote_profile(promote_into, promote, body, hosts[0].profiles)
         result.promoted = {"name": promote, "file": str(promote_into), "diff": diff, "candidate": chosen.key}
         if broken:
             result.promoted["warning"] = f"candidate {candidate} broke a limit: {'; '.join(broken)}"
     return result
 
 
-def _tune_chosen(outcome: tuning.Outcome, candidate: str | None) -> tuning.Planned:
+def _tune_chosen(outcome: Outcome, candidate: str | None) -> Planned:
     """The candidate to promote: --candidate (number or key prefix), else the first objective's winner."""
     if candidate:
         hits = [
@@ -1001,13 +1020,11 @@ def _tune_chosen(outcome: tuning.Outcome, candidate: str | None) -> tuning.Plann
             for p in outcome.runnable
             if str(p.candidate.index) == candidate.lstrip("#") or (len(candidate) >= 4 and p.key.startswith(candidate))
         ]
-        ok = {r["candidate_key"] for r in outcome.records if r["status"] == tuning.OK}
+        ok = {r["candidate_key"] for r in outcome.records if r["status"] == OK}
         if len(hits) != 1 or hits[0].key not in ok:
-            raise tuning.SearchError(f"--candidate {candidate}: not one candidate measured without failure")
+            raise SearchError(f"--candidate {candidate}: not one candidate measured without failure")
         return hits[0]
     if outcome.winner is None:
         d = outcome.decisions.get(outcome.search.objectives[0].name) or {}
-        raise tuning.SearchError(
-            f"no winner to promote ({d.get('reason', 'nothing measured')}); pick one with --candidate N"
-        )
+        raise SearchError(f"no winner to promote ({d.get('reason', 'nothing measured')}); pick one with --candidate N")
     return outcome.winner

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import yaml
 
-from sglang_deploy import model, paths
+from sglang_deploy import paths
+from sglang_deploy.host import model
 from sglang_deploy import profiles as prof
-from sglang_deploy.bench.sweep import write_file
-from sglang_deploy.stack import sha256_file
+from sglang_deploy.host.bench.sweep import write_file
+from sglang_deploy.host.stack import sha256_file
 
 MODELS = paths.REPO / "models"
 _NO_HUB = "huggingface_hub is not installed on the controller: pip install 'sglang-deploy[hub]' (or huggingface_hub), or lock a folder"

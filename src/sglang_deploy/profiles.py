@@ -33,9 +33,10 @@ from typing import Any
 
 import yaml
 
-from . import flags, formats, nodes
+from . import flags, formats
+from .host import nodes
 from .formats import MAX_LAUNCH_BYTES, MAX_VALUE_BYTES
-from .launch import MIN_KEY_LENGTH, SECRET_FLAGS
+from .host.launch import MIN_KEY_LENGTH, SECRET_FLAGS
 from .paths import GROUP_VARS, read_bounded
 from .secret_names import is_secret_name, url_passwords
 

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable
 
 from packaging.version import Version
 
-from .emulator import config as emulator
+from .host import sglang_defaults
 from .flags import FLAG_RENAMES, SPEC_V2_ENV, flag_table, is_truthy
 from .paths import read_bounded
 from .profiles import Launch, ProfileError, render
@@ -318,7 +318,7 @@ def _trtllm_mha_topk(ctx: Ctx):
 def _spec_running_cap(ctx: Ctx):
     capped = ctx.spec and ctx.spec != "NGRAM"
     # One constant with the emulated server, which holds it because it runs on hosts without this package.
-    limit = ctx.int_arg("max-running-requests") or (emulator.SPEC_DEFAULT_MAX_RUNNING if capped else None)
+    limit = ctx.int_arg("max-running-requests") or (sglang_defaults.SPEC_DEFAULT_MAX_RUNNING if capped else None)
     if limit is not None and ctx.concurrency > limit:
         why = (
             ""

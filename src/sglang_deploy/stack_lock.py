@@ -35,8 +35,8 @@ from packaging import tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from sglang_deploy import profiles as prof
-from sglang_deploy import stack
-from sglang_deploy.bench.sweep import write_file
+from sglang_deploy.host import stack
+from sglang_deploy.host.bench.sweep import write_file
 from sglang_deploy.secret_names import MASK, url_passwords
 
 DEFAULT_PLATFORM = "x86_64-manylinux_2_35"  # glibc 2.35: Ubuntu 22.04; Debian 12 and Ubuntu 24.04 are newer

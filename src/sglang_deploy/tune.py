@@ -55,7 +55,7 @@ from typing import Any, Callable
 
 
 from . import formats, rules
-from .bench.sweep import check_dest, write_file
+from .host.bench.sweep import check_dest, write_file
 from . import profiles as prof
 from .secret_names import MASK, is_secret_name
 
@@ -1171,7 +1171,7 @@ def check_promotion(name: str | None, path: str | Path) -> tuple[str, Any]:
     return old, doc
 
 
-def promote(path: str | Path, name: str, body: dict, host_profiles: dict | None = None) -> tuple[str, str]:
+def promote_profile(path: str | Path, name: str, body: dict, host_profiles: dict | None = None) -> tuple[str, str]:
     """Write profile ``name`` into sglang_profiles of the YAML file ``path``; returns (diff, new text).
 
     Comments and order are kept (ruamel round trip). A file without sglang_profiles gets a copy of the profiles

@@ -12,8 +12,8 @@ from datetime import datetime
 from pathlib import Path
 
 from sglang_deploy import tune
-from sglang_deploy.bench.sweep import check_dest, write_file
-from sglang_deploy.report import SYNTHETIC_NOTE
+from sglang_deploy.host.bench.sweep import check_dest, write_file
+from sglang_deploy.compare_report import SYNTHETIC_NOTE
 from sglang_deploy.tune import one_line
 
 PLOT_NAME = "pareto.png"

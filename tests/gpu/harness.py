@@ -19,10 +19,11 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-from sglang_deploy import gpu, profiles, readiness, server_http
+from sglang_deploy import profiles
+from sglang_deploy.host import gpu, readiness, server_http
 
 REPO = Path(__file__).resolve().parents[2]
-LAUNCHER = REPO / "src" / "sglang_deploy" / "launch.py"
+LAUNCHER = REPO / "src" / "sglang_deploy" / "host" / "launch.py"
 SGLANG_VERSION = "0.5.16"
 API_KEY = "gpu-suite-secret-9f3a1c"  # a test value: the suite checks it never shows in argv or logs
 # NVLink multicast stays off on shared hosts (the H200 machines' rule); harmless elsewhere.

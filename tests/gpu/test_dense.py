@@ -16,7 +16,7 @@ import harness
 import pytest
 from harness import DENSE_ARGS, Server
 
-from sglang_deploy import gpu, readiness
+from sglang_deploy.host import gpu, readiness
 
 LEVELS = (1, 8, 32)
 INPUT_LEN = OUTPUT_LEN = 256
@@ -286,7 +286,7 @@ def test_check_argv_and_recorded_flags_with_the_installed_parser(dense, out_dir,
     proc = subprocess.run(
         [
             sys.executable,
-            str(harness.REPO / "src" / "sglang_deploy" / "check_argv.py"),
+            str(harness.REPO / "src" / "sglang_deploy" / "host" / "check_argv.py"),
             json.dumps(launches),
         ],
         capture_output=True,

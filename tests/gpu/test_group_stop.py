@@ -14,7 +14,7 @@ from harness import Server
 from test_drain import Stream
 from test_multi_gpu import ARGS
 
-from sglang_deploy import readiness
+from sglang_deploy.host import readiness
 
 
 @pytest.fixture(autouse=True)

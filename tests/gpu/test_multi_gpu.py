@@ -12,7 +12,8 @@ import harness
 import pytest
 from harness import Server
 
-from sglang_deploy import readiness, rules
+from sglang_deploy import rules
+from sglang_deploy.host import readiness
 
 ARGS = {
     "load-format": "dummy",

@@ -11,7 +11,8 @@ import harness
 import pytest
 from harness import Server
 
-from sglang_deploy import readiness, rules
+from sglang_deploy import rules
+from sglang_deploy.host import readiness
 
 REPORT_WITHIN_S = 3.0
 # Launches run side by side: each caps its KV pool (max-total-tokens), so the memory check's fraction of the

@@ -1,1 +1,1 @@
-../../../src/sglang_deploy/check_argv.py
+../../../src/sglang_deploy/host/check_argv.py

@@ -1,1 +1,1 @@
-../../../src/sglang_deploy/launch.py
+../../../src/sglang_deploy/host/launch.py

@@ -6,9 +6,9 @@ import argparse
 import os
 import sys
 
-from sglang_deploy import bench
+from sglang_deploy.host import bench
 from sglang_deploy.cli.errors import UsageError
-from sglang_deploy.server_http import Endpoint, check_api_key
+from sglang_deploy.host.server_http import Endpoint, check_api_key
 
 
 def _parsed(parse):

@@ -10,7 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from sglang_deploy import model, model_lock
+from sglang_deploy import model_lock
+from sglang_deploy.host import model
 from sglang_deploy.cli.errors import UsageError
 
 _MODELS_HELP = f"folder of model locks ({model_lock.MODELS})"

@@ -9,7 +9,7 @@ from functools import wraps
 from pathlib import Path
 from typing import Any
 
-from sglang_deploy import profile_cmd, rules
+from sglang_deploy import profile_render, rules
 from sglang_deploy import profiles as prof
 from sglang_deploy.cli.errors import UsageError
 
@@ -84,20 +84,20 @@ def _add_target(p: argparse.ArgumentParser) -> None:
 
 
 def _usage_errors(func):
-    """profile_cmd.CommandError (unknown profile, unreadable file) -> UsageError."""
+    """profile_render.CommandError (unknown profile, unreadable file) -> UsageError."""
 
     @wraps(func)
     def run(args: argparse.Namespace) -> int:
         try:
             return func(args)
-        except profile_cmd.CommandError as exc:
+        except profile_render.CommandError as exc:
             raise UsageError(str(exc)) from exc
 
     return run
 
 
 def _launch(args: argparse.Namespace) -> prof.Launch:
-    return profile_cmd.render_launch(args.profile, args.profiles_file, args.sglang_version)
+    return profile_render.render_launch(args.profile, args.profiles_file, args.sglang_version)
 
 
 def _print_notes(launch: prof.Launch) -> None:
@@ -109,7 +109,7 @@ def _print_notes(launch: prof.Launch) -> None:
 
 @_usage_errors
 def profiles(args: argparse.Namespace) -> int:
-    found, _ = profile_cmd.load(args.profiles_file)
+    found, _ = profile_render.load(args.profiles_file)
     for name in found:
         try:
             profile = prof.resolve(name, found)
@@ -126,7 +126,7 @@ def profiles(args: argparse.Namespace) -> int:
 def render(args: argparse.Namespace) -> int:
     launch = _launch(args)
     _print_notes(launch)
-    print(profile_cmd.format_launch(launch, args.format, args.python))
+    print(profile_render.format_launch(launch, args.format, args.python))
     return 0
 
 

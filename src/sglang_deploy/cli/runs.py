@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 
-from sglang_deploy import api, bench, report
+from sglang_deploy import api, compare_report
+from sglang_deploy.host import bench
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.cli.progress import Progress
 
@@ -206,7 +207,7 @@ def deploy(args: argparse.Namespace) -> int:
             if path:
                 print(f"result: {path}")
         if result.emulated:
-            print(report.SYNTHETIC_NOTE)
+            print(compare_report.SYNTHETIC_NOTE)
         for line in _outcomes(result):
             print(line)
         print(_recap(result), file=sys.stderr)
@@ -230,11 +231,11 @@ def compare(args: argparse.Namespace) -> int:
             on_event=progress,
         )
     usage = _unknown_profile(list(comp.runs.values()) + comp.restores)
-    out = report.write_report(comp, args.out)
+    out = compare_report.write_report(comp, args.out)
     if args.json:
         _emit_json({**comp.to_dict(), "report_dir": str(out)})
     else:
-        print(report.format_table(comp))
+        print(compare_report.format_table(comp))
         print(f"report: {out / 'report.md'}")
         if (out / "compare.png").exists():
             print(f"plot: {out / 'compare.png'}")

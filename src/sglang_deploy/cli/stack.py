@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from sglang_deploy import stack, stack_lock
+from sglang_deploy import stack_lock
+from sglang_deploy.host import stack
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.paths import STACKS
 

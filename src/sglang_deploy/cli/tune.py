@@ -8,8 +8,8 @@ import json
 import shlex
 import sys
 
-from sglang_deploy import api, report, tune_report
-from sglang_deploy import tune as tuning
+from sglang_deploy import api, compare_report, tune_report
+from sglang_deploy.tune import Budget, Outcome, SearchError, load_search, one_line
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.cli.progress import Progress
 from sglang_deploy.cli.runs import _extravars, _print_failures, run_options
@@ -56,7 +56,7 @@ def promote_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     return shlex.join(words) + f" {option['promote']} NAME {option['into']} {shlex.quote(args.into)}"
 
 
-def print_plan(preview: tuning.Outcome) -> None:
+def print_plan(preview: Outcome) -> None:
     c = preview.counts()
     print(
         f"search {preview.search.name}: {c['expanded']} expanded, {c['excluded']} excluded by constraints, "
@@ -66,7 +66,7 @@ def print_plan(preview: tuning.Outcome) -> None:
     )
     for p in preview.pruned:
         print(
-            f"  PRUNED #{p.candidate.index} {p.candidate.label}: {tuning.one_line('; '.join(p.reasons))}",
+            f"  PRUNED #{p.candidate.index} {p.candidate.label}: {one_line('; '.join(p.reasons))}",
             file=sys.stderr,
         )
 
@@ -74,9 +74,9 @@ def print_plan(preview: tuning.Outcome) -> None:
 def tune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     extravars = _extravars(args)
     try:
-        search = tuning.load_search(args.search)
-        tuning.Budget.parse(args.budget)
-    except (ValueError, tuning.SearchError) as exc:
+        search = load_search(args.search)
+        Budget.parse(args.budget)
+    except (ValueError, SearchError) as exc:
         raise UsageError(str(exc)) from exc
     try:
         with Progress() as progress:
@@ -96,7 +96,7 @@ def tune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 on_event=progress,
                 on_plan=print_plan,
             )
-    except tuning.SearchError as exc:
+    except SearchError as exc:
         raise UsageError(str(exc)) from exc
     if args.json:
         print(json.dumps(res.to_dict(), indent=2, default=str))
@@ -104,7 +104,7 @@ def tune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(tune_report.summary(res.outcome))
         print(f"report: {res.report_dir / 'report.md'}")
         if res.outcome.emulated:
-            print(report.SYNTHETIC_NOTE)
+            print(compare_report.SYNTHETIC_NOTE)
     if res.promoted:
         if res.promoted.get("warning"):
             print(f"warning: {res.promoted['warning']}", file=sys.stderr)

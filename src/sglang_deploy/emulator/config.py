@@ -8,12 +8,10 @@ import sys
 import time
 
 from . import perf
+from .sglang_defaults import SPEC_DEFAULT_MAX_RUNNING
 
 BANNER = "EMULATED SGLang server: numbers are synthetic"
 FAULTS = ("crash_on_load", "crash_mid_stream", "garbage", "never_ready", "http_500")
-# What SGLang sets --max-running-requests to under speculative decoding when it is unset (server_args.py,
-# ServerArgs._handle_speculative_decoding); rules.py's spec-running-cap warning reads it from here.
-SPEC_DEFAULT_MAX_RUNNING = 48
 # ServerArgs fields that hold secrets (sglang/srt/server_args.py): masked in /server_info and its launch command.
 SECRET_ARGS = ("api_key", "admin_api_key", "ssl_keyfile_password")
 DEFAULT_CONTEXT_LENGTH = 32768

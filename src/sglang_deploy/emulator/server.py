@@ -168,7 +168,7 @@ async def serve(cfg: Config) -> int:
     a = cfg.args
     log(BANNER)
     # Real SGLang (0.5.23 included) logs server_args with the API key in clear; so does the emulator, so that the
-    # deploy's launcher has to mask it (sglang_deploy/launch.py) and the lab proves it does.
+    # deploy's launcher has to mask it (sglang_deploy/host/launch.py) and the lab proves it does.
     log(
         f"server_args=ServerArgs(model_path={a.model_path!r}, served_model_name={cfg.served_model_name!r}, "
         f"api_key={a.api_key!r}, host={a.host!r}, port={a.port}, speculative_algorithm={a.speculative_algorithm!r}, "

@@ -1,6 +1,6 @@
 """Stack bundles (stacks/*.yml): validation, content hash, pip steps, wheel locks, manifest drift.
 
-Runs on target hosts through module_utils/sglang_deploy/stack.py (a symlink to this file): stdlib only,
+Runs on target hosts through module_utils/sglang_deploy/stack.py (module_utils/sglang_deploy links to the host package): stdlib only,
 Python 3.10+. A bundle reaches this code as a dict (the controller loads the YAML).
 """
 

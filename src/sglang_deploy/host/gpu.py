@@ -1,6 +1,6 @@
 """GPU facts from nvidia-smi output: the `sglang_gpu` fact set and the CUDA driver rule.
 
-Runs on target hosts through module_utils/sglang_deploy/gpu.py (a symlink to this file): stdlib only,
+Runs on target hosts through module_utils/sglang_deploy/gpu.py (module_utils/sglang_deploy links to the host package): stdlib only,
 Python 3.10+.
 """
 

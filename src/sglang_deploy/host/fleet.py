@@ -2,7 +2,7 @@
 states the router reports, a replica's running requests, what each host serves after a rolling deploy, and the
 fleet as `sglang-deploy status` shows it (fleet_view: the router, its replicas and what does not match).
 
-Stdlib only: shipped to hosts as module_utils/sglang_deploy/fleet.py (a symlink to this file) for the
+Stdlib only: shipped to hosts as module_utils/sglang_deploy/fleet.py (module_utils/sglang_deploy links to the host package) for the
 `sglang_router_wait` and `sglang_drain` modules, and used on the controller by the filter plugin and the API.
 
 smg facts this relies on (smg 1.13.0, checked against its --help and a running gateway):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from sglang_deploy.bench import table
+from sglang_deploy.host.bench import table
 
 SYNTHETIC_NOTE = "LAB: emulated SGLang server, these numbers are synthetic"
 

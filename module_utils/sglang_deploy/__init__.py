@@ -1,1 +1,0 @@
-../../src/sglang_deploy/__init__.py

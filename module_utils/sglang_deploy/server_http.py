@@ -1,1 +1,0 @@
-../../src/sglang_deploy/server_http.py

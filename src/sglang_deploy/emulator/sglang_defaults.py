@@ -1,0 +1,1 @@
+../host/sglang_defaults.py
