@@ -96,6 +96,18 @@ def test_ready_comes_from_the_wait_when_the_log_has_no_ready_line():
     assert startup.parse([])["summary"] == "no SGLang log lines"
 
 
+def test_the_emulator_logs_every_milestone_as_emulated(tmp_path):
+    emu = Emulator(tmp_path, load_s=0.6, warmup_s=0.2).wait_ready()
+    try:
+        r = startup.parse(startup.log_entries("\n".join(emu.log_lines())))
+    finally:
+        emu.stop()
+    assert list(r["milestones"]) == ORDER
+    assert r["emulated"] and r["summary"].endswith("(EMULATED server: synthetic timing)")
+    # The emulator's elapsed= figures are its synthetic load time, half weights, half graph capture.
+    assert 0.25 <= r["phases"]["weights"] <= 0.6 and 0.25 <= r["phases"]["cuda_graphs"] <= 0.6
+
+
 def test_sglang_ready_reports_the_start_from_the_units_journal(tmp_path, monkeypatch, capsys):
     """The module with a unit: the wait as before, then the start of the unit's process from its journal (here the
     recorded 0.5.16 start, a second a line from 1.5 s after the process start)."""

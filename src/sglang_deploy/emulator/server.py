@@ -163,6 +163,13 @@ class Server:
                 )
 
 
+async def pause(seconds: float) -> float:
+    """Sleep; the seconds it took (what SGLang's startup lines report as elapsed)."""
+    tic = time.perf_counter()
+    await asyncio.sleep(seconds)
+    return time.perf_counter() - tic
+
+
 async def serve(cfg: Config) -> int:
     loop = asyncio.get_running_loop()
     a = cfg.args
@@ -184,8 +191,11 @@ async def serve(cfg: Config) -> int:
         sys.stderr.write(args_assert_traceback())
         return 1
     store = member = None
+    # SGLang 0.5.23's startup lines (sglang_deploy.host.startup reads them) with synthetic timing: the load time is
+    # half weights, half CUDA graph capture; no memory is used.
+    tic = time.perf_counter()
+    log("Init parallel begin." + (f" (emulated: node rank {a.node_rank} of {a.nnodes})" if a.nnodes > 1 else ""))
     if a.nnodes > 1:
-        log(f"Init torch distributed begin. (emulated: node rank {a.node_rank} of {a.nnodes})")
         if a.node_rank == 0:
             store = group.Store(cfg)
             failed = await store.open() or await store.wait_formed()
@@ -194,16 +204,24 @@ async def serve(cfg: Config) -> int:
             failed = await member.join()
         if failed:
             return failed
-        log("Init torch distributed ends.")
-    log("Load weight begin. (emulated: nothing is loaded)")
+    log(f"Init parallel ends. elapsed={time.perf_counter() - tic:.2f} s")
+    log("Load weight begin. avail mem=0.00 GB")
     if cfg.fault == "crash_on_load":
         await asyncio.sleep(cfg.load_s / 2)
         sys.stderr.write(load_time_stamp() + load_crash_traceback(cfg.fault_message))
         sys.stderr.write("Received sigquit from a child process. It usually means the child failed.\n")
         sys.stderr.flush()
         return 1
-    await asyncio.sleep(cfg.load_s)
-    log("Load weight end. Capture cuda graph end. (emulated)")
+    took = await pause(cfg.load_s / 2)
+    log(f"Load weight end. elapsed={took:.2f} s, type=EmulatedModel, avail mem=0.00 GB, mem usage=0.00 GB.")
+    log(
+        f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {cfg.context_length}, K size: 0.00 GB, V size: 0.00 GB"
+    )
+    log("Memory pool end. avail mem=0.00 GB")
+    graph, per_request = ("target verify", cfg.spec_draft) if cfg.spec else ("target decode", 1)
+    log(f"Capture {graph} CUDA graph begin. backend=full, num_tokens_per_req={per_request}, avail mem=0.00 GB")
+    took = await pause(cfg.load_s / 2)
+    log(f"Capture {graph} CUDA graph end. bs=[1, 2, 4, 8], elapsed={took:.2f} s, mem usage=0.00 GB, avail mem=0.00 GB.")
     if member is not None:
         return await group.serve_stand_in(cfg, member)
     server = Server(cfg)
