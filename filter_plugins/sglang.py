@@ -7,8 +7,8 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
-from sglang_deploy import flags, formats, profiles, compare_report, rules, secret_names
-from sglang_deploy.host import fleet, gpu, nodes
+from sglang_deploy import compare_report, flags, fleet, formats, nodes, profiles, rules, secret_names
+from sglang_deploy.host import gpu
 
 
 def _slurped_json(result: dict, name: str) -> object:

@@ -56,7 +56,7 @@ reason:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_deploy.fleet import FleetError, wait_drained
+from ansible.module_utils.sglang_deploy.fleet_probes import FleetError, wait_drained
 from ansible.module_utils.sglang_deploy.server_http import LOCAL_URL
 
 

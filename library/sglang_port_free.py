@@ -52,7 +52,7 @@ holders:
 import pwd
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_deploy.nodes import port_holders, port_problem
+from ansible.module_utils.sglang_deploy.ports import port_holders, port_problem
 
 
 def main() -> None:

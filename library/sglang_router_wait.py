@@ -66,7 +66,7 @@ unreachable:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_deploy.fleet import FleetError, Unreachable, wait_router
+from ansible.module_utils.sglang_deploy.fleet_probes import FleetError, Unreachable, wait_router
 
 
 def main() -> None:

@@ -16,7 +16,8 @@ from emulator_proc import Emulator, free_port, run_module  # first: puts the rep
 
 import sglang_drain
 import sglang_router_wait
-from sglang_deploy.host import fleet
+from sglang_deploy import fleet
+from sglang_deploy.host import fleet_probes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WORKERS = [{"id": "gpu-1", "url": "http://10.0.0.11:30000"}, {"id": "gpu-2", "url": "http://10.0.0.12:30000"}]
@@ -55,7 +56,7 @@ def test_manifest_refuses_bad_workers(workers):
 
 def test_worker_states_from_a_recorded_smg_listing():
     listing = json.loads((FIXTURES / "smg-1.13.0-workers.json").read_text())
-    states = fleet.worker_states(listing)
+    states = fleet_probes.worker_states(listing)
     assert set(states) == {"sglang-fleet-1", "sglang-fleet-2", "sglang-fleet-3"}
     assert states["sglang-fleet-2"] == {
         "url": "http://sglang-fleet-2:30000",
@@ -73,10 +74,10 @@ def test_in_flight_sums_running_and_queued_over_ranks_only():
         'sglang:num_running_reqs{tp_rank="0"} 3.0\nsglang:num_running_reqs{tp_rank="1"} 2.0\n'
         'sglang:num_queue_reqs{tp_rank="0"} 1.0\nsglang:num_running_reqs_offline_batch{tp_rank="0"} 7.0\n'
     )
-    assert fleet.in_flight(text) == 6.0
-    assert fleet.in_flight("sglang:num_queue_reqs 1\n") is None
+    assert fleet_probes.in_flight(text) == 6.0
+    assert fleet_probes.in_flight("sglang:num_queue_reqs 1\n") is None
     # a sample may carry a timestamp after its value, and a label value a space
-    assert fleet.in_flight('sglang:num_running_reqs{model="a b"} 2 1764569400000\n') == 2.0
+    assert fleet_probes.in_flight('sglang:num_running_reqs{model="a b"} 2 1764569400000\n') == 2.0
 
 
 def _stream(url: str, tokens: int) -> None:
@@ -180,13 +181,15 @@ def _endless(sock) -> None:
 def test_a_router_answer_that_is_not_a_worker_list_is_a_fleet_error_naming_the_host(monkeypatch, reply, reason):
     """Each raised ValueError, JSONDecodeError, AttributeError or RecursionError, hung past the probe time or read
     without an end (issue 20 items 6 and 9)."""
-    monkeypatch.setattr(fleet, "PROBE_TIMEOUT_S", 1.0)
-    monkeypatch.setattr(fleet, "MAX_BODY_BYTES", 1 << 20)
+    monkeypatch.setattr(fleet_probes, "PROBE_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(fleet_probes, "MAX_BODY_BYTES", 1 << 20)
     with _answering(reply) as url:
         start = time.monotonic()
-        with pytest.raises(fleet.FleetError, match=reason) as err:
-            fleet.router_workers(url)
-    assert time.monotonic() - start < 3 and url in str(err.value) and not isinstance(err.value, fleet.Unreachable)
+        with pytest.raises(fleet_probes.FleetError, match=reason) as err:
+            fleet_probes.router_workers(url)
+    assert (
+        time.monotonic() - start < 3 and url in str(err.value) and not isinstance(err.value, fleet_probes.Unreachable)
+    )
 
 
 @pytest.mark.parametrize(
@@ -201,12 +204,12 @@ def test_a_router_answer_that_is_not_a_worker_list_is_a_fleet_error_naming_the_h
     ],
 )
 def test_a_metrics_page_that_is_not_sglangs_stops_the_drain_naming_the_host(monkeypatch, reply, reason):
-    monkeypatch.setattr(fleet, "PROBE_TIMEOUT_S", 1.0)
-    monkeypatch.setattr(fleet, "MAX_BODY_BYTES", 1 << 20)
+    monkeypatch.setattr(fleet_probes, "PROBE_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(fleet_probes, "MAX_BODY_BYTES", 1 << 20)
     with _answering(reply) as url:
         start = time.monotonic()
-        with pytest.raises(fleet.FleetError, match=reason) as err:
-            fleet.wait_drained(url, timeout=30)
+        with pytest.raises(fleet_probes.FleetError, match=reason) as err:
+            fleet_probes.wait_drained(url, timeout=30)
     assert time.monotonic() - start < 3 and url in str(err.value)
 
 
@@ -263,7 +266,7 @@ def _router(**overrides) -> dict:
         "policy": "round_robin",
         "unit": {"LoadState": "loaded", "ActiveState": "active", "SubState": "running"},
         "readiness": {"status": 200, "body": {"status": "ready", "healthy_workers": 3, "total_workers": 3}},
-        "workers": fleet.worker_states(_listing()),
+        "workers": fleet_probes.worker_states(_listing()),
         "error": None,
         "members": members,
         **overrides,
@@ -294,7 +297,7 @@ def test_every_mismatch_a_user_needs_to_see():
     third.update(status="draining", is_healthy=False)
     # Added by hand through POST /workers: no discovery label, a URL the inventory does not have.
     listing["workers"].append({"id": "w-9", "url": "http://10.0.0.9:30000", "status": "ready", "is_healthy": True})
-    router = _router(workers=fleet.worker_states(listing))
+    router = _router(workers=fleet_probes.worker_states(listing))
     router["members"].append({"id": "sglang-fleet-4", "url": "http://sglang-fleet-4:30000"})
     view = fleet.fleet_view("router-1", router, _hosts(sglang_fleet_2="nextn", sglang_fleet_4="baseline"))
     got = {(m["kind"], m["subject"]) for m in view["mismatches"]}
@@ -315,11 +318,11 @@ def test_every_mismatch_a_user_needs_to_see():
 def test_a_worker_left_in_the_routers_file_is_not_a_replica():
     listing = _listing()
     listing["workers"][2]["labels"]["smg.ai/discovery-id"] = "old-host"
-    view = fleet.fleet_view("router-1", _router(workers=fleet.worker_states(listing)), _hosts())
+    view = fleet.fleet_view("router-1", _router(workers=fleet_probes.worker_states(listing)), _hosts())
     # The third replica is listed by its URL (its entry carries an id the inventory no longer has).
     assert [(m["kind"], m["subject"]) for m in view["mismatches"]] == []
     listing["workers"][2]["url"] = "http://10.0.0.7:30000"
-    view = fleet.fleet_view("router-1", _router(workers=fleet.worker_states(listing)), _hosts())
+    view = fleet.fleet_view("router-1", _router(workers=fleet_probes.worker_states(listing)), _hosts())
     kinds = {m["kind"]: m for m in view["mismatches"]}
     assert set(kinds) == {"not_in_router", "unknown_worker"}
     assert "worker list file still names it" in kinds["unknown_worker"]["message"]
@@ -328,7 +331,7 @@ def test_a_worker_left_in_the_routers_file_is_not_a_replica():
 def test_profiles_split_evenly_flag_every_replica_and_stacks_are_compared_too():
     listing = _listing()
     del listing["workers"][2]
-    router = _router(members=_router()["members"][:2], workers=fleet.worker_states(listing))
+    router = _router(members=_router()["members"][:2], workers=fleet_probes.worker_states(listing))
     hosts = _hosts(sglang_fleet_2="nextn")
     hosts["sglang-fleet-2"]["stack"] = "nightly-9f8e"
     view = fleet.fleet_view("router-1", router, hosts)
@@ -369,7 +372,7 @@ def test_status_prints_the_fleet_behind_the_router():
 
     listing = _listing()
     listing["workers"][2].update(status="draining", is_healthy=False)
-    view = fleet.fleet_view("router-1", _router(workers=fleet.worker_states(listing)), _hosts())
+    view = fleet.fleet_view("router-1", _router(workers=fleet_probes.worker_states(listing)), _hosts())
     lines = format_fleet({"router-1": view})
     assert lines[0] == (
         "\nrouter router-1: smg 1.13.0, policy round_robin, http://127.0.0.1:8000, unit active/running, "

@@ -14,8 +14,8 @@ import yaml
 
 from ansible_json import PLAYBOOK_BIN, needs_playbook, run_playbook
 
-from sglang_deploy import rules
-from sglang_deploy.host import fleet, nodes
+from sglang_deploy import fleet, nodes, rules
+from sglang_deploy.host import ports
 from sglang_deploy import profiles as prof
 from sglang_deploy.paths import GROUP_VARS, REPO
 
@@ -236,14 +236,14 @@ def test_port_holders_find_this_process_and_its_unit():
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        holders = nodes.port_holders(port)
+        holders = ports.port_holders(port)
         assert [h["pid"] for h in holders] == [os.getpid()]
         unit = holders[0]["unit"]
         if unit:  # pytest itself runs inside a service: that service may hold the port
-            assert nodes.port_problem(port, holders, unit.removesuffix(".service")) is None
-        problem = nodes.port_problem(port, holders, "sglang-not-this")
+            assert ports.port_problem(port, holders, unit.removesuffix(".service")) is None
+        problem = ports.port_problem(port, holders, "sglang-not-this")
         assert f"pid {os.getpid()}" in problem and "set sglang_dist_init_port to a free port" in problem
-    assert nodes.port_holders(port) == []
+    assert ports.port_holders(port) == []
 
 
 def test_a_socket_whose_process_is_hidden_counts_by_its_owner(tmp_path):
@@ -253,11 +253,11 @@ def test_a_socket_whose_process_is_hidden_counts_by_its_owner(tmp_path):
     header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
     row = "   0: 00000000:4E20 00000000:0000 0A 00000000:00000000 00:00000000 00000000   997        0 10324923 1\n"
     (tmp_path / "net" / "tcp").write_text(header + row)
-    holders = nodes.port_holders(20000, proc=str(tmp_path))
+    holders = ports.port_holders(20000, proc=str(tmp_path))
     assert holders == [{"pid": None, "name": "unknown", "unit": None, "uid": 997}]
-    assert nodes.port_problem(20000, holders, "sglang", 997) is None
-    assert "a process of uid 997 that this check cannot see" in nodes.port_problem(20000, holders, "sglang", 998)
-    assert nodes.port_holders(20001, proc=str(tmp_path)) == []
+    assert ports.port_problem(20000, holders, "sglang", 997) is None
+    assert "a process of uid 997 that this check cannot see" in ports.port_problem(20000, holders, "sglang", 998)
+    assert ports.port_holders(20001, proc=str(tmp_path)) == []
 
 
 @needs_playbook

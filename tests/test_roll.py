@@ -12,7 +12,7 @@ import yaml
 from ansible_json import PLAYBOOK_BIN, needs_playbook
 
 from sglang_deploy import api
-from sglang_deploy.host import fleet
+from sglang_deploy import fleet
 from sglang_deploy.cli import runs
 from sglang_deploy.paths import REPO
 

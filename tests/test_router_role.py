@@ -133,7 +133,7 @@ def smg_python(tmp_path_factory) -> tuple[str, dict | None]:
 
 def test_the_installed_smg_parser_refuses_a_typo_and_a_bad_value_before_the_router_restarts(smg_python):
     """What the role's check runs on the router host (check_argv.py --smg): smg itself exits 2 on these at start."""
-    from sglang_deploy.host import fleet
+    from sglang_deploy import fleet
 
     check_argv = REPO / "roles" / "sglang_router" / "files" / "check_argv.py"
     launches = {

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_deploy import rules
-from sglang_deploy.host import nodes
+from sglang_deploy import nodes, rules
 from sglang_deploy import profiles as prof
 
 SETTINGS = prof.load_settings()

@@ -34,7 +34,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from sglang_deploy.host import fleet
+from sglang_deploy import fleet
 from sglang_deploy import profiles as prof
 from sglang_deploy.tune import (
     Budget,

@@ -33,8 +33,7 @@ from typing import Any
 
 import yaml
 
-from . import flags, formats
-from .host import nodes
+from . import flags, formats, nodes
 from .formats import MAX_LAUNCH_BYTES, MAX_VALUE_BYTES
 from .host.launch import MIN_KEY_LENGTH, SECRET_FLAGS
 from .paths import GROUP_VARS, read_bounded
