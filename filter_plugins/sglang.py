@@ -92,14 +92,17 @@ def router_key_mismatch(workers: list, hostvars, router_key: object) -> list[str
 
 def fleet_summary(hosts: list, hostvars, profile: str, routed: bool) -> list[dict]:
     """What each host of a deploy serves and what the run did there: from the facts the sglang_server role
-    (sglang_server_rolled_back_to) and the deploy play (sglang_fleet_done, sglang_fleet_restarted, sglang_fleet_failed)
-    set."""
+    (sglang_server_rolled_back_to, sglang_server_deployed's startup) and the deploy play (sglang_fleet_done,
+    sglang_fleet_restarted, sglang_fleet_failed) set."""
     previous, results = {}, {}
     for host in hosts:
         hv = hostvars[host]
         previous[host] = ((hv.get("ansible_local") or {}).get("sglang_server") or {}).get("last_good_profile")
         if hv.get("sglang_fleet_done"):
-            results[host] = {"restarted": bool(hv.get("sglang_fleet_restarted", True))}
+            results[host] = {
+                "restarted": bool(hv.get("sglang_fleet_restarted", True)),
+                "startup": (hv.get("sglang_server_deployed") or {}).get("startup"),
+            }
         elif "sglang_fleet_failed" in hv:
             results[host] = {
                 "failed": True,

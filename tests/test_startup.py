@@ -4,6 +4,7 @@ and the environment that keeps a restart's caches warm."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -11,6 +12,8 @@ from emulator_proc import REPO, Emulator, run_module  # first: puts the repo's m
 
 import sglang_ready
 from ansible.module_utils.sglang_deploy import readiness, stack, startup
+from sglang_deploy import api
+from sglang_deploy.cli import runs
 
 FIXTURES = REPO / "tests" / "fixtures"
 ORDER = [name for name, _ in startup.MILESTONES]
@@ -134,6 +137,30 @@ def test_an_unreadable_journal_leaves_the_wait_standing(monkeypatch):
 
     monkeypatch.setattr(startup, "run_unit_start", no_systemd)
     assert startup.unit_report("sglang") == {"error": "where the start of sglang went is unknown: systemctl"}
+
+
+def test_a_deploy_outcome_carries_the_start_of_a_server_it_restarted():
+    """The deploy's per-host rows (filter sglang_fleet_summary, from sglang_server_deployed) and the command line's
+    lines: a host the run restarted says where its start went; an unchanged one started in an earlier run."""
+    spec = importlib.util.spec_from_file_location("sglang_filters", REPO / "filter_plugins" / "sglang.py")
+    filters = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(filters)
+    report = from_log(FIXTURES / "sglang-0.5.16-h200" / "startup_log.txt")
+    hostvars = {
+        host: {
+            "sglang_fleet_done": True,
+            "sglang_fleet_restarted": restarted,
+            "sglang_server_deployed": {"startup": report},
+        }
+        for host, restarted in (("a", True), ("b", False))
+    }
+    rows = filters.fleet_summary(["a", "b"], hostvars, "baseline", False)
+    assert rows[0]["startup"] == report and "startup" not in rows[1]
+    result = api.RunResult("site.yml", "successful", 0, data={"sglang_fleet": rows})
+    assert runs._outcomes(result) == [
+        f"a: deployed (serves baseline); {report['summary']}",
+        "b: unchanged (serves baseline)",
+    ]
 
 
 # --------------------------------------------------------------------------------------------------

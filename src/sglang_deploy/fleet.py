@@ -101,10 +101,12 @@ def router_argv(args: dict) -> list[str]:
 
 def summary(hosts: list[str], previous: dict, results: dict, profile: str, routed: bool) -> list[dict]:
     """What each host serves after a (possibly stopped) run of ``profile`` and what the run did there: rows of
-    {"host", "serves", "outcome" (deployed, unchanged, rolled back, failed, untouched), "state" (in words)}.
-    ``previous``: host -> profile before the run; ``results``: host -> {"restarted": bool} for a host that passed,
-    {"failed": True, "rolled_back_to": profile or None, "serves": profile or None} for one that failed; a host
-    without one was not reached. ``routed``: behind a router (a failure stops the roll; an unchanged host stays in)."""
+    {"host", "serves", "outcome" (deployed, unchanged, rolled back, failed, untouched), "state" (in words)}, and
+    "startup" (where the start went: sglang_deploy.host.startup's report) for a host this run restarted.
+    ``previous``: host -> profile before the run; ``results``: host -> {"restarted": bool, "startup": report or
+    None} for a host that passed, {"failed": True, "rolled_back_to": profile or None, "serves": profile or None} for
+    one that failed; a host without one was not reached. ``routed``: behind a router (a failure stops the roll; an
+    unchanged host stays in)."""
     rows = []
     for host in hosts:
         result = results.get(host)
@@ -114,6 +116,8 @@ def summary(hosts: list[str], previous: dict, results: dict, profile: str, route
             outcome = "deployed" if result.get("restarted") else "unchanged"
             state = "unchanged, not drained" if routed and outcome == "unchanged" else outcome
             rows.append({"host": host, "serves": profile, "outcome": outcome, "state": state})
+            if outcome == "deployed" and result.get("startup"):
+                rows[-1]["startup"] = result["startup"]
         else:
             back, serves = result.get("rolled_back_to"), result.get("serves")
             state = f"{profile} failed here" + (f", rolled back to {back}" if back else "")

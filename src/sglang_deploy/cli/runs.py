@@ -160,9 +160,13 @@ def _exit_code(result: api.RunResult) -> int:
 
 
 def _outcomes(result: api.RunResult) -> list[str]:
-    """Per host what the run did there (deployed, unchanged, rolled back, ...) and what it serves."""
+    """Per host what the run did there (deployed, unchanged, rolled back, ...), what it serves, and for a server the
+    run restarted where its start went."""
     return [
-        f"{r['host']}: {r['state']}" + (f" (serves {r['serves']})" if r.get("serves") else "") for r in result.outcomes
+        f"{r['host']}: {r['state']}"
+        + (f" (serves {r['serves']})" if r.get("serves") else "")
+        + (f"; {r['startup']['summary']}" if (r.get("startup") or {}).get("summary") else "")
+        for r in result.outcomes
     ]
 
 
