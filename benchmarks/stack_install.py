@@ -24,7 +24,8 @@ from pathlib import Path
 
 import yaml
 
-from sglang_deploy import stack, stack_lock
+from sglang_deploy import stack_lock
+from sglang_deploy.host import stack, wheel_fetch
 from sglang_deploy.paths import STACKS
 
 
@@ -64,7 +65,7 @@ def main() -> int:
 
     bundle = yaml.safe_load((STACKS / f"{args.bundle}.yml").read_text())
     lock = stack_lock.load_lock(bundle, STACKS)
-    problems = stack.wheelhouse_problems(str(args.wheelhouse), lock["packages"])
+    problems = wheel_fetch.wheelhouse_problems(str(args.wheelhouse), lock["packages"])
     if problems:
         sys.exit(f"wheelhouse does not match the lock: {problems[:3]} (run sglang-deploy stack fetch {args.bundle})")
     python = args.python or f"python{bundle['python']}"

@@ -45,7 +45,7 @@ options:
     default: ""
 notes:
   - Run as root (the role does) so that every process's C(/proc/PID/maps) can be read. Stdlib only.
-    The rules live in module_utils/sglang_deploy/stack.py.
+    The rules live in module_utils/sglang_deploy/stack_prune.py.
 """
 
 EXAMPLES = r"""
@@ -82,7 +82,7 @@ import glob
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_deploy.stack import (
+from ansible.module_utils.sglang_deploy.stack_prune import (
     prune_plan,
     remove_venv,
     remove_wheels,

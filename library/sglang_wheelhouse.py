@@ -35,7 +35,7 @@ options:
     type: str
     default: ""
 notes:
-  - Read-only without O(fetch); in check mode nothing is downloaded. Stdlib only. The rule lives in module_utils/sglang_deploy/stack.py.
+  - Read-only without O(fetch); in check mode nothing is downloaded. Stdlib only. The rule lives in module_utils/sglang_deploy/wheel_fetch.py.
   - A download stops past 8 GB, and all of them one hour after the first; a stopped download leaves no file.
 """
 
@@ -65,7 +65,7 @@ downloaded:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglang_deploy.stack import fetch_wheels, wheelhouse_problems
+from ansible.module_utils.sglang_deploy.wheel_fetch import fetch_wheels, wheelhouse_problems
 
 
 def main() -> None:

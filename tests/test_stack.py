@@ -15,7 +15,7 @@ import yaml
 from emulator_proc import run_module  # first: puts the repo's module_utils on the import path
 
 import sglang_stack_prune
-from sglang_deploy.host import stack
+from sglang_deploy.host import stack, stack_prune, wheel_fetch
 from sglang_deploy.paths import STACKS
 
 
@@ -120,7 +120,7 @@ def test_wheelhouse_problems_name_missing_and_altered_files(tmp_path):
     altered = wheel(tmp_path, "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl", b"torch")
     (tmp_path / altered["file"]).write_bytes(b"torch!")
     missing = {**good, "file": "six-1.17.0-py2.py3-none-any.whl"}
-    problems = stack.wheelhouse_problems(str(tmp_path), [good, altered, missing])
+    problems = wheel_fetch.wheelhouse_problems(str(tmp_path), [good, altered, missing])
     assert len(problems) == 2
     assert problems[0].startswith(altered["file"] + ": sha256 ") and "altered" in problems[0]
     assert problems[1] == f"six-1.17.0-py2.py3-none-any.whl: missing from {tmp_path}"
@@ -196,29 +196,29 @@ def venvs(root, *names):
 def test_prune_keeps_serving_rollback_newest_others_and_held_venvs(tmp_path):
     folder = venvs(tmp_path, "old3", "old2", "old1", "previous", "lastgood", "new", ".old0.removing")
     (folder / "stray-file").write_text("")
-    plan = stack.prune_plan(str(folder), "new", ["lastgood", "previous"], 2, {})
+    plan = stack_prune.prune_plan(str(folder), "new", ["lastgood", "previous"], 2, {})
     assert plan["kept"] == {"new": "serving", "lastgood": "rollback"}
     assert plan["remove"] == sorted(str(folder / n) for n in [".old0.removing", "old1", "old2", "old3", "previous"])
     # keep 4: the two newest others; a hidden leftover never counts
-    plan = stack.prune_plan(str(folder), "new", ["lastgood"], 4, {})
+    plan = stack_prune.prune_plan(str(folder), "new", ["lastgood"], 4, {})
     assert list(plan["kept"]) == ["new", "lastgood", "previous", "old1"]
     # the last good venv is gone or is the serving one: the previous link target is the rollback
-    assert stack.prune_plan(str(folder), "new", ["gone", "previous"], 2, {})["kept"] == {
+    assert stack_prune.prune_plan(str(folder), "new", ["gone", "previous"], 2, {})["kept"] == {
         "new": "serving",
         "previous": "rollback",
     }
-    assert list(stack.prune_plan(str(folder), "lastgood", ["lastgood", "previous"], 2, {})["kept"]) == [
+    assert list(stack_prune.prune_plan(str(folder), "lastgood", ["lastgood", "previous"], 2, {})["kept"]) == [
         "lastgood",
         "previous",
     ]
     # not built yet (check mode): the serving venv still takes its place
-    assert list(stack.prune_plan(str(folder), "newer", ["new"], 2, {})["kept"]) == ["new"]
+    assert list(stack_prune.prune_plan(str(folder), "newer", ["new"], 2, {})["kept"]) == ["new"]
     # a venv a process holds is kept whatever keep says, hidden or not
     held = {"old3": "pid 7 (python)", ".old0.removing": "pid 8 (sh)"}
-    plan = stack.prune_plan(str(folder), "new", ["lastgood"], 2, held)
+    plan = stack_prune.prune_plan(str(folder), "new", ["lastgood"], 2, held)
     assert plan["kept"]["old3"] == "in use by pid 7 (python)" and ".old0.removing" in plan["kept"]
     assert plan["remove"] == sorted(str(folder / n) for n in ["old1", "old2", "previous"])
-    assert stack.prune_plan(str(tmp_path / "absent"), "new", [], 2, {}) == {"kept": {}, "remove": []}
+    assert stack_prune.prune_plan(str(tmp_path / "absent"), "new", [], 2, {}) == {"kept": {}, "remove": []}
 
 
 @pytest.fixture
@@ -246,7 +246,7 @@ def holders(tmp_path):
 
 def test_venvs_in_use_reads_every_process_maps_and_open_files(holders):
     folder, procs = holders
-    held = stack.venvs_in_use(str(folder))
+    held = stack_prune.venvs_in_use(str(folder))
     assert set(held) == {"mapped", "opened"}
     assert held["mapped"].startswith(f"pid {procs[0].pid} (") and held["opened"].startswith(f"pid {procs[1].pid} (")
 
@@ -301,7 +301,7 @@ def test_requirements_name_the_wheels_a_venv_was_installed_from(tmp_path):
     }
     req = tmp_path / "requirements.lock.txt"
     req.write_text(stack.requirements_text(lock, "/var/cache/w"))
-    assert stack.requirements_wheels([str(req), str(tmp_path / "none.txt")], "/var/cache/w") == {
+    assert stack_prune.requirements_wheels([str(req), str(tmp_path / "none.txt")], "/var/cache/w") == {
         "a-1-py3-none-any.whl",
         "s-c/s-1-py3-none-any.whl",
     }

@@ -12,7 +12,7 @@ import yaml
 from ansible_json import needs_playbook, run_playbook
 
 from sglang_deploy import stack_lock
-from sglang_deploy.host import stack
+from sglang_deploy.host import stack, wheel_fetch
 from sglang_deploy.cli import main
 from sglang_deploy.paths import REPO, STACKS
 
@@ -367,8 +367,8 @@ def test_an_interrupted_fetch_stops_its_other_downloads_and_leaves_nothing(hosti
 
     stop = threading.Event()
     stop.set()  # what fetch_wheels sets when Ctrl-C reaches it
-    with pytest.raises(stack.DownloadStopped, match="interrupted"):
-        stack.download(hostile_server + "endless", str(tmp_path / "a-1-py3-none-any.whl"), stop=stop)
+    with pytest.raises(wheel_fetch.DownloadStopped, match="interrupted"):
+        wheel_fetch.download(hostile_server + "endless", str(tmp_path / "a-1-py3-none-any.whl"), stop=stop)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -461,10 +461,10 @@ def test_stack_fetch_refuses_bounds_that_bound_nothing(option, capsys):
 
 def test_a_body_cut_short_is_an_error_and_leaves_nothing(hostile_server, tmp_path):
     with pytest.raises(OSError, match="cut short: 10 of the 100000 bytes it announced"):
-        stack.download(hostile_server + "short", str(tmp_path / "a-1-py3-none-any.whl"))
+        wheel_fetch.download(hostile_server + "short", str(tmp_path / "a-1-py3-none-any.whl"))
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(OSError, match="is not a regular file"):  # a device or a FIFO would never end
-        stack.download("file:///dev/zero", str(tmp_path / "a-1-py3-none-any.whl"))
+        wheel_fetch.download("file:///dev/zero", str(tmp_path / "a-1-py3-none-any.whl"))
 
 
 @pytest.mark.parametrize("url", ["https://ghp_TOKEN@127.0.0.1:1/x", "https://svc:ghp_TOKEN@127.0.0.1:1/x"])

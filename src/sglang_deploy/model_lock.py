@@ -20,7 +20,7 @@ from sglang_deploy import paths
 from sglang_deploy.host import model
 from sglang_deploy import profiles as prof
 from sglang_deploy.host.bench.sweep import write_file
-from sglang_deploy.host.stack import sha256_file
+from sglang_deploy.host.wheel_fetch import sha256_file
 
 MODELS = paths.REPO / "models"
 _NO_HUB = "huggingface_hub is not installed on the controller: pip install 'sglang-deploy[hub]' (or huggingface_hub), or lock a folder"

@@ -1,7 +1,8 @@
 """Lock a floating stack bundle with uv, and fetch a lock's wheels into a controller wheelhouse.
 
 Controller side: needs the network (the bundle's indexes) and the uv binary of the `uv` wheel. What runs on the
-host (checking a wheelhouse against a lock, the offline install, per-package drift) is in stack.py.
+host (checking a wheelhouse against a lock, the offline install, per-package drift) is in host/stack.py and
+host/wheel_fetch.py.
 
 Lock: `uv pip compile --generate-hashes --format pylock.toml` resolves the bundle for its Python and platform
 (transitive dependencies included); for each package the wheel a host installer would pick (best tag for the
@@ -35,7 +36,7 @@ from packaging import tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from sglang_deploy import profiles as prof
-from sglang_deploy.host import stack
+from sglang_deploy.host import stack, stack_prune, wheel_fetch
 from sglang_deploy.host.bench.sweep import write_file
 from sglang_deploy.secret_names import MASK, url_passwords
 
@@ -308,7 +309,7 @@ def _entries(pylock: dict, bundle: dict, wheelhouse: Path, built: Path | None, n
                     "version": version,
                     "file": f"{built.parent.name}/{built.name}",
                     "url": None,
-                    "sha256": stack.sha256_file(str(built)),
+                    "sha256": wheel_fetch.sha256_file(str(built)),
                     "sha256_from": "build",
                 }
             )
@@ -335,14 +336,14 @@ def _entries(pylock: dict, bundle: dict, wheelhouse: Path, built: Path | None, n
 
     def hash_download(entry: dict) -> None:
         path = wheelhouse / entry["file"]
-        if not path.exists() or (entry["sha256"] and stack.sha256_file(str(path)) != entry["sha256"]):
+        if not path.exists() or (entry["sha256"] and wheel_fetch.sha256_file(str(path)) != entry["sha256"]):
             try:
-                stack.download(entry["url"], str(path))
-            except stack.DOWNLOAD_ERRORS as exc:
+                wheel_fetch.download(entry["url"], str(path))
+            except wheel_fetch.DOWNLOAD_ERRORS as exc:
                 raise LockError(
-                    f"{entry['file']}: download from {stack.without_credentials(entry['url'], str(exc))}"
+                    f"{entry['file']}: download from {wheel_fetch.without_credentials(entry['url'], str(exc))}"
                 ) from exc
-        digest = stack.sha256_file(str(path))
+        digest = wheel_fetch.sha256_file(str(path))
         if not entry["sha256"]:
             notes.append(f"{entry['file']}: the index published no sha256; locked the hash of the download")
         elif entry["sha256"] != digest:
@@ -394,7 +395,7 @@ def lock(
             sglang["commit"] = resolve_commit(sglang["git"], sglang.get("commit") or sglang["ref"])
             # One folder per commit: every commit of a branch builds a wheel of the same file name.
             built = build_git_wheel(
-                uv, bundle, sglang["commit"], wheelhouse / stack.git_wheel_dir(sglang["commit"]), work
+                uv, bundle, sglang["commit"], wheelhouse / stack_prune.git_wheel_dir(sglang["commit"]), work
             )
             notes.append(
                 f"{built.parent.name}/{built.name}: SGLang {sglang['commit']} built here; "
@@ -521,15 +522,15 @@ def fetch(
     wheelhouse: Path,
     *,
     jobs: int = 4,
-    max_bytes: int = stack.MAX_WHEEL_BYTES,
-    timeout: float = stack.FETCH_TIMEOUT,
+    max_bytes: int = wheel_fetch.MAX_WHEEL_BYTES,
+    timeout: float = wheel_fetch.FETCH_TIMEOUT,
 ) -> FetchResult:
     """Download every wheel of a lock into wheelhouse (kept when already there with the right sha256), each
-    checked against the lock (stack.fetch_wheels, the rule the role's controller check uses too); a wheel stops past
+    checked against the lock (wheel_fetch.fetch_wheels, the rule the role's controller check uses too); a wheel stops past
     max_bytes, the whole fetch at timeout seconds."""
     wheelhouse.mkdir(parents=True, exist_ok=True)
     entries = stack.lock_files(lock_data)
-    result = stack.fetch_wheels(str(wheelhouse), entries, jobs, max_bytes=max_bytes, timeout=timeout)
+    result = wheel_fetch.fetch_wheels(str(wheelhouse), entries, jobs, max_bytes=max_bytes, timeout=timeout)
     if result["problems"]:
         hint = (
             f" ({result['stopped']} stopped by the size cap or the deadline, leaving no file: raise stack fetch's "
@@ -560,11 +561,13 @@ def prune(wheelhouse: Path, stacks_dirs: list[Path], *, delete: bool = False) ->
             f"no lock (*.lock.yml) in {', '.join(map(str, stacks_dirs))}: every wheel in {wheelhouse} would go;"
             " nothing deleted: give --stacks-dir the folder of your locks"
         )
-    found = [Path(p) for p in stack.unreferenced_wheels(str(wheelhouse), referenced)] if wheelhouse.is_dir() else []
+    found = (
+        [Path(p) for p in stack_prune.unreferenced_wheels(str(wheelhouse), referenced)] if wheelhouse.is_dir() else []
+    )
     unreferenced = [(path, path.stat().st_size) for path in found]
     present = [wheelhouse / name for name in referenced if (wheelhouse / name).is_file()]
     if delete and found:
-        stack.remove_wheels(str(wheelhouse), [str(path) for path in found])
+        stack_prune.remove_wheels(str(wheelhouse), [str(path) for path in found])
     return PruneResult(
         locks=locks,
         kept=len(present),

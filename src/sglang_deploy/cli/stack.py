@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from sglang_deploy import stack_lock
-from sglang_deploy.host import stack
+from sglang_deploy.host import wheel_fetch
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.paths import STACKS
 
@@ -57,14 +57,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     fetch.add_argument(
         "--timeout",
         type=_positive,
-        default=stack.FETCH_TIMEOUT,
-        help=f"seconds for all downloads together ({stack.FETCH_TIMEOUT}); then they stop, keeping no partial file",
+        default=wheel_fetch.FETCH_TIMEOUT,
+        help=f"seconds for all downloads together ({wheel_fetch.FETCH_TIMEOUT}); then they stop, keeping no partial file",
     )
     fetch.add_argument(
         "--max-wheel-gb",
         type=_positive,
-        default=stack.MAX_WHEEL_BYTES / 1e9,
-        help=f"a download past this many GB is stopped and removed ({stack.MAX_WHEEL_BYTES / 1e9:g})",
+        default=wheel_fetch.MAX_WHEEL_BYTES / 1e9,
+        help=f"a download past this many GB is stopped and removed ({wheel_fetch.MAX_WHEEL_BYTES / 1e9:g})",
     )
     fetch.set_defaults(func=run_fetch)
 

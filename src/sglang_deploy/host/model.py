@@ -17,7 +17,9 @@ import os
 import re
 import shutil
 
-from .stack import _COMMIT, _NAME, sha256_file, tree_size
+from .stack import _COMMIT, _NAME
+from .stack_prune import tree_size
+from .wheel_fetch import sha256_file
 
 STAMP = ".sglang-model.json"
 PARTIAL = ".partial"
