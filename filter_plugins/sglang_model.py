@@ -1,10 +1,12 @@
-"""Filter sglang_model_fanout_rounds: the rounds of a host-to-host fetch (sglang_deploy.host.model.fanout_rounds)."""
+"""Filter sglang_model_fanout_rounds: the rounds of a host-to-host fetch (sglang_deploy.model_fanout.fanout_rounds)."""
 
 from __future__ import annotations
 
-from sglang_deploy.host import model
+from sglang_deploy import model_fanout
 
 
 class FilterModule:
     def filters(self):
-        return {"sglang_model_fanout_rounds": lambda hosts, holding: model.fanout_rounds(list(hosts), list(holding))}
+        return {
+            "sglang_model_fanout_rounds": lambda hosts, holding: model_fanout.fanout_rounds(list(hosts), list(holding))
+        }

@@ -13,7 +13,7 @@ import yaml
 from ansible_json import needs_playbook, run_playbook
 from emulator_proc import run_module  # first: puts the repo's module_utils on the import path
 
-from sglang_deploy import model_lock
+from sglang_deploy import model_fanout, model_lock
 from sglang_deploy.host import model
 from sglang_deploy.cli import main
 
@@ -239,16 +239,16 @@ def test_warm_reads_every_locked_file_and_changes_nothing(capsys, checkpoint, lo
 
 def test_fanout_rounds_double_the_holders_and_use_the_source_once():
     hosts = [f"h{i}" for i in range(1, 9)]
-    rounds = model.fanout_rounds(hosts, [False] * 8)
+    rounds = model_fanout.fanout_rounds(hosts, [False] * 8)
     assert rounds == [
         {"h1": ""},
         {"h2": "h1"},
         {"h3": "h1", "h4": "h2"},
         {"h5": "h1", "h6": "h2", "h7": "h3", "h8": "h4"},
     ]
-    assert len(model.fanout_rounds([f"h{i}" for i in range(64)], [False] * 64)) == 7  # log2(64) + 1
-    assert model.fanout_rounds(["a", "b", "c"], [False, True, False]) == [{"a": "b"}, {"c": "b"}]
-    assert model.fanout_rounds(["a", "b"], [True, True]) == []
+    assert len(model_fanout.fanout_rounds([f"h{i}" for i in range(64)], [False] * 64)) == 7  # log2(64) + 1
+    assert model_fanout.fanout_rounds(["a", "b", "c"], [False, True, False]) == [{"a": "b"}, {"c": "b"}]
+    assert model_fanout.fanout_rounds(["a", "b"], [True, True]) == []
 
 
 @needs_playbook
