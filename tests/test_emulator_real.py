@@ -16,7 +16,7 @@ import pytest
 from emulator_proc import Emulator, free_port
 
 from sglang_deploy.host import readiness, server_http
-from sglang_deploy.host.bench import metrics as bench
+from sglang_deploy.host.bench import metrics
 from sglang_deploy.emulator.group import DEATH_DELAY_S, MEMBER_EXIT_DELAY_S, MEMBER_EXIT_STATUS
 
 REAL = Path(__file__).parent / "fixtures" / "sglang-0.5.16-h200"
@@ -139,7 +139,7 @@ def test_metric_names_are_real_ones(emu):
     real_names = metric_names(real("metrics_after.txt")) | metric_names(real("nextn_metrics.txt"))
     emulated = metric_names(request(emu, "GET", "/metrics")[2].decode())
     assert emulated and emulated <= real_names, sorted(emulated - real_names)
-    assert {bench.SPEC_TOKENS_COUNTER, bench.SPEC_VERIFY_COUNTER} <= metric_names(real("nextn_metrics.txt"))
+    assert {metrics.SPEC_TOKENS_COUNTER, metrics.SPEC_VERIFY_COUNTER} <= metric_names(real("nextn_metrics.txt"))
 
 
 def test_server_info_fields(emu):
@@ -151,7 +151,7 @@ def test_server_info_fields(emu):
     )
     assert {"version", "internal_states", "served_model_name"} <= set(got)
     nextn = real("nextn_server_info.json")
-    assert bench.server_info_accept_length(nextn) == 1.0  # dummy weights: the draft is never accepted
+    assert metrics.server_info_accept_length(nextn) == 1.0  # dummy weights: the draft is never accepted
 
 
 def test_readiness_stage_order(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from emulator_proc import REPO, Emulator, run_module  # first: puts the repo's module_utils on the import path
 
 import sglang_bench
-from ansible.module_utils.sglang_deploy import bench as engine
+from ansible.module_utils.sglang_deploy import bench
 from ansible.module_utils.sglang_deploy.bench import sweep
 from sglang_deploy import cli
 
@@ -78,7 +78,7 @@ def test_sweep_reports_the_configured_rates(emulator, tmp_path, capsys):
         "output_throughput_tok_s",
         "spec_accept_length",
     }
-    assert r["started_at"].endswith("+00:00") and r["version"] == engine.BENCH_VERSION and r["host"]
+    assert r["started_at"].endswith("+00:00") and r["version"] == bench.BENCH_VERSION and r["host"]
     steps = 1 + math.ceil((out_len - 1) / 3)  # prefill token, then 3 tokens per verify step
     for level in r["levels"]:
         assert (level["completed"], level["failed"]) == (4, 0)
