@@ -194,3 +194,10 @@ def test_the_layer_scans_see_what_they_forbid():
         "sglang_deploy.host.bench.server_http",
     } <= names
     assert "sglang_deploy.emulator.config" in imported(tree, ("host",))
+
+
+def test_the_roles_copy_only_host_programs_and_the_emulator_from_the_package():
+    links = [p for p in REPO.glob("roles/*/files/*") if p.is_symlink()]
+    assert links, "the roles copy the launcher and check_argv through links"
+    targets = {p.resolve() for p in links}
+    assert {t for t in targets if not (t.is_relative_to(HOST) or t.is_relative_to(PACKAGE / "emulator"))} == set()
