@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import fcntl
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from lab_host import LAB_HOST
 
 from sglang_deploy import api, compare_report
 from sglang_deploy.paths import REPO
@@ -17,7 +16,6 @@ from sglang_deploy.paths import REPO
 LOCAL_PLAY = "tests/fixtures/runner/events.yml"
 LOCAL_HOSTS = REPO / "tests" / "fixtures" / "runner" / "hosts.yml"
 SECRET = "sk-test-9f8e7d6c5b4a"
-LAB_HOST = "sglang-lab-1"
 # Small sweep: the lab tests check structure, not speed.
 SMALL = {"sglang_benchmark_concurrency": [1, 4], "sglang_benchmark_requests": 4, "sglang_benchmark_output_len": 32}
 
@@ -251,18 +249,7 @@ def test_parse_status():
 # The lab (docker container sglang-lab-1 with the emulated server): ./lab test creates it before pytest
 
 
-def _lab_missing() -> str | None:
-    if shutil.which("docker") is None:
-        return "docker is not installed (./lab setup installs it)"
-    r = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", LAB_HOST], capture_output=True, text=True)
-    if r.returncode != 0 or r.stdout.strip() != "true":
-        return f"the lab container {LAB_HOST} is not running (./lab setup, or sglang-deploy lab up)"
-    if not (REPO / "action_plugins" / "sglang_profile.py").exists():
-        return "action_plugins/sglang_profile.py is not there yet: site.yml cannot run"
-    return None
-
-
-lab = pytest.mark.skipif(_lab_missing() is not None, reason=str(_lab_missing()))
+lab = pytest.mark.lab
 
 
 @pytest.fixture(scope="module", autouse=True)

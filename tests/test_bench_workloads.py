@@ -428,13 +428,7 @@ def test_the_module_takes_the_workload(emulator, tmp_path, capsys):
         assert failed and message in res["msg"]
 
 
-def _lab_missing() -> str | None:
-    from test_api import _lab_missing as missing
-
-    return missing()
-
-
-@pytest.mark.skipif(_lab_missing() is not None, reason=str(_lab_missing()))
+@pytest.mark.lab
 def test_the_role_runs_a_custom_dataset_at_request_rates_and_an_sla_search_on_the_lab(tmp_path):
     """End to end on the lab: the dataset file goes from the controller to the host, the levels are request rates
     and the probes of an SLA search, and the fetched result records the workload."""
