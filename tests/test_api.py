@@ -6,11 +6,13 @@ from __future__ import annotations
 import fcntl
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from lab_host import LAB_HOST
 
 from sglang_deploy import api, compare_report
+from sglang_deploy.api import redaction, runner
 from sglang_deploy.paths import REPO
 
 LOCAL_PLAY = "tests/fixtures/runner/events.yml"
@@ -34,7 +36,7 @@ def private_dir(result: api.RunResult) -> Path:
 
 def test_outcomes_failures_and_set_stats_from_events():
     events = []
-    r = api.run_playbook(
+    r = runner.run_playbook(
         LOCAL_PLAY, inventory=LOCAL_HOSTS, extravars={"fail_hosts": ["local-b"]}, on_event=events.append, kind="test"
     )
     assert (r.status, r.rc, r.ok) == ("failed", 2, False)
@@ -59,24 +61,24 @@ def test_outcomes_failures_and_set_stats_from_events():
 
 
 def test_limit_and_success():
-    r = api.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="local-a", kind="test")
+    r = runner.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="local-a", kind="test")
     assert r.ok and list(r.hosts) == ["local-a"] and r.failures == []
 
 
 def test_no_matching_host_is_not_a_success():
-    r = api.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="nobody", kind="test")
+    r = runner.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="nobody", kind="test")
     assert not r.ok and r.hosts == {}
     assert "no hosts to target" in r.error and "\x1b[" not in r.error
 
 
 def test_playbook_error_without_a_task_comes_back_as_error():
-    r = api.run_playbook("tests/fixtures/runner/no-such-playbook.yml", inventory=LOCAL_HOSTS, kind="test")
+    r = runner.run_playbook("tests/fixtures/runner/no-such-playbook.yml", inventory=LOCAL_HOSTS, kind="test")
     assert not r.ok and r.rc != 0 and r.failures == []
     assert "no-such-playbook.yml" in r.error
 
 
 def test_secret_extravars_never_reach_the_files_of_the_run():
-    r = api.run_playbook(
+    r = runner.run_playbook(
         LOCAL_PLAY,
         inventory=LOCAL_HOSTS,
         limit="local-a",
@@ -86,7 +88,7 @@ def test_secret_extravars_never_reach_the_files_of_the_run():
     assert r.ok and r.data["probe"]["local-a"]["secret_length"] == len(SECRET)  # the play did get it
     pdd = private_dir(r)
     assert files_containing(pdd, SECRET) == []
-    assert files_containing(pdd, api.REDACTED) == []  # not scrubbed away: it was never written
+    assert files_containing(pdd, redaction.REDACTED) == []  # not scrubbed away: it was never written
     assert not (pdd / "secret-extravars.json").exists()
     assert json.loads((pdd / "env" / "extravars").read_text()) == {"plain": "visible"}
     command = json.loads(Path(r.artifacts, "command").read_text())["command"]
@@ -95,7 +97,7 @@ def test_secret_extravars_never_reach_the_files_of_the_run():
 
 def test_a_leaked_secret_is_scrubbed_from_files_events_and_data():
     seen = []
-    r = api.run_playbook(
+    r = runner.run_playbook(
         LOCAL_PLAY,
         inventory=LOCAL_HOSTS,
         limit="local-a",
@@ -105,8 +107,8 @@ def test_a_leaked_secret_is_scrubbed_from_files_events_and_data():
     )
     pdd = private_dir(r)
     assert files_containing(pdd, SECRET) == []
-    assert f"the key is {api.REDACTED}" in Path(r.artifacts, "stdout").read_text()
-    assert SECRET not in json.dumps(seen) and f"the key is {api.REDACTED}" in json.dumps(seen)
+    assert f"the key is {redaction.REDACTED}" in Path(r.artifacts, "stdout").read_text()
+    assert SECRET not in json.dumps(seen) and f"the key is {redaction.REDACTED}" in json.dumps(seen)
 
 
 def encodings(value: str) -> dict:
@@ -137,19 +139,19 @@ def test_scrub_catches_escaped_quoted_and_nested_forms(tmp_path, value):
     forms = encodings(value)
     for name, text in forms.items():
         (tmp_path / f"{len(list(tmp_path.iterdir()))}.txt").write_text(f"{name}: {text}\n", encoding="utf-8")
-    api.scrub_tree(tmp_path, api.secret_forms([value]))
+    redaction.scrub_tree(tmp_path, redaction.secret_forms([value]))
     left = {
         p.read_text(encoding="utf-8").split(":")[0]
         for p in tmp_path.iterdir()
-        if api.REDACTED not in p.read_text(encoding="utf-8")
+        if redaction.REDACTED not in p.read_text(encoding="utf-8")
     }
     assert left == set()
-    events = api.redact({"stdout": list(forms.values())}, api.secret_forms([value]))["stdout"]
-    assert [name for name, text in zip(forms, events) if api.REDACTED not in text] == []
+    events = redaction.redact({"stdout": list(forms.values())}, redaction.secret_forms([value]))["stdout"]
+    assert [name for name, text in zip(forms, events) if redaction.REDACTED not in text] == []
 
 
 def test_split_secrets_looks_into_nested_keys():
-    public, secret = api.split_secrets(
+    public, secret = redaction.split_secrets(
         {
             "sglang_api_key": "k1",
             "hf_token": "t",
@@ -160,54 +162,59 @@ def test_split_secrets_looks_into_nested_keys():
     )
     assert set(secret) == {"sglang_api_key", "hf_token", "sglang_profiles", "db"}
     assert public == {"sglang_benchmark_requests": 4}
-    assert api.secret_values(secret) == ["pw12"]  # shorter values are not scrubbed (they would hit anything)
+    assert redaction.secret_values(secret) == ["pw12"]  # shorter values are not scrubbed (they would hit anything)
 
 
 def test_a_url_with_a_password_makes_its_variable_secret():
-    public, secret = api.split_secrets(
+    public, secret = redaction.split_secrets(
         {
             "sglang_stack_pip_env": {"PIP_INDEX_URL": "https://bob:hunter2pass@pypi.example/simple"},
             "cuda_pip_env": {"HTTPS_PROXY": "http://proxy.example:3128"},
         }
     )
     assert set(secret) == {"sglang_stack_pip_env"} and set(public) == {"cuda_pip_env"}
-    assert "hunter2pass" in api.secret_values(secret)
+    assert "hunter2pass" in redaction.secret_values(secret)
 
 
 def test_secret_values_are_the_strings_under_secret_keys():
-    values = api.secret_values({"sglang_api_key": "abcd1234", "db": {"user": "alice", "password": "hunter22"}})
+    values = redaction.secret_values({"sglang_api_key": "abcd1234", "db": {"user": "alice", "password": "hunter22"}})
     assert set(values) == {"abcd1234", "hunter22"}
 
 
-def test_parse_extravars(tmp_path):
-    f = tmp_path / "vars.yml"
-    f.write_text("sglang_benchmark_requests: 8\nsglang_api_key: '007'\n")
-    got = api.parse_extravars(
-        [
-            "sglang_benchmark_concurrency=[1, 4]",
-            "sglang_benchmark_enabled=false",
-            f"@{f}",
-            "sglang_benchmark_requests=4",
-            "sglang_api_key=0123",
-            "name=x=y",
-            '{"a": {"b": 1}}',
-        ]
-    )
-    assert got == {
-        "sglang_benchmark_concurrency": [1, 4],
-        "sglang_benchmark_enabled": False,
-        "sglang_benchmark_requests": 4,
-        "sglang_api_key": "0123",
-        "name": "x=y",
-        "a": {"b": 1},
+def test_compare_measures_each_profile_then_restores_what_each_host_served(monkeypatch):
+    """compare() through the rollout engine, the playbooks stood in for: every profile on all hosts (on a fleet also
+    through the router, with the replicas restarted, unless -e says otherwise), then per profile that served
+    before one deploy on its hosts, without a benchmark; a host with nothing to restore is left alone."""
+    was = {"a": ("p1", "p0"), "b": (None, "p2"), "c": (None, None), "d": ("p1", "p1")}
+    found = {
+        h: SimpleNamespace(serving=bool(now), profile=now, last_good_profile=good) for h, (now, good) in was.items()
     }
-    for bad in ("novalue", "=1", "@/nonexistent.yml", "[1, 2]"):
-        with pytest.raises(ValueError):
-            api.parse_extravars([bad])
-    vault = tmp_path / "vault.yml"
-    vault.write_text("$ANSIBLE_VAULT;1.1;AES256\n6162\n")
-    with pytest.raises(ValueError, match="vault"):
-        api.parse_extravars([f"@{vault}"])
+    monkeypatch.setattr(api.operations, "status", lambda **kw: SimpleNamespace(hosts=found))
+    deploys = []
+
+    def deploy(profile, inventory=None, limit=None, extravars=None, on_event=None):
+        deploys.append((profile, limit, extravars))
+        return api.RunResult(playbook="site.yml", status="successful", rc=0, hosts={"a": api.HostOutcome(ok=1)})
+
+    monkeypatch.setattr(api.operations, "deploy", deploy)
+    phases = []
+    comp = api.compare(
+        ["x", "y"],
+        limit="all",
+        extravars={"sglang_fleet_force_restart": False},
+        on_event=lambda ev: phases.append(ev["event_data"]["phase"]) if ev["event"] == api.PHASE_EVENT else None,
+    )
+    measured = {"sglang_fleet_benchmark": True, "sglang_fleet_force_restart": False}
+    quiet = {"sglang_fleet_force_restart": False, "sglang_benchmark_enabled": False}
+    assert deploys == [("x", "all", measured), ("y", "all", measured), ("p1", "a,d", quiet), ("p2", "b", quiet)]
+    assert phases == [
+        "read what each host serves",
+        "profile 1/2: x",
+        "profile 2/2: y",
+        "restore p1 on a, d",
+        "restore p2 on b",
+    ]
+    assert comp.ok and len(comp.restores) == 2
 
 
 def test_parse_status():

@@ -12,6 +12,7 @@ import pytest
 
 from sglang_deploy import api, cli
 from sglang_deploy.cli import runs
+from sglang_deploy.cli.extravars import parse_extravars
 from sglang_deploy.cli.progress import Progress
 
 RUNNER_COMMANDS = ("deploy", "compare", "status", "rollback", "lab")
@@ -62,7 +63,7 @@ def test_bad_input_is_a_usage_error_without_running_anything(argv, message, caps
     def refuse(*args, **kwargs):
         raise AssertionError("a playbook ran despite bad input")
 
-    monkeypatch.setattr(api, "run_playbook", refuse)
+    monkeypatch.setattr(api.runner, "run_playbook", refuse)
     assert cli.main(argv) == 2
     assert message in capsys.readouterr().err
 
@@ -84,7 +85,7 @@ def test_unknown_profile_exits_2_with_the_available_profiles(capsys, monkeypatch
             )
         ],
     )
-    monkeypatch.setattr(api, "run_playbook", lambda *a, **k: failed)
+    monkeypatch.setattr(api.runner, "run_playbook", lambda *a, **k: failed)
     assert cli.main(["deploy", "nope"]) == 2
     err = capsys.readouterr().err
     assert "sglang-deploy deploy: unknown profile 'nope'. Available profiles: baseline, nextn" in err
@@ -104,7 +105,7 @@ def test_deploy_prints_tables_synthetic_line_and_exit_0(capsys, monkeypatch):
         data={"sglang_benchmark": {"h": res}},
         profile="baseline",
     )
-    monkeypatch.setattr(api, "run_playbook", lambda *a, **k: ok)
+    monkeypatch.setattr(api.runner, "run_playbook", lambda *a, **k: ok)
     assert cli.main(["deploy", "baseline"]) == 0
     out = capsys.readouterr().out
     assert "h: profile baseline" in out and "EMULATED server: figures are synthetic" in out
@@ -204,7 +205,7 @@ def test_deploy_says_at_the_end_what_it_did_on_each_host(capsys, monkeypatch):
     ok = api.RunResult(
         playbook="site.yml", status="successful", rc=0, hosts={"r1": api.HostOutcome(ok=9)}, data={"sglang_fleet": rows}
     )
-    monkeypatch.setattr(api, "run_playbook", lambda *a, **k: ok)
+    monkeypatch.setattr(api.runner, "run_playbook", lambda *a, **k: ok)
     assert cli.main(["deploy", "nextn"]) == 0
     out = capsys.readouterr().out
     assert "r1: deployed (serves nextn)\nr2: unchanged, not drained (serves nextn)" in out
@@ -229,7 +230,7 @@ def test_deploy_tags_select_phases(monkeypatch, capsys):
         seen.update(kwargs)
         return api.RunResult(playbook=playbook, status="successful", rc=0, hosts={"h": api.HostOutcome(ok=1)})
 
-    monkeypatch.setattr(api, "run_playbook", run_playbook)
+    monkeypatch.setattr(api.runner, "run_playbook", run_playbook)
     assert cli.main(["deploy", "baseline", "--tags", "configure,restart"]) == 0
     assert seen["tags"] == "configure,restart"
     with pytest.raises(SystemExit):
@@ -270,7 +271,7 @@ def test_control_characters_in_what_the_command_prints_are_shown_not_obeyed(tmp_
         hosts={f"h{EVIL}": api.HostOutcome(failed=1)},
         failures=[api.Failure(f"h{EVIL}", f"task{EVIL}", f"message{EVIL}")],
     )
-    monkeypatch.setattr(api, "run_playbook", lambda *a, **k: failed)
+    monkeypatch.setattr(api.runner, "run_playbook", lambda *a, **k: failed)
     assert cli.main(["status"]) == 1
     cap = capsys.readouterr()
     assert "FAILED h\\x1b]0;owned\\x07" in cap.err and "message\\x1b]0;owned" in cap.err
@@ -279,3 +280,34 @@ def test_control_characters_in_what_the_command_prints_are_shown_not_obeyed(tmp_
     line = io.StringIO()
     Progress(line, tty=True)({"event": "playbook_on_task_start", "event_data": {"task": f"Load{EVIL}"}})
     assert line.getvalue().startswith("\r\x1b[K[0:00] ... | Load\\x1b]0;owned") and line.getvalue().count("\x1b") == 1
+
+
+def test_parse_extravars(tmp_path):
+    f = tmp_path / "vars.yml"
+    f.write_text("sglang_benchmark_requests: 8\nsglang_api_key: '007'\n")
+    got = parse_extravars(
+        [
+            "sglang_benchmark_concurrency=[1, 4]",
+            "sglang_benchmark_enabled=false",
+            f"@{f}",
+            "sglang_benchmark_requests=4",
+            "sglang_api_key=0123",
+            "name=x=y",
+            '{"a": {"b": 1}}',
+        ]
+    )
+    assert got == {
+        "sglang_benchmark_concurrency": [1, 4],
+        "sglang_benchmark_enabled": False,
+        "sglang_benchmark_requests": 4,
+        "sglang_api_key": "0123",
+        "name": "x=y",
+        "a": {"b": 1},
+    }
+    for bad in ("novalue", "=1", "@/nonexistent.yml", "[1, 2]"):
+        with pytest.raises(ValueError):
+            parse_extravars([bad])
+    vault = tmp_path / "vault.yml"
+    vault.write_text("$ANSIBLE_VAULT;1.1;AES256\n6162\n")
+    with pytest.raises(ValueError, match="vault"):
+        parse_extravars([f"@{vault}"])

@@ -377,7 +377,8 @@ sglang_profiles:
 
 def test_a_key_given_twice_is_refused_with_file_and_line(tmp_path, capsys):
     """PyYAML kept the last of two equal keys silently: a second profile of one name hid the first."""
-    from sglang_deploy import api, stack_lock, tune
+    from sglang_deploy import stack_lock, tune
+    from sglang_deploy.cli.extravars import parse_extravars
 
     f = tmp_path / "p.yml"
     f.write_text(DUPLICATED)
@@ -399,7 +400,7 @@ def test_a_key_given_twice_is_refused_with_file_and_line(tmp_path, capsys):
         stack_lock.load_bundle("b", tmp_path)
     for item in (f"@{search}", '{"a": 1, "a": 2}', "x={a: 1, a: 2}"):
         with pytest.raises(ValueError, match="key 'a' given twice"):
-            api.parse_extravars([item])
+            parse_extravars([item])
 
 
 def test_ansible_refuses_a_key_given_twice_in_the_inventory(tmp_path):

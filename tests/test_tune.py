@@ -12,7 +12,8 @@ import yaml
 
 from sglang_deploy import api
 from sglang_deploy import profiles as prof
-from sglang_deploy import rules, tune, tune_report
+from sglang_deploy import rules, tune
+from sglang_deploy.tune import report as tune_report
 from sglang_deploy.paths import REPO
 
 # The rule facts of the lab's stand-in hardware and checkpoint, from the lab role's vars.
@@ -360,13 +361,13 @@ def test_example_search_file_parses():
 
 
 def test_failure_kind_from_the_readiness_result():
-    assert api._failure_kind([{"journal": ["a", "Traceback", "RuntimeError: x"]}]) == (
+    assert api.search.failure_kind([{"journal": ["a", "Traceback", "RuntimeError: x"]}]) == (
         "crash",
         ["a", "Traceback", "RuntimeError: x"],
     )
-    assert api._failure_kind([{"failed_check": {"check": "repeated_char", "output": "!!!!"}}]) == ("garbage", [])
-    assert api._failure_kind([{"stage": "warming"}]) == ("not_ready", [])
-    assert api._failure_kind([]) == ("deploy_error", [])
+    assert api.search.failure_kind([{"failed_check": {"check": "repeated_char", "output": "!!!!"}}]) == ("garbage", [])
+    assert api.search.failure_kind([{"stage": "warming"}]) == ("not_ready", [])
+    assert api.search.failure_kind([]) == ("deploy_error", [])
 
 
 def test_host_facts_from_the_facts_playbook_data():
@@ -382,7 +383,7 @@ def test_host_facts_from_the_facts_playbook_data():
             }
         }
     }
-    (h,) = api.tune_host_facts(data)
+    (h,) = api.search.tune_host_facts(data)
     assert (h.host, h.rule_facts, h.sglang_version, h.emulated) == ("h1", {"gpu_arch": "sm_120"}, "0.5.23", True)
 
 

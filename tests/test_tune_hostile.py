@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from sglang_deploy import api, cli, tune, tune_report
+from sglang_deploy import api, cli, tune
+from sglang_deploy.tune import report as tune_report
 from test_tune import SEARCH
 
 
@@ -77,7 +78,7 @@ def test_the_command_line_refuses_a_hostile_search_before_any_playbook(tmp_path,
     def no_playbook(*a, **kw):
         raise AssertionError("a playbook ran")
 
-    monkeypatch.setattr(api, "run_playbook", no_playbook)
+    monkeypatch.setattr(api.runner, "run_playbook", no_playbook)
     path = tmp_path / "s.yml"
     path.write_text(yaml.safe_dump({**SEARCH, "vars": {"ansible_ssh_common_args": PROXY}}))
     assert cli.main(["tune", str(path)]) == 2
@@ -145,7 +146,7 @@ def test_tune_refuses_a_linked_results_folder_before_any_playbook(tmp_path, monk
     def no_playbook(*a, **kw):
         raise AssertionError("a playbook ran")
 
-    monkeypatch.setattr(api, "run_playbook", no_playbook)
+    monkeypatch.setattr(api.runner, "run_playbook", no_playbook)
     (tmp_path / "out" / "report").mkdir(parents=True)
     (tmp_path / "out" / "report" / "report.md").symlink_to(tmp_path / "nowhere")
     with pytest.raises(tune.SearchError, match="report.md exists and is not a regular file"):
@@ -281,7 +282,7 @@ def test_a_bad_promotion_is_refused_before_the_search_runs(argv, needle, tmp_pat
     def no_playbook(*a, **kw):
         raise AssertionError("a playbook ran")
 
-    monkeypatch.setattr(api, "run_playbook", no_playbook)
+    monkeypatch.setattr(api.runner, "run_playbook", no_playbook)
     (tmp_path / "link.yml").symlink_to(tmp_path / "victim.yml")
     (tmp_path / "bad.yml").write_text("a: [\n")
     (tmp_path / "list.yml").write_text("sglang_profiles: [a]\n")

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from sglang_deploy import api, cli, tune, tune_report
+from sglang_deploy import api, cli, tune
+from sglang_deploy.tune import report as tune_report
 from sglang_deploy import profiles as prof
 from test_tune import LAB_FACTS, SEARCH, ModelDeploy, planned_lab
 
@@ -29,12 +30,12 @@ class Lab:
         self.kill_at = kill_at
         self.deploys: list = []
         self.model = ModelDeploy()
-        monkeypatch.setattr(api, "run_playbook", self.facts)
-        monkeypatch.setattr(api, "status", self.status)
-        monkeypatch.setattr(api, "deploy", self.deploy)
+        monkeypatch.setattr(api.runner, "run_playbook", self.facts)
+        monkeypatch.setattr(api.operations, "status", self.status)
+        monkeypatch.setattr(api.operations, "deploy", self.deploy)
 
     def facts(self, playbook, **kw):
-        assert playbook == api.TUNE_FACTS_PLAYBOOK
+        assert playbook == api.search.TUNE_FACTS_PLAYBOOK
         raw = {
             "profiles": prof.load_profiles(),
             "settings": prof.load_settings(),

@@ -9,6 +9,7 @@ import sys
 from sglang_deploy import api, compare_report
 from sglang_deploy.host import bench
 from sglang_deploy.cli.errors import UsageError
+from sglang_deploy.cli.extravars import parse_extravars
 from sglang_deploy.cli.progress import Progress
 
 PROGRESS = (
@@ -121,7 +122,7 @@ def _extravars(args: argparse.Namespace) -> dict:
     try:
         if args.inventory:
             api.inventory_path(args.inventory)
-        return api.parse_extravars(args.extravars)
+        return parse_extravars(args.extravars)
     except (FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
 

@@ -8,8 +8,8 @@ import json
 import shlex
 import sys
 
-from sglang_deploy import api, compare_report, tune_report
-from sglang_deploy.tune import Budget, Outcome, SearchError, load_search, one_line
+from sglang_deploy import api, compare_report
+from sglang_deploy.tune import Budget, Outcome, SearchError, load_search, one_line, report
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.cli.progress import Progress
 from sglang_deploy.cli.runs import _extravars, _print_failures, run_options
@@ -76,7 +76,7 @@ def tune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         search = load_search(args.search)
         Budget.parse(args.budget)
-    except (ValueError, SearchError) as exc:
+    except ValueError as exc:  # SearchError too
         raise UsageError(str(exc)) from exc
     try:
         with Progress() as progress:
@@ -101,19 +101,9 @@ def tune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.json:
         print(json.dumps(res.to_dict(), indent=2, default=str))
     elif res.outcome is not None:
-        print(tune_report.summary(res.outcome))
-        print(f"report: {res.report_dir / 'report.md'}")
-        if res.outcome.emulated:
-            print(compare_report.SYNTHETIC_NOTE)
+        print_outcome(res.outcome, res.report_dir)
     if res.promoted:
-        if res.promoted.get("warning"):
-            print(f"warning: {res.promoted['warning']}", file=sys.stderr)
-        print(
-            f"promoted candidate {res.promoted['candidate']} as profile {res.promoted['name']} "
-            f"into {res.promoted['file']}:",
-            file=sys.stderr,
-        )
-        print(res.promoted["diff"] or "(no change: the profile is already there)")
+        print_promoted(res.promoted)
     if res.error:
         print(f"sglang-deploy tune: {res.error}", file=sys.stderr)
     for r in res.restores:
@@ -121,3 +111,20 @@ def tune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if res.outcome is not None and res.outcome.cancelled:
         return 130
     return 0 if res.ok else 1
+
+
+def print_outcome(outcome: Outcome, report_dir) -> None:
+    print(report.summary(outcome))
+    print(f"report: {report_dir / 'report.md'}")
+    if outcome.emulated:
+        print(compare_report.SYNTHETIC_NOTE)
+
+
+def print_promoted(promoted: dict) -> None:
+    if promoted.get("warning"):
+        print(f"warning: {promoted['warning']}", file=sys.stderr)
+    print(
+        f"promoted candidate {promoted['candidate']} as profile {promoted['name']} into {promoted['file']}:",
+        file=sys.stderr,
+    )
+    print(promoted["diff"] or "(no change: the profile is already there)")

@@ -1,4 +1,4 @@
-"""The report of a flag-matrix search (tune.Outcome): text summary, Markdown, Pareto PNG, JSON.
+"""The report of a flag-matrix search (Outcome): text summary, Markdown, Pareto PNG, JSON.
 
 Pure functions over the outcome; the API writes them under results/tune-<search>/.
 """
@@ -11,10 +11,10 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from sglang_deploy import tune
-from sglang_deploy.host.bench.sweep import check_dest, write_file
-from sglang_deploy.compare_report import SYNTHETIC_NOTE
-from sglang_deploy.tune import one_line
+from ..host.bench.sweep import check_dest, write_file
+from ..compare_report import SYNTHETIC_NOTE
+from .expansion import one_line
+from .outcome import Outcome
 
 PLOT_NAME = "pareto.png"
 ARTIFACTS = ("report.md", PLOT_NAME, "outcome.json")
@@ -40,7 +40,7 @@ def _spread(row: dict) -> str:
     return f"{_f(row['median'])} ({_f(row['min'])}-{_f(row['max'])}, n={row['n']})"
 
 
-def summary(out: tune.Outcome) -> str:
+def summary(out: Outcome) -> str:
     """Text for the terminal: counts, per objective the top five and the decision, failures."""
     c = out.counts()
     lines = [SYNTHETIC_NOTE] if out.emulated else []
@@ -66,12 +66,12 @@ def summary(out: tune.Outcome) -> str:
     return "\n".join(lines)
 
 
-def _label_of(out: tune.Outcome, key: str) -> str:
+def _label_of(out: Outcome, key: str) -> str:
     p = next((q for q in out.runnable if q.key == key), None)
     return f"#{p.candidate.index} {p.candidate.label}" if p else key
 
 
-def _decision_text(out: tune.Outcome, d: dict) -> str:
+def _decision_text(out: Outcome, d: dict) -> str:
     if d.get("winner"):
         return f"winner {_label_of(out, d['winner'])}: {d['reason']}"
     if d.get("tied"):
@@ -88,7 +88,7 @@ def pareto_front(points: list) -> list:
     return front
 
 
-def plot_points(out: tune.Outcome) -> tuple:
+def plot_points(out: Outcome) -> tuple:
     """(x objective, y objective, points) for the plot, the first two objectives: per candidate measured for both
     {planned, x, y (ranking rows), over (broke a limit), front (on the Pareto front of those within the limits)}."""
     objs = out.search.objectives
@@ -109,16 +109,25 @@ def plot_points(out: tune.Outcome) -> tuple:
     return xo, yo, pts
 
 
-def markdown(out: tune.Outcome, plot_name: str | None = PLOT_NAME, promote_hint: str | None = None) -> str:
+def markdown(out: Outcome, plot_name: str | None = PLOT_NAME, promote_hint: str | None = None) -> str:
     """The report; ``promote_hint``: the command that promotes the winner (the command line spells it)."""
-    s = out.search
-    c = out.counts()
-    w = s.workload
-    lines = [f"# Flag-matrix search `{s.name}`", ""]
+    lines = [f"# Flag-matrix search `{out.search.name}`", ""]
     if out.emulated:
         lines += [f"> **{SYNTHETIC_NOTE}** (the emulator's synthetic performance model, not a GPU).", ""]
+    lines += _settings(out)
+    if plot_name:
+        lines += [f"![Pareto plot]({plot_name})", ""]
+    for obj in out.search.objectives:
+        lines += _ranking_table(out, obj)
+    lines += _winner(out, promote_hint) + _failed(out) + _not_run(out)
+    return "\n".join(lines) + "\n"
+
+
+def _settings(out: Outcome) -> list:
+    """The search's settings and counts, one bullet each."""
+    s, c, w = out.search, out.counts(), out.search.workload
     base = _code(s.base) if isinstance(s.base, str) else "inline " + _code(json.dumps(s.base))
-    lines += [
+    lines = [
         f"- Date: {datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- Base profile: {base}; axes: "
         + "; ".join(f"{_code(a.name)} = {', '.join(_code(lb) for lb in a.shown)}" for a in s.axes),
@@ -136,39 +145,47 @@ def markdown(out: tune.Outcome, plot_name: str | None = PLOT_NAME, promote_hint:
     ]
     if s.limits:
         lines.append("- Limits: " + "; ".join(lim.text for lim in s.limits))
-    lines.append("")
-    if plot_name:
-        lines += [f"![Pareto plot]({plot_name})", ""]
-    for obj in s.objectives:
-        rows = out.rankings.get(obj.name, [])
-        lines += [
-            f"## {obj.name} ({obj.goal})",
-            "",
-            _decision_text(out, out.decisions.get(obj.name) or {}),
-            "",
-            "| rank | candidate | median | min | max | runs | limits |",
-            "|---:|---|---:|---:|---:|---:|---|",
-        ]
-        for r in rows:
-            lim = "ok" if r["within_limits"] else "over: " + "; ".join(r["limits_broken"])
-            lines.append(
-                f"| {r['rank']} | #{r['candidate']} {_code(r['label'], cell=True)} | {_f(r['median'])} | {_f(r['min'])} "
-                f"| {_f(r['max'])} | {r['n']} | {lim} |"
-            )
-        lines.append("")
-    if out.winner is not None:
-        lines += [
-            "## Winner as a profile",
-            "",
-            "```yaml",
-            json.dumps({out.winner.profile: out.winner.body}, indent=2),
-            "```",
-            "",
-        ]
-        if promote_hint:
-            lines += [f"{_code(promote_hint)} writes it as profile NAME into a group_vars file.", ""]
+    return [*lines, ""]
+
+
+def _ranking_table(out: Outcome, obj) -> list:
+    lines = [
+        f"## {obj.name} ({obj.goal})",
+        "",
+        _decision_text(out, out.decisions.get(obj.name) or {}),
+        "",
+        "| rank | candidate | median | min | max | runs | limits |",
+        "|---:|---|---:|---:|---:|---:|---|",
+    ]
+    for r in out.rankings.get(obj.name, []):
+        lim = "ok" if r["within_limits"] else "over: " + "; ".join(r["limits_broken"])
+        lines.append(
+            f"| {r['rank']} | #{r['candidate']} {_code(r['label'], cell=True)} | {_f(r['median'])} | {_f(r['min'])} "
+            f"| {_f(r['max'])} | {r['n']} | {lim} |"
+        )
+    return [*lines, ""]
+
+
+def _winner(out: Outcome, promote_hint: str | None) -> list:
+    if out.winner is None:
+        return []
+    lines = [
+        "## Winner as a profile",
+        "",
+        "```yaml",
+        json.dumps({out.winner.profile: out.winner.body}, indent=2),
+        "```",
+        "",
+    ]
+    if promote_hint:
+        lines += [f"{_code(promote_hint)} writes it as profile NAME into a group_vars file.", ""]
+    return lines
+
+
+def _failed(out: Outcome) -> list:
+    """Each failed candidate with its error in a fence longer than any backtick run in it."""
     failed = out.failed()
-    lines += ["## Failed", ""]
+    lines = ["## Failed", ""]
     if not failed:
         lines.append("None.")
     for p, r in failed:
@@ -183,7 +200,12 @@ def markdown(out: tune.Outcome, plot_name: str | None = PLOT_NAME, promote_hint:
             f"  {fence}",
             "",
         ]
-    lines += ["", "## Pruned before launch", ""]
+    return lines
+
+
+def _not_run(out: Outcome) -> list:
+    """The candidates pruned, excluded by the constraints and left out by the budget."""
+    lines = ["", "## Pruned before launch", ""]
     if not out.pruned:
         lines.append("None.")
     for p in out.pruned:
@@ -195,10 +217,10 @@ def markdown(out: tune.Outcome, plot_name: str | None = PLOT_NAME, promote_hint:
     if out.skipped_budget:
         lines += ["", "## Not run (budget spent)", ""]
         lines += [f"- #{p.candidate.index} {_code(p.candidate.label)}" for p in out.skipped_budget]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def figure(out: tune.Outcome):
+def figure(out: Outcome):
     """The plot as a matplotlib figure (None when there are fewer than two objectives or no point): first
     objective against the second, one point per candidate (median, whiskers min-max), the Pareto front of the
     candidates within the limits joined and labelled, those over a limit crossed; the legend beside the axes,
@@ -273,7 +295,7 @@ def figure(out: tune.Outcome):
     return fig
 
 
-def plot(out: tune.Outcome, path) -> Path | None:
+def plot(out: Outcome, path) -> Path | None:
     """pareto.png (figure()) written to ``path``; None when there is nothing to plot."""
     fig = figure(out)
     if fig is None:
@@ -296,7 +318,7 @@ def check(out_dir) -> None:
         check_dest(str(out_dir / name))
 
 
-def write(out: tune.Outcome, out_dir, promote_hint: str | None = None) -> Path:
+def write(out: Outcome, out_dir, promote_hint: str | None = None) -> Path:
     """report.md, pareto.png (two objectives or more) and outcome.json in out_dir, each through bench's writer
     (private temporary file, rename); returns the folder. ValueError (check) before anything is written."""
     out_dir = Path(out_dir)

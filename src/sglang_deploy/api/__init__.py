@@ -1,0 +1,53 @@
+"""Python API over ansible-runner: deploy, compare, status, rollback, lab, tune.
+
+- runner: run_playbook, one ansible-runner run of a playbook of the project in a private data dir
+- redaction: secret extra variables kept out of the run's argv, files and events
+- results: RunResult, StatusResult and their parts, read from the run's events (pure)
+- operations: deploy, status, rollback, lab (one playbook each)
+- rollout: the engine of compare and tune: read what each host serves, deploy, restore it
+- comparison: compare(); search: tune(), the flag-matrix search
+
+Progress: `on_event(event)` gets every ansible-runner event plus PHASE_EVENT events from compare() and tune();
+when it also has a `tick()` method, that is called about once a second while ansible runs (the heartbeat of a long
+task). The command line's `sglang_deploy.cli.progress.Progress` is such a handler.
+
+Nothing here prints: the command line (sglang_deploy.cli) formats what these functions return.
+"""
+
+from .comparison import compare
+from .operations import PHASES, deploy, lab, rollback, status, unknown_profile
+from .results import (
+    Failure,
+    HostOutcome,
+    HostStatus,
+    RunResult,
+    StatusResult,
+    failure_message,
+    parse_fleet,
+    parse_status,
+)
+from .rollout import PHASE_EVENT
+from .runner import inventory_path
+from .search import TuneResult, tune
+
+__all__ = [
+    "PHASES",
+    "PHASE_EVENT",
+    "Failure",
+    "HostOutcome",
+    "HostStatus",
+    "RunResult",
+    "StatusResult",
+    "TuneResult",
+    "compare",
+    "deploy",
+    "failure_message",
+    "inventory_path",
+    "lab",
+    "parse_fleet",
+    "parse_status",
+    "rollback",
+    "status",
+    "tune",
+    "unknown_profile",
+]

@@ -1,0 +1,279 @@
+"""The results of playbook runs (RunResult, StatusResult and their parts), read from ansible-runner's events, never
+from stdout: per-host outcome from `playbook_on_stats`, failures from `runner_on_failed` / `runner_on_unreachable`
+(with the fields a module returns, e.g. sglang_profile's `unknown_profile`), data the playbooks publish with
+`set_stats` from the stats event's `artifact_data` (`sglang_benchmark`, `sglang_benchmark_file`, `sglang_status`).
+Pure: nothing here runs anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from sglang_deploy import fleet
+from sglang_deploy.host.readiness import parse_systemctl_show
+
+
+@dataclass
+class HostOutcome:
+    """Task counts of one host from the play recap."""
+
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    rescued: int = 0
+
+    @property
+    def state(self) -> str:
+        """unreachable, failed, changed or ok."""
+        if self.unreachable:
+            return "unreachable"
+        if self.failed:
+            return "failed"
+        return "changed" if self.changed else "ok"
+
+
+@dataclass
+class Failure:
+    """A failed (or unreachable) task of one host."""
+
+    host: str
+    task: str
+    message: str
+    action: str | None = None
+    unreachable: bool = False
+    # The sglang_profile action plugin's fields when the profile name is not in sglang_profiles (a usage error,
+    # not a broken host): the name asked for and the names there are.
+    unknown_profile: str | None = None
+    available_profiles: list | None = None
+
+
+@dataclass
+class RunResult:
+    """One ansible-runner run of a playbook."""
+
+    playbook: str
+    status: str  # ansible-runner's: successful, failed, canceled, timeout
+    rc: int
+    hosts: dict = field(default_factory=dict)  # host -> HostOutcome
+    failures: list = field(default_factory=list)  # Failure that stopped a host
+    rescued: list = field(default_factory=list)  # Failure handled by a rescue (the rollback) or a later retry
+    data: dict = field(default_factory=dict)  # set_stats data
+    artifacts: str = ""
+    elapsed_s: float = 0.0
+    profile: str | None = None
+    error: str | None = None  # ansible-playbook's own error (no task ran): the end of its output
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful" and self.rc == 0 and not self.failures and self.hosts != {}
+
+    @property
+    def benchmarks(self) -> dict:
+        """host -> benchmark result dict (bench.run_benchmark's), from set_stats `sglang_benchmark`."""
+        return self.data.get("sglang_benchmark") or {}
+
+    @property
+    def result_files(self) -> dict:
+        """host -> controller path of the benchmark result JSON, from set_stats `sglang_benchmark_file`."""
+        return self.data.get("sglang_benchmark_file") or {}
+
+    @property
+    def router_benchmarks(self) -> dict:
+        """router host -> benchmark result through its endpoint (set_stats `sglang_fleet_benchmark`): the fleet's
+        aggregate, after a roll with sglang_fleet_benchmark."""
+        return self.data.get("sglang_fleet_benchmark") or {}
+
+    @property
+    def router_result_files(self) -> dict:
+        """router host -> controller path of its benchmark result JSON (set_stats `sglang_fleet_benchmark_file`)."""
+        return self.data.get("sglang_fleet_benchmark_file") or {}
+
+    @property
+    def outcomes(self) -> list:
+        """What a deploy did on each host and what it serves (set_stats `sglang_fleet`, fleet.summary's rows:
+        host, serves, outcome: deployed, unchanged, rolled back, failed or untouched, state in words)."""
+        return self.data.get("sglang_fleet") or []
+
+    @property
+    def emulated(self) -> bool:
+        results = list(self.benchmarks.values()) + list(self.router_benchmarks.values())
+        return any(r.get("server_emulated") for r in results)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["ok"] = self.ok
+        for name, outcome in self.hosts.items():
+            out["hosts"][name]["state"] = outcome.state
+        return out
+
+
+@dataclass
+class HostStatus:
+    """What one host serves (playbooks/status.yml)."""
+
+    host: str
+    profile: str | None  # the profile of the installed unit (local fact sglang_server.profile)
+    active_state: str | None
+    sub_state: str | None
+    last_good_profile: str | None
+    manifest: dict | None
+    emulated: bool = False
+    asked: str | None = None  # the profile the last deploy asked for (its record)
+    rolled_back: dict | None = None  # {"from", "to", "at"}: that profile failed here and the host rolled back
+
+    @property
+    def serving(self) -> bool:
+        return self.active_state == "active" and self.profile is not None
+
+    @property
+    def stack(self) -> str | None:
+        """The stack bundle and its id (bundle-id); None without a stack manifest (the lab)."""
+        m = self.manifest or {}
+        return f"{m.get('bundle', '?')}-{m.get('bundle_id', '?')}" if m else None
+
+
+@dataclass
+class StatusResult:
+    """status(): host -> HostStatus, the run that read it (failures of unreachable hosts), and per router host
+    (inventory group sglang_router) the fleet behind it: fleet.fleet_view() (the router's unit, readiness and
+    workers, what each replica serves, the mismatches)."""
+
+    hosts: dict
+    run: RunResult
+    fleet: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.run.ok
+
+    def to_dict(self) -> dict:
+        return {
+            "ok": self.ok,
+            "hosts": {h: {**asdict(s), "serving": s.serving, "stack": s.stack} for h, s in self.hosts.items()},
+            "fleet": self.fleet,
+            "failures": [asdict(f) for f in self.run.failures],
+            "error": self.run.error,
+            "artifacts": self.run.artifacts,
+        }
+
+
+def failure_message(res: dict) -> str:
+    """The useful text of a failed module result (loop items, command stderr included)."""
+    msg = res.get("msg")
+    items = res.get("results")
+    if isinstance(items, list):
+        bad = [r for r in items if isinstance(r, dict) and r.get("failed")]
+        if bad:
+            item = failure_message(bad[0])
+            msg = f"{msg}: {item}" if msg and msg != item else item
+    for key in ("stderr", "module_stderr"):
+        text = (res.get(key) or "").strip()
+        if text and text not in (msg or ""):
+            msg = f"{msg}\n{text}" if msg else text
+    if not msg and "rc" in res:
+        msg = f"exit status {res['rc']}"
+    return str(msg or "failed without a message")
+
+
+def parse_events(events: list) -> tuple[dict, list, list, dict]:
+    """(hosts, failures, rescued, data) from ansible-runner events of one playbook run.
+
+    The last failure of a host that the recap counts as failed (or unreachable) stopped it; its earlier failures
+    were handled (a rescue) because the play went on. Failures with ignore_errors are not failures.
+    """
+    seen: dict = {}  # host -> [Failure, ...] in order
+    hosts: dict = {}
+    data: dict = {}
+    for ev in events:
+        kind = ev.get("event")
+        d = ev.get("event_data") or {}
+        if kind in ("runner_on_failed", "runner_on_unreachable"):
+            if kind == "runner_on_failed" and d.get("ignore_errors"):
+                continue
+            res = d.get("res") or {}
+            seen.setdefault(d.get("host", "?"), []).append(
+                Failure(
+                    host=d.get("host", "?"),
+                    task=d.get("task") or "?",
+                    message=failure_message(res),
+                    action=d.get("resolved_action") or d.get("task_action"),
+                    unreachable=kind == "runner_on_unreachable",
+                    unknown_profile=res.get("unknown_profile"),
+                    available_profiles=res.get("available_profiles"),
+                )
+            )
+        elif kind == "playbook_on_stats":
+            data = d.get("artifact_data") or {}
+            names = set()
+            for key in ("ok", "changed", "failures", "dark", "skipped", "rescued", "processed"):
+                names.update((d.get(key) or {}).keys())
+            for name in sorted(names):
+                hosts[name] = HostOutcome(
+                    ok=d.get("ok", {}).get(name, 0),
+                    changed=d.get("changed", {}).get(name, 0),
+                    failed=(d.get("failures") or {}).get(name, 0),
+                    unreachable=(d.get("dark") or {}).get(name, 0),
+                    skipped=(d.get("skipped") or {}).get(name, 0),
+                    rescued=(d.get("rescued") or {}).get(name, 0),
+                )
+    failures, rescued = [], []
+    for name, items in seen.items():
+        stopped = name in hosts and hosts[name].state in ("failed", "unreachable")
+        if stopped:
+            failures.append(items[-1])
+            rescued.extend(items[:-1])
+        else:
+            rescued.extend(items)
+    return hosts, failures, rescued, data
+
+
+def parse_status(data: dict) -> dict:
+    """host -> HostStatus from the set_stats data of playbooks/status.yml."""
+    out = {}
+    for host, raw in sorted((data.get("sglang_status") or {}).items()):
+        unit = parse_systemctl_show(raw.get("unit") or "")
+        local = raw.get("local") or {}
+        server = local.get("sglang_server") or {}  # the sglang_server role's local fact
+        out[host] = HostStatus(
+            host=host,
+            profile=server.get("profile") if unit.get("LoadState") == "loaded" else None,
+            active_state=unit.get("ActiveState"),
+            sub_state=unit.get("SubState"),
+            last_good_profile=server.get("last_good_profile"),
+            manifest=raw.get("manifest") or None,
+            emulated=bool((local.get("sglang_host") or {}).get("emulated")),
+            asked=server.get("asked"),
+            rolled_back=server.get("rolled_back") or None,
+        )
+    return out
+
+
+def parse_fleet(data: dict, hosts: dict) -> dict:
+    """router host -> fleet.fleet_view() from the set_stats data of playbooks/status.yml and parse_status()'s hosts;
+    a router host of the inventory (sglang_router_hosts) that reported nothing is shown as unreachable."""
+    facts = {
+        h: {
+            "profile": s.profile,
+            "serving": s.serving,
+            "stack": s.stack,
+            "asked": s.asked,
+            "rolled_back": s.rolled_back,
+        }
+        for h, s in hosts.items()
+    }
+    reported = data.get("sglang_router_status") or {}
+    silent = {
+        router: {
+            "deployed": True,
+            "error": f"the router host {router} did not report (unreachable, or its status task failed: see above):"
+            " bring it back, then run sglang-deploy status again",
+        }
+        for router in data.get("sglang_router_hosts") or []
+        if router not in reported
+    }
+    return {
+        router: fleet.fleet_view(router, {**raw, "unit": parse_systemctl_show(raw.get("unit") or "")}, facts)
+        for router, raw in sorted({**silent, **reported}.items())
+    }

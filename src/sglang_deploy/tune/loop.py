@@ -1,0 +1,180 @@
+"""The search loop: every runnable candidate measured (stage 1), the top ones with the full workload (two-stage),
+then the repeats, within the budget. Each run is looked up in the store first and stored as soon as it completes.
+
+The loop gets a ``deploy`` callable (the API passes one that runs the deploy playbook): nothing here talks to a
+host or prints.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from .outcome import Outcome, evaluate
+from .planning import Planned, run_key
+from .ranking import ranking
+from .searchfile import Search, Workload
+from .store import FAILED, Store
+
+
+@dataclass
+class Budget:
+    candidates: int | None = None
+    seconds: float | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> "Budget":
+        """'12' = candidates, '90s' / '30m' / '2h' = time. ValueError with the accepted forms."""
+        if not text:
+            return cls()
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(text))
+        if not m or (not m.group(2) and "." in m.group(1)) or float(m.group(1)) <= 0:
+            raise ValueError(f"budget {text!r}: a number of candidates (12) or a time (90s, 30m, 2h)")
+        if not m.group(2):
+            return cls(candidates=int(m.group(1)))
+        return cls(seconds=float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)])
+
+    @property
+    def text(self) -> str:
+        if self.candidates:
+            return f"{self.candidates} candidates"
+        return f"{self.seconds:g} s" if self.seconds else "none"
+
+
+# deploy(planned, workload, stage, repeat) -> record fields: status, kind, error, journal, metrics, result_files...
+Deployer = Callable[[Planned, Workload, str, int], dict]
+
+
+def run_search(
+    search: Search,
+    planned: list,
+    excluded: list,
+    deploy: Deployer,
+    store: Store,
+    budget: Budget | None = None,
+    on_progress: Callable[[str], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    unplanned: int = 0,
+) -> Outcome:
+    """Measure the runnable candidates (stage 1), the top ones with the full workload (two-stage), then the
+    repeats; every run is looked up in the store first and stored as soon as it completes."""
+    budget = budget or Budget()
+    out = Outcome(search=search, planned=planned, excluded=excluded, budget=budget.text, unplanned=unplanned)
+    run = _Run(out, deploy, store, budget, on_progress or (lambda text: None), clock)
+    try:
+        run.first_stage()
+        if search.short and not run.spent():
+            run.full_stage()
+        if search.repeat_times > 1 and search.repeat_top and not run.spent():
+            run.repeats()
+    except KeyboardInterrupt:  # Ctrl-C (the deploy was cancelled): keep what is stored, report it
+        out.cancelled = True
+    out.interrupted = run.spent()
+    out.elapsed_s = run.elapsed()
+    store.update_meta(spent_s=out.elapsed_s)
+    evaluate(out, run.by_key)
+    return out
+
+
+class _Run:
+    """One call of run_search: its clock, its budget and the records it gathers into ``out``."""
+
+    def __init__(self, out: Outcome, deploy: Deployer, store: Store, budget: Budget, say, clock) -> None:
+        self.out, self.search, self.deploy, self.store = out, out.search, deploy, store
+        self.budget, self.say, self.clock = budget, say, clock
+        self.t0 = clock()
+        self.earlier_s = float(store.meta().get("spent_s") or 0)  # earlier runs of this search (interrupted, resumed)
+        self.runnable = out.runnable
+        self.by_key: dict = {}
+
+    def spent(self) -> bool:
+        return self.budget.seconds is not None and self.clock() - self.t0 >= self.budget.seconds
+
+    def elapsed(self) -> float:
+        """Seconds of the whole search: this run and the earlier ones."""
+        return round(self.earlier_s + self.clock() - self.t0, 3)
+
+    def measure(self, p: Planned, workload: Workload, stage: str, repeat: int, label: str) -> dict | None:
+        """The record of one run: the stored one, else a new one (None when the time budget is spent first)."""
+        key = run_key(p.key, workload, self.search.vars, repeat)
+        rec = self.store.get(key)
+        if rec is not None:
+            self.say(f"{label}: stored result ({rec['status']}) for candidate {p.candidate.index} [{p.key}]")
+        elif self.spent():
+            return None
+        else:
+            rec = self._run(key, p, workload, stage, repeat, label)
+        self.out.records.append(rec)
+        self.by_key.setdefault(p.key, []).append(rec)
+        return rec
+
+    def _run(self, key: str, p: Planned, workload: Workload, stage: str, repeat: int, label: str) -> dict:
+        self.say(f"{label}: candidate {p.candidate.index} [{p.key}] {p.candidate.label}")
+        started = self.clock()
+        fields = self.deploy(p, workload, stage, repeat)
+        rec = {
+            "key": key,
+            "candidate_key": p.key,
+            "candidate": p.candidate.index,
+            "label": p.candidate.label,
+            "choices": p.candidate.choices,
+            "profile": p.profile,
+            "stage": stage,
+            "repeat": repeat,
+            "workload": asdict(workload),
+            "elapsed_s": round(self.clock() - started, 3),
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "elapsed_at_s": self.elapsed(),
+            **fields,
+        }
+        self.store.put(key, rec)
+        self.store.update_meta(spent_s=self.elapsed())
+        self.out.new_runs += 1
+        self.say(
+            f"{label}: candidate {p.candidate.index} {rec['status']}"
+            + (f" ({rec.get('kind')})" if rec["status"] == FAILED else "")
+        )
+        return rec
+
+    def first_stage(self) -> None:
+        """Every runnable candidate, until the budget is spent (the rest: skipped_budget)."""
+        stage = "short" if self.search.short else "full"
+        runnable = self.runnable
+        for i, p in enumerate(runnable, 1):
+            over = self.budget.candidates is not None and i - 1 >= self.budget.candidates
+            if (
+                over
+                or self.spent()
+                or self.measure(p, self.search.stage1, stage, 0, f"[{i}/{len(runnable)}] {stage}") is None
+            ):
+                self.out.skipped_budget = runnable[i - 1 :]
+                return
+
+    def top(self, n: int, stage: str) -> list:
+        """The union over objectives of the n best candidates with an ok run of the stage, within limits."""
+        chosen: list = []
+        for obj in self.search.objectives:
+            rows = ranking(self.search, obj, self.runnable, self.by_key, stage)
+            for row in [r for r in rows if r["within_limits"]][:n]:
+                p = next(q for q in self.runnable if q.key == row["key"])
+                if p not in chosen:
+                    chosen.append(p)
+        return chosen
+
+    def full_stage(self) -> None:
+        """Two-stage: the full workload for the top candidates of the short one."""
+        finalists = self.top(self.search.full_top, "short")
+        for j, p in enumerate(finalists, 1):
+            if self.measure(p, self.search.workload, "full", 0, f"[full {j}/{len(finalists)}]") is None:
+                return
+
+    def repeats(self) -> None:
+        """The top candidates measured again; the rounds interleave the candidates, so drift hits them alike."""
+        times = self.search.repeat_times
+        again = self.top(self.search.repeat_top, "full")
+        rounds = [(r, j, p) for r in range(1, times) for j, p in enumerate(again, 1)]
+        for r, j, p in rounds:
+            if self.measure(p, self.search.workload, "full", r, f"[repeat {r + 1}/{times}, {j}/{len(again)}]") is None:
+                return
