@@ -1,5 +1,5 @@
 """One owner per fleet concern (issue 21 items 3 and 4): the router's worker list, the router wait, the local-fact
-read, the rule facts and the default profile each live in one task or variable; the host record has one schema,
+read, the rule facts, the default profile and the service roles' shared parts each live in one task or variable; the host record has one schema,
 one writer (library/sglang_host_record.py, its logic in sglang_deploy.host.host_record) and one reader."""
 
 from __future__ import annotations
@@ -38,11 +38,15 @@ def where(pattern: str) -> list[str]:
         ("the rule facts", r"sglang_host_rule_facts", "roles/sglang_server/tasks/facts.yml"),
         ("the default profile", r"'baseline'\)", "roles/sglang_server/defaults/main.yml"),
         ("the host record's writer", r"^\s*sglang_host_record:", None),
+        ("a service account", r"ansible\.builtin\.user:", "roles/sglang_service/tasks/account.yml"),
+        ("a service's launcher", r"src: launch\.py", "roles/sglang_service/tasks/launcher.yml"),
+        ("a service's environment file", r"mode: \"0600\"\n  no_log: true", "roles/sglang_service/tasks/files.yml"),
     ],
 )
 def test_each_fleet_concern_is_written_in_one_place(what, pattern, owner):
     """The worker list was written in 4 task files, the router waited for in 6, local facts re-read in 6, the rule
-    facts built twice (playbooks/stack.yml's copy lacked api_key_set and router_worker_url), baseline in two."""
+    facts built twice (playbooks/stack.yml's copy lacked api_key_set and router_worker_url), baseline in two; the
+    service account, launcher, environment file and unit in both service roles."""
     found = where(pattern)
     if owner is None:  # the module: only the server role writes the record (asked, deployed, rolled back; read)
         assert found and all(f.startswith("roles/sglang_server/tasks/") for f in found), found

@@ -17,12 +17,18 @@ PLAYBOOK_BIN = Path(sys.executable).parent / "ansible-playbook"
 VALIDATE = "sglang_server : Validate the profile and render its launch for this host"
 # phase -> (a task it runs, a task of another phase it leaves out)
 PHASE_TASKS = {
-    "install": ("sglang_server : Create the service account", "sglang_server : Write the systemd unit of the profile"),
-    "model": ("Fetch, verify and install the checkpoint of the model lock", "sglang_server : Install the launcher"),
-    "configure": ("sglang_server : Write the systemd unit of the profile", "sglang_server : Install the launcher"),
+    "install": ("sglang_service : Create the service account", "sglang_service : Write the service's systemd unit"),
+    "model": (
+        "Fetch, verify and install the checkpoint of the model lock",
+        "sglang_service : Install the launcher that keeps the secrets out of argv",
+    ),
+    "configure": (
+        "sglang_service : Write the service's systemd unit",
+        "sglang_service : Install the launcher that keeps the secrets out of argv",
+    ),
     "restart": (
         "sglang_server : Wait for the server to be ready and to answer sanely",
-        "sglang_server : Write the systemd unit of the profile",
+        "sglang_service : Write the service's systemd unit",
     ),
     "benchmark": (
         "sglang_benchmark : Run the benchmark sweep",
