@@ -8,7 +8,7 @@ import json
 from ansible.errors import AnsibleFilterError
 
 from sglang_deploy import compare_report, flags, fleet, formats, nodes, profiles, rules, secret_names
-from sglang_deploy.host import gpu
+from sglang_deploy.host import gpu, host_record
 
 
 def _slurped_json(result: dict, name: str) -> object:
@@ -97,7 +97,7 @@ def fleet_summary(hosts: list, hostvars, profile: str, routed: bool) -> list[dic
     previous, results = {}, {}
     for host in hosts:
         hv = hostvars[host]
-        previous[host] = ((hv.get("ansible_local") or {}).get("sglang_server") or {}).get("last_good_profile")
+        previous[host] = host_record.read(hv.get("ansible_local"))["last_good_profile"]
         if hv.get("sglang_fleet_done"):
             results[host] = {
                 "restarted": bool(hv.get("sglang_fleet_restarted", True)),
@@ -115,14 +115,14 @@ def fleet_summary(hosts: list, hostvars, profile: str, routed: bool) -> list[dic
 def fleet_replicas(hosts: list, hostvars) -> dict:
     """What each replica behind the router serves, for the context of a benchmark through the router: the launch
     deployed in this run (sglang_server_deployed: profile, SGLang version, argv, masked environment), else the profile
-    of its local fact, with its stack manifest and GPU facts."""
+    of its host record, with its stack manifest and GPU facts."""
     out = {}
     for host in hosts:
         hv = hostvars[host] if host in hostvars else {}
         deployed = hv.get("sglang_server_deployed") or None
         local = hv.get("ansible_local") or {}
         out[host] = {
-            "profile": (deployed or local.get("sglang_server") or {}).get("profile"),
+            "profile": (deployed or host_record.read(local)).get("profile"),
             "deployed": deployed,
             "stack": local.get("sglang_stack") or {},
             "gpu": (hv.get("ansible_facts") or {}).get("sglang_gpu") or {},

@@ -155,3 +155,14 @@ def test_the_module_records_each_event_once(tmp_path):
     assert results[4]["record"]["rolled_back"] == {"from": "big", "to": "nextn", "at": "2026-12-01T12:00:00Z"}
     assert results[4]["record"]["profile"] == "nextn" and results[4]["record"]["asked"] == "big"
     assert json.loads(path.read_text()) == results[3]["record"]  # check mode wrote nothing
+
+
+def test_python_reads_the_host_record_only_through_its_reader():
+    """api.parse_status and the fleet filters each took the local fact apart themselves."""
+    readers = [
+        str(p.relative_to(REPO))
+        for folder in ("src", "filter_plugins", "action_plugins", "library")
+        for p in (REPO / folder).rglob("*.py")
+        if re.search(r"""\.get\(["']sglang_server["']\)""", p.read_text())
+    ]
+    assert readers == ["src/sglang_deploy/host/host_record.py"]

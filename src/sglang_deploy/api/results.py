@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from sglang_deploy import fleet
+from sglang_deploy.host import host_record
 from sglang_deploy.host.readiness import parse_systemctl_show
 
 
@@ -235,17 +236,17 @@ def parse_status(data: dict) -> dict:
     for host, raw in sorted((data.get("sglang_status") or {}).items()):
         unit = parse_systemctl_show(raw.get("unit") or "")
         local = raw.get("local") or {}
-        server = local.get("sglang_server") or {}  # the sglang_server role's local fact
+        server = host_record.read(local)
         out[host] = HostStatus(
             host=host,
-            profile=server.get("profile") if unit.get("LoadState") == "loaded" else None,
+            profile=server["profile"] if unit.get("LoadState") == "loaded" else None,
             active_state=unit.get("ActiveState"),
             sub_state=unit.get("SubState"),
-            last_good_profile=server.get("last_good_profile"),
+            last_good_profile=server["last_good_profile"],
             manifest=raw.get("manifest") or None,
             emulated=bool((local.get("sglang_host") or {}).get("emulated")),
-            asked=server.get("asked"),
-            rolled_back=server.get("rolled_back") or None,
+            asked=server["asked"],
+            rolled_back=server["rolled_back"] or None,
         )
     return out
 
