@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -284,6 +285,16 @@ def test_deploy_returns_outcome_and_benchmark(baseline_with_key):
     for m in res["levels"]:
         assert m["completed"] == m["requests"] == 4
         assert m["output_throughput_tok_s"] > 0 and m["decode_tok_s_per_request"]["mean"] > 0
+    # Where the running server's start went, from the lab host's journal: the emulator's lines, marked as such.
+    startup = res["context"]["deployed"]["startup"]
+    assert startup["clock"] == "journal" and startup["emulated"], startup
+    assert list(startup["milestones"])[0] == "process_start" and "cuda_graphs_captured" in startup["milestones"]
+    assert startup["summary"].endswith("(EMULATED server: synthetic timing)")
+    # Its caches are in the stack's folder (the lab has no stack), which the role made the service account's.
+    env = subprocess.run(["docker", "exec", LAB_HOST, "cat", "/etc/sglang/sglang.env"], capture_output=True, text=True)
+    assert 'TORCHINDUCTOR_CACHE_DIR="/var/lib/sglang/cache/no-stack/inductor"' in env.stdout.splitlines()
+    owner = ["docker", "exec", LAB_HOST, "stat", "-c", "%U %a", "/var/lib/sglang/cache/no-stack"]
+    assert subprocess.run(owner, capture_output=True, text=True).stdout.split() == ["sglang", "750"]
 
 
 @lab
