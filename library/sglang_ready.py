@@ -132,7 +132,7 @@ startup:
       cuda_graphs_captured, http_up, ready); C(phases) the seconds per phase (imports, weights and cuda_graphs
       as SGLang reports them, kv_cache, warmup, total, other); C(jit_builds) the DeepGEMM and late Triton
       compile lines (FlashInfer logs none); C(emulated) when the lab's emulator wrote them; C(summary) in words.
-    - C({"error": ...}) when systemd or the journal cannot say.
+    - Only C(error), saying why, when systemd or the journal cannot say.
   returned: with unit, on success or timeout
   type: dict
   sample: {"clock": "journal", "emulated": false,

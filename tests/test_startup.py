@@ -8,6 +8,7 @@ import importlib.util
 import json
 
 import pytest
+import yaml
 from emulator_proc import REPO, Emulator, run_module  # first: puts the repo's module_utils on the import path
 
 import sglang_ready
@@ -129,6 +130,14 @@ def test_sglang_ready_reports_the_start_from_the_units_journal(tmp_path, monkeyp
     assert list(res["startup"]["milestones"]) == ["process_start", *ORDER]
     first = next(i for i, line in enumerate(lines) if "Init torch distributed begin." in line)
     assert res["startup"]["phases"]["imports"] == 1.5 + first
+
+
+def test_the_modules_documentation_of_startup_is_what_parse_returns():
+    """ansible-doc reads each description line as a string (a line holding ': ' was read as a mapping and
+    ansible-doc refused the module); the sample has parse()'s keys."""
+    doc = yaml.safe_load(sglang_ready.RETURN)["startup"]
+    assert all(isinstance(line, str) for line in doc["description"])
+    assert set(doc["sample"]) == set(from_log(FIXTURES / "sglang-0.5.16-h200" / "startup_log.txt"))
 
 
 def test_an_unreadable_journal_leaves_the_wait_standing(monkeypatch):
