@@ -109,6 +109,10 @@ install_env:
   description: Environment of the offline install (no host pip configuration).
   returned: success
   type: dict
+installer:
+  description: The installer of a locked bundle; pip for a bundle layered on an image's Python (C(base)).
+  returned: success
+  type: str
 installer_dir:
   description: Venv that holds the locked uv (O(installer=uv)); empty otherwise.
   returned: success
@@ -142,6 +146,7 @@ from ansible.module_utils.sglang_deploy.stack import (
     check_lock,
     drift,
     install_argv,
+    layered_lock_problems,
     lock_files,
     package_drift,
     pip_steps,
@@ -172,6 +177,8 @@ def main() -> None:
     )
     bundle, lock, root = module.params["bundle"], module.params["lock"], module.params["root"]
     errors = validate(bundle) + check_lock(bundle, lock)
+    if not errors:
+        errors = layered_lock_problems(bundle)
     if errors:
         module.fail_json(msg=f"stack bundle {bundle.get('name')!r} is not usable: " + "; ".join(errors), errors=errors)
 
@@ -183,7 +190,9 @@ def main() -> None:
     built = _read_json(os.path.join(venv, "manifest.json")).get("bundle_id") == bundle_id(bundle)
     manifest = _read_json(os.path.join(root, "manifest.json")) if current else {}
     locked = bool(bundle.get("lock"))
-    wheelhouse, installer = module.params["wheelhouse"], module.params["installer"]
+    layered = bool(bundle.get("base"))
+    # A layered venv installs with the image's pip (no locked uv: the lock is a folder of wheels).
+    wheelhouse, installer = module.params["wheelhouse"], "pip" if layered else module.params["installer"]
     requirements = os.path.join(venv, "requirements.lock.txt")
     uv_entries = list(lock.get("installer", [])) if locked else []
     installer_dir = (
@@ -225,10 +234,11 @@ def main() -> None:
         wheels=lock_files(lock) if locked else [],
         requirements=requirements_text(lock, wheelhouse) if locked else "",
         requirements_file=requirements,
-        install_argv=install_argv(installer, venv, requirements, os.path.join(installer_dir, "bin", "uv"))
+        install_argv=install_argv(installer, venv, requirements, os.path.join(installer_dir, "bin", "uv"), layered)
         if locked
         else [],
         install_env=INSTALL_ENV,
+        installer=installer,
         installer_dir=installer_dir,
         installer_requirements=requirements_text({"packages": uv_entries}, wheelhouse) if installer_dir else "",
         drift=found,

@@ -455,10 +455,78 @@ def lock(
         locked["sglang"] = sglang
     else:
         locked["sglang"] = {"version": versions["sglang"]}
+    return _write(bundle["name"], locked, lock_data, stacks_dir)
+
+
+def lock_wheels(
+    bundle: dict, wheel_dir: Path, stacks_dir: Path, *, name: str | None = None, today: datetime.date | None = None
+) -> LockResult:
+    """Lock a bundle layered on an image's Python (`base`) from a folder of wheels: every *.whl in wheel_dir with its
+    sha256 (sha256_from `wheelhouse`, no URL: the role takes them from that folder as the controller wheelhouse).
+    Nothing is resolved against the image: the folder holds what the image lacks, chosen for it (tools/gpu_stage.py's
+    set for the H200's torch 2.11.0). Its sglang and flashinfer wheels must be the bundle's versions, and it holds no
+    torch (the image's is used)."""
+    if not bundle.get("base"):
+        raise LockError(
+            f"bundle {bundle.get('name')} has no base: --wheels locks only a bundle layered on an image's Python"
+        )
+    errors = floating_errors(bundle)
+    if errors:
+        raise LockError(f"bundle {bundle.get('name')} cannot be locked: " + "; ".join(errors))
+    today = today or datetime.datetime.now(datetime.UTC).date()
+    name = name or f"{bundle['name']}-{today.isoformat()}"
+    if not stack._NAME.match(name):
+        raise LockError(f"bundle name {name!r}: lower-case letters, digits, '.' and '-' only")
+    entries, seen = [], {}
+    for path in sorted(Path(wheel_dir).glob("*.whl")):
+        package, version, _, _ = parse_wheel_filename(path.name)
+        if package in seen:
+            raise LockError(f"{wheel_dir} holds two wheels of {package}: {seen[package]} and {path.name}; keep one")
+        seen[package] = path.name
+        entries.append(
+            {"name": str(package), "version": str(version), "file": path.name, "url": None}
+            | {"sha256": wheel_fetch.sha256_file(str(path)), "sha256_from": "wheelhouse"}
+        )
+    flashinfer = canonicalize_name(bundle["flashinfer"].get("package", "flashinfer-python"))
+    versions = {entry["name"]: entry["version"] for entry in entries}
+    wanted = {"sglang": bundle["sglang"].get("version"), flashinfer: bundle["flashinfer"]["version"]}
+    problems = [
+        f"{package}: the bundle wants {version}, {wheel_dir} holds {versions.get(package, 'no wheel of it')}"
+        for package, version in wanted.items()
+        if versions.get(package) != version
+    ]
+    if "torch" in versions:
+        problems.append(f"{seen['torch']}: the image's torch is used; take torch out of {wheel_dir}")
+    if problems:
+        raise LockError(f"bundle {bundle['name']} cannot be locked from {wheel_dir}: " + "; ".join(problems))
+    lock_data = {
+        "bundle": name,
+        "locked_from": bundle["name"],
+        "locked_at": datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat(),
+        "resolver": "none: the wheels of a folder, layered on the image's Python",
+        "python": bundle["python"],
+        "base": bundle["base"],
+        "requirements": [],
+        "overrides": [],
+        "notes": [
+            f"{len(entries)} wheels from {Path(wheel_dir).name}/; torch {bundle['torch']['version']} is the image's"
+        ],
+        "packages": entries,
+        "installer": [],
+    }
+    locked = {key: value for key, value in copy.deepcopy(bundle).items() if key not in ("hashes", "exclude_newer")}
+    locked["name"] = name
+    locked["locked_from"] = bundle["name"]
+    return _write(bundle["name"], locked, lock_data, stacks_dir)
+
+
+def _write(source: str, locked: dict, lock_data: dict, stacks_dir: Path) -> LockResult:
+    """Write the locked bundle <name>.yml (naming its lock and the lock's id) and <name>.lock.yml."""
+    name = locked["name"]
     locked["lock"] = {"file": f"{name}.lock.yml", "id": stack.lock_id(lock_data)}
     bundle_file, lock_file = stacks_dir / f"{name}.yml", stacks_dir / f"{name}.lock.yml"
     header = (
-        f"# Written by `sglang-deploy stack lock {bundle['name']}` on {lock_data['locked_at']}; "
+        f"# Written by `sglang-deploy stack lock {source}` on {lock_data['locked_at']}; "
         "do not edit (the lock id would no longer match).\n---\n"
     )
     # write_file replaces a link planted at either name instead of writing through it into another file.

@@ -3,6 +3,7 @@
 import json
 import platform
 import sys
+import sysconfig
 from importlib import metadata
 
 import flashinfer  # noqa: F401  (the import is the check)
@@ -38,7 +39,13 @@ json.dump(
         },
         "torch_cuda": torch.version.cuda,
         "sglang_git_sha": git_sha(),
-        "packages": {dist.metadata["Name"]: dist.version for dist in metadata.distributions()},
+        # The venv's own packages: a venv layered on an image's Python also sees the image's (torch), not its own.
+        "packages": {
+            dist.metadata["Name"]: dist.version
+            for dist in metadata.distributions(
+                path=sorted({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")})
+            )
+        },
     },
     sys.stdout,
 )

@@ -44,6 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     _common(lock)
     lock.add_argument("--name", help="name of the locked bundle (default BUNDLE-YYYY-MM-DD)")
+    lock.add_argument(
+        "--wheels",
+        type=Path,
+        help="a bundle layered on an image's Python (base): lock the wheels of this folder, each with its sha256 "
+        "(the wheels the image lacks; nothing is resolved)",
+    )
     lock.set_defaults(func=run_lock)
 
     fetch = actions.add_parser(
@@ -105,18 +111,28 @@ def run_lock(args: argparse.Namespace) -> int:
     errors = stack_lock.floating_errors(bundle)
     if errors:
         raise UsageError(f"bundle {args.bundle} cannot be locked: " + "; ".join(errors))
+    if bool(bundle.get("base")) != bool(args.wheels):
+        raise UsageError(
+            f"bundle {args.bundle}: --wheels DIR locks a bundle layered on an image's Python (base), and only such a "
+            "bundle; "
+            + ("give the folder of the wheels the image lacks" if bundle.get("base") else "leave --wheels out")
+        )
     start = time.monotonic()
     try:
-        result = stack_lock.lock(bundle, args.stacks_dir, args.wheelhouse, name=args.name)
+        if args.wheels:
+            result = stack_lock.lock_wheels(bundle, args.wheels, args.stacks_dir, name=args.name)
+        else:
+            result = stack_lock.lock(bundle, args.stacks_dir, args.wheelhouse, name=args.name)
     except stack_lock.LockError as exc:
         print(f"sglang-deploy stack lock: {exc}", file=sys.stderr)
         return 1
     packages = result.lock["packages"]
-    by_source = {source: sum(p["sha256_from"] == source for p in packages) for source in ("index", "download", "build")}
+    sources = ("index", "download", "build", "wheelhouse")
+    by_source = {source: sum(p["sha256_from"] == source for p in packages) for source in sources}
     print(
         f"locked {bundle['name']} as {result.bundle['name']} in {time.monotonic() - start:.1f} s: {len(packages)} "
         f"packages (sha256 from the index {by_source['index']}, from the download {by_source['download']}, "
-        f"from a build {by_source['build']})"
+        f"from a build {by_source['build']}, from the wheel folder {by_source['wheelhouse']})"
     )
     print(
         f"  torch {result.bundle['torch']['version']}, {result.bundle['flashinfer'].get('package', 'flashinfer-python')} "
@@ -126,9 +142,12 @@ def run_lock(args: argparse.Namespace) -> int:
     for note in result.notes:
         print(f"  note: {note}")
     print(f"wrote {result.bundle_file} and {result.lock_file}")
-    print(
-        f"next: sglang-deploy stack fetch {result.bundle['name']}; then deploy with -e sglang_stack_bundle={result.bundle['name']}"
+    first = (
+        f"the role takes the wheels from {args.wheels} (-e sglang_stack_wheelhouse={args.wheels})"
+        if args.wheels
+        else f"sglang-deploy stack fetch {result.bundle['name']}"
     )
+    print(f"next: {first}; then deploy with -e sglang_stack_bundle={result.bundle['name']}")
     return 0
 
 

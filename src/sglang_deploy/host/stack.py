@@ -58,6 +58,7 @@ def validate(bundle: dict) -> list[str]:
         if not isinstance(bundle.get(key, []), list):
             errors.append(f"{key}: must be a list")
     errors += requirement_problems(bundle) + index_url_problems(bundle) + lock_file_problems(bundle)
+    errors += base_problems(bundle)
     if not isinstance(bundle.get("hashes", {}), dict):
         errors.append("hashes: must map 'name==version' to a sha256 hex digest")
     return errors
@@ -89,6 +90,33 @@ VERSION = re.compile(r"[A-Za-z0-9.*+!_=<>~, ]*[A-Za-z0-9.*+!_]")
 INDEX_URL = re.compile(r"https?://\S+|file:///\S*")
 # The lock file a locked bundle names: a plain file name beside the bundle, never a path.
 LOCK_FILE = re.compile(r"[a-z0-9][a-z0-9.-]*\.lock\.yml")
+
+
+# The interpreter of an image a layered bundle's venv is made with: an absolute path, no part '.' or '..' or beginning
+# with '-'; the role runs it as root.
+BASE_PYTHON = re.compile(r"(?:/(?!\.\.?(?:/|\Z))[A-Za-z0-9_.+][A-Za-z0-9_.+-]*)+")
+
+
+def base_problems(bundle: dict) -> list[str]:
+    """A base (the image's Python that a layered bundle's venv is made with) that is not a mapping with an absolute
+    interpreter path."""
+    base = bundle.get("base")
+    if base is None:
+        return []
+    if not (isinstance(base, dict) and isinstance(base.get("python"), str) and BASE_PYTHON.fullmatch(base["python"])):
+        return ["base.python: the absolute path of the image's interpreter, such as /opt/torch/.venv/bin/python"]
+    return []
+
+
+def layered_lock_problems(bundle: dict) -> list[str]:
+    """A bundle layered on an image's Python installs only the wheels of its lock: nothing is resolved against what
+    the image holds."""
+    if bundle.get("base") and not bundle.get("lock"):
+        return [
+            f"base: a bundle layered on an image's Python installs only from a lock; lock it from the folder of the "
+            f"wheels the image lacks: sglang-deploy stack lock {bundle.get('name')} --wheels DIR"
+        ]
+    return []
 
 
 def _control(text: str) -> bool:
@@ -298,12 +326,17 @@ def requirements_text(lock: dict, wheel_dir: str) -> str:
 INSTALL_ENV = {"PIP_CONFIG_FILE": os.devnull}
 
 
-def install_argv(installer: str, venv: str, requirements: str, uv: str = "") -> list[str]:
+def install_argv(installer: str, venv: str, requirements: str, uv: str = "", layered: bool = False) -> list[str]:
     """Offline install of a locked requirements file into venv: no index, no dependency resolution, hashes required
     (run with INSTALL_ENV). Bytecode is compiled at install, as pip does by default: the service account cannot
-    write __pycache__ in the root-owned venv, so uncompiled modules would be compiled again at every start."""
+    write __pycache__ in the root-owned venv, so uncompiled modules would be compiled again at every start.
+    A layered venv (made without pip) installs with the image's pip, which it sees through its .pth, with
+    --ignore-installed: every locked wheel goes into the venv, also where the image holds the same version, and
+    the image's own packages are never touched."""
     common = ["--no-index", "--no-deps", "--require-hashes", "-r", requirements]
-    if installer == "uv":
+    if layered:
+        common.append("--ignore-installed")
+    if installer == "uv" and not layered:
         return [
             uv,
             "pip",
