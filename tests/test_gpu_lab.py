@@ -4,6 +4,7 @@ merged-usr upper layer (only what the host lacks), the boot script's mounts, and
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,19 @@ def test_upper_plan_takes_only_what_the_host_lacks_under_merged_usr(tmp_path):
         "usr/lib/systemd/systemd",
         "usr/lib/x86_64-linux-gnu/libip4tc.so.2",
     ]
+
+
+def test_fill_upper_copies_files_and_links_and_a_second_boot_keeps_what_is_there(tmp_path):
+    tree, upper, host = tmp_path / "debroot", tmp_path / "upper", tmp_path / "host"
+    (tree / "lib/systemd").mkdir(parents=True)
+    (tree / "lib/systemd/systemd").write_text("252")
+    (tree / "lib/systemd/link").symlink_to("systemd")
+    host.mkdir()
+    assert gpu_lab.fill_upper(tree, upper, host) == ["usr/lib/systemd/link", "usr/lib/systemd/systemd"]
+    assert os.readlink(upper / "usr/lib/systemd/link") == "systemd"
+    (upper / "usr/lib/systemd/systemd").write_text("changed inside the lab")
+    gpu_lab.fill_upper(tree, upper, host)  # copying onto the link raised FileExistsError
+    assert (upper / "usr/lib/systemd/systemd").read_text() == "changed inside the lab"
 
 
 def test_boot_script_mounts_then_execs_systemd_in_the_merged_root(tmp_path):

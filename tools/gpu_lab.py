@@ -198,6 +198,19 @@ def upper_plan(tree: Path, host: Path = Path("/")) -> list[str]:
     return sorted(wanted)
 
 
+def fill_upper(tree: Path, upper: Path, host: Path = Path("/")) -> list[str]:
+    """Copy upper_plan's files into the upper layer; those a lab booted before on this root left there are kept (its
+    state, the stack and the unit included, survives a stop and a boot)."""
+    wanted = upper_plan(tree, host)
+    for rel in wanted:
+        if os.path.lexists(upper / rel):
+            continue
+        src = tree / rel if os.path.lexists(tree / rel) else tree / rel.removeprefix("usr/")
+        (upper / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, upper / rel, follow_symlinks=False)
+    return wanted
+
+
 def boot_script(merged: Path, upper: Path, work: Path, binds: list[str]) -> str:
     """The script unshare runs: overlay, mounts, then exec systemd as the namespace's PID 1."""
     lines = [
@@ -259,11 +272,7 @@ def boot(parts: Path, root: Path, binds: list[str], python: str, timeout: float 
     join(parts, stage)
     for deb in sorted((stage / "debs").glob("*.deb")):
         subprocess.run(["dpkg-deb", "-x", str(deb), str(debroot)], check=True)
-    copied = upper_plan(debroot)
-    for rel in copied:
-        src = debroot / rel if os.path.lexists(debroot / rel) else debroot / rel.removeprefix("usr/")
-        (upper / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, upper / rel, follow_symlinks=False)
+    copied = fill_upper(debroot, upper)
     (upper / "etc/systemd/system").mkdir(parents=True, exist_ok=True)
     venv = ansible_venv(stage, root, python) if any((stage / "whl").glob("*.whl")) else None
     unpacked = time.monotonic()
