@@ -43,12 +43,12 @@ def test_parts_round_trip_and_a_broken_part_is_refused(tmp_path):
     (work / "whl" / "x-1-py3-none-any.whl").write_bytes(b"w" * 300)
     parts = gpu_lab.pack(work, tmp_path / "parts", part_bytes=1000)
     assert [p.name for p in parts] == [f"part{i:02d}" for i in range(len(parts))] and len(parts) > 1
-    gpu_lab.join(tmp_path / "parts", tmp_path / "stage")
+    gpu_lab.join(tmp_path / "parts", tmp_path / "stage" / "lab.tar")
     assert (tmp_path / "stage" / "debs" / "systemd_252_amd64.deb").read_bytes() == b"d" * 300
     assert not (tmp_path / "stage" / "lab.tar").exists()
     parts[-1].write_bytes(parts[-1].read_bytes()[:-1])
     with pytest.raises(gpu_lab.LabError, match="a part is missing or broken"):
-        gpu_lab.join(tmp_path / "parts", tmp_path / "stage2")
+        gpu_lab.join(tmp_path / "parts", tmp_path / "stage2" / "lab.tar")
 
 
 def test_upper_plan_takes_only_what_the_host_lacks_under_merged_usr(tmp_path):
@@ -110,7 +110,7 @@ def test_pack_keeps_only_debs_and_wheels(tmp_path):
     (work / "notes.txt").write_text("not carried")
     (work / "whl" / "a-1-py3-none-any.whl").write_bytes(b"a")
     gpu_lab.pack(work, tmp_path / "parts")
-    gpu_lab.join(tmp_path / "parts", tmp_path / "stage")
+    gpu_lab.join(tmp_path / "parts", tmp_path / "stage" / "lab.tar")
     assert sorted(p.relative_to(tmp_path / "stage").as_posix() for p in (tmp_path / "stage").rglob("*")) == [
         "whl",
         "whl/a-1-py3-none-any.whl",

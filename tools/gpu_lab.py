@@ -135,7 +135,8 @@ def fetch(work: Path) -> None:
 
 
 def split(data: Path, parts: Path, part_bytes: int = PART_BYTES) -> list[Path]:
-    """Cut data into parts/partNN of part_bytes and write parts/lab.sha256 (of the whole); data is removed."""
+    """Cut data into parts/partNN of part_bytes (old parts removed) and write parts/<stem>.sha256 of the whole, as
+    `sha256sum -c` reads it; data is removed. tools/gpu_stage.py packs its wheels with it too."""
     parts.mkdir(parents=True, exist_ok=True)
     for old in parts.glob("part*"):
         old.unlink()
@@ -146,7 +147,7 @@ def split(data: Path, parts: Path, part_bytes: int = PART_BYTES) -> list[Path]:
             part = parts / f"part{len(written):02d}"
             part.write_bytes(chunk)
             written.append(part)
-    (parts / "lab.sha256").write_text(f"{digest.hexdigest()}  lab.tar\n")
+    (parts / f"{data.stem}.sha256").write_text(f"{digest.hexdigest()}  {data.name}\n")
     data.unlink()
     return written
 
@@ -160,22 +161,21 @@ def pack(work: Path, parts: Path, part_bytes: int = PART_BYTES) -> list[Path]:
     return split(tar_path, parts, part_bytes)
 
 
-def join(parts: Path, dest: Path) -> None:
-    """Join parts/part*, check lab.sha256 and unpack into dest (debs/, whl/)."""
+def join(parts: Path, tar_path: Path) -> None:
+    """Join parts/part* into tar_path, check it against parts/<stem>.sha256, unpack it beside itself and remove it."""
     digest = hashlib.sha256()
-    tar_path = dest / "lab.tar"
-    dest.mkdir(parents=True, exist_ok=True)
+    tar_path.parent.mkdir(parents=True, exist_ok=True)
     with tar_path.open("wb") as out:
         for part in sorted(parts.glob("part*")):
             data = part.read_bytes()
             digest.update(data)
             out.write(data)
-    expected = (parts / "lab.sha256").read_text().split()[0]
+    expected = (parts / f"{tar_path.stem}.sha256").read_text().split()[0]
     if digest.hexdigest() != expected:
         raise LabError(f"sha256 of the joined parts {digest.hexdigest()} != {expected}: a part is missing or broken")
     with tarfile.open(tar_path) as tar:
-        # the data filter where this Python has it (3.11.4+, 3.12): no links or paths out of dest
-        tar.extractall(dest, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
+        # the data filter where this Python has it (3.11.4+, 3.12): no links or paths out of the folder
+        tar.extractall(tar_path.parent, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     tar_path.unlink()
 
 
@@ -269,7 +269,7 @@ def boot(parts: Path, root: Path, binds: list[str], python: str, timeout: float 
     stage, debroot, upper, work, merged = (root / name for name in ("stage", "debroot", "upper", "work", "merged"))
     for folder in (debroot, upper, work, merged):
         folder.mkdir(parents=True, exist_ok=True)
-    join(parts, stage)
+    join(parts, stage / "lab.tar")
     for deb in sorted((stage / "debs").glob("*.deb")):
         subprocess.run(["dpkg-deb", "-x", str(deb), str(debroot)], check=True)
     copied = fill_upper(debroot, upper)

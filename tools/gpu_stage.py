@@ -26,11 +26,16 @@ torch, triton, numpy, flashinfer's CUDA libraries stay). tokenizers 0.22.2 is pi
 from __future__ import annotations
 
 import argparse
-import hashlib
+import importlib.util
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
+
+# The parts are cut and joined by tools/gpu_lab.py's split and join (checked against the whole's sha256).
+_spec = importlib.util.spec_from_file_location("gpu_lab", Path(__file__).resolve().parent / "gpu_lab.py")
+gpu_lab = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gpu_lab)
 
 PART_BYTES = 60_000_000  # a transfer carries 64 MiB with the working tree: leave room for it
 PLATFORMS = (
@@ -148,22 +153,11 @@ def download(work: Path) -> None:
 
 
 def pack(work: Path, parts: Path, part_bytes: int = PART_BYTES) -> list[Path]:
-    parts.mkdir(parents=True, exist_ok=True)
     tar_path = work / "wheels.tar"
     with tarfile.open(tar_path, "w") as tar:
         for wheel in sorted((work / "whl").glob("*.whl")):
             tar.add(wheel, arcname=f"whl/{wheel.name}")
-    digest = hashlib.sha256()
-    written = []
-    with tar_path.open("rb") as src:
-        while chunk := src.read(part_bytes):
-            digest.update(chunk)
-            part = parts / f"part{len(written):02d}"
-            part.write_bytes(chunk)
-            written.append(part)
-    (parts / "wheels.sha256").write_text(f"{digest.hexdigest()}  wheels.tar\n")
-    tar_path.unlink()
-    return written
+    return gpu_lab.split(tar_path, parts, part_bytes)  # parts/partNN and parts/wheels.sha256
 
 
 TRANSFER_BYTES = 64 * 2**20  # what one device call carries: the working tree and the carried paths
@@ -221,18 +215,10 @@ def plan(parts: Path) -> list[str]:
 
 
 def install(stage: Path, site: Path) -> None:
-    tar_path = stage / "wheels.tar"
-    digest = hashlib.sha256()
-    with tar_path.open("wb") as out:
-        for part in sorted(stage.glob("part*")):
-            data = part.read_bytes()
-            digest.update(data)
-            out.write(data)
-    expected = (stage / "wheels.sha256").read_text().split()[0]
-    if digest.hexdigest() != expected:
-        sys.exit(f"sha256 mismatch: {digest.hexdigest()} != {expected} (a part is missing or broken)")
-    with tarfile.open(tar_path) as tar:
-        tar.extractall(stage, filter="data")
+    try:
+        gpu_lab.join(stage, stage / "wheels.tar")  # stage/part* and stage/wheels.sha256 -> stage/whl
+    except gpu_lab.LabError as exc:
+        sys.exit(f"gpu_stage install: {exc}")
     wheels = sorted(str(w) for w in (stage / "whl").glob("*.whl"))
     subprocess.run(
         [
