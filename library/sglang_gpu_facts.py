@@ -19,7 +19,7 @@ version_added: "0.1.0"
 author: sglang-deploy
 options:
   nvidia_smi:
-    description: Path or name of the nvidia-smi binary.
+    description: Path or name of the nvidia-smi binary; a name is looked for on PATH, then in /usr/local/nvidia/bin.
     type: str
     default: nvidia-smi
   cuda_version:
@@ -89,6 +89,11 @@ from ansible.module_utils.sglang_deploy.gpu import (
 )
 
 
+# Searched after PATH: where NVIDIA's container runtime and GPU operator put the driver's tools (the H200 test
+# machine has nvidia-smi only there), which a non-login shell's PATH (Ansible over ssh) leaves out.
+NVIDIA_SMI_DIRS = ["/usr/local/nvidia/bin"]
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -97,7 +102,7 @@ def main() -> None:
         },
         supports_check_mode=True,
     )
-    binary = module.get_bin_path(module.params["nvidia_smi"])
+    binary = module.get_bin_path(module.params["nvidia_smi"], opt_dirs=NVIDIA_SMI_DIRS)
     if binary is None:
         module.exit_json(changed=False, ansible_facts={"sglang_gpu": empty_facts()})
 

@@ -208,3 +208,12 @@ def test_stray_processes_exclude_the_service_itself():
 def test_module_lists_the_processes_on_the_gpus(monkeypatch, tmp_path):
     failed, res = run(monkeypatch, {"nvidia_smi": fake_smi(tmp_path, "h200-x2")})
     assert not failed and res["compute_apps"] == [{"pid": 414, "process_name": "python3", "used_memory_mib": 1030}]
+
+
+def test_module_finds_nvidia_smi_where_the_container_runtime_puts_it(monkeypatch, tmp_path):
+    """The H200 test machine has nvidia-smi only in /usr/local/nvidia/bin, off a non-login PATH: 0 GPUs were reported."""
+    fake_smi(tmp_path, "h200-x2")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setattr(sglang_gpu_facts, "NVIDIA_SMI_DIRS", [str(tmp_path)])
+    failed, res = run(monkeypatch, {"cuda_version": "13.0"})
+    assert not failed and res["ansible_facts"]["sglang_gpu"]["count"] == 2
