@@ -319,12 +319,23 @@ def test_crashing_server_fails_with_task_and_message_and_rolls_back(baseline_wit
     # wait uses this run's key.
     r = api.deploy(
         "nextn",
-        extravars={**SMALL, "sglang_api_key": SECRET, "sglang_server_env": {"SGLANG_EMU_FAULT": "crash_on_load"}},
+        extravars={
+            **SMALL,
+            "sglang_api_key": SECRET,
+            "sglang_server_env": {
+                "SGLANG_EMU_FAULT": "crash_on_load",
+                "SGLANG_EMU_FAULT_MESSAGE": "AssertionError: emulated crash while loading the checkpoint",
+            },
+        },
     )
     assert not r.ok and r.benchmarks == {}
     f = r.failures[0]
     assert (f.host, f.unreachable) == (LAB_HOST, False)
-    assert "Profile nextn did not come up" in f.message and "Rolled back" in f.message
+    # The failure carries the server's own traceback, then the rollback.
+    assert "emulated crash while loading the checkpoint" in f.message, f.message
+    assert (
+        "Profile nextn did not come up" in f.message and "Rolled back: profile baseline is serving again" in f.message
+    )
     assert any("Wait for the server" in x.task for x in r.rescued)
     found = api.status()
     assert found.ok and found.hosts[LAB_HOST].profile == "baseline" and found.hosts[LAB_HOST].serving
