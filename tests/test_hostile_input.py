@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sglang_deploy import cli, rules
+from sglang_deploy import cli, formats, rules
 from sglang_deploy import profiles as prof
 
 SETTINGS = prof.load_settings()
@@ -293,21 +293,21 @@ def test_the_roles_environment_check_refuses_a_value_linux_cannot_start_a_progra
     check = _filters().FilterModule().filters()["sglang_env_problems"]
     problems = check({"EXTRA": "x" * 200_000, "OK": "1"})
     assert problems == [
-        f"environment variable EXTRA is 200000 bytes, over the {prof.MAX_VALUE_BYTES} a launch value may hold"
+        f"environment variable EXTRA is 200000 bytes, over the {formats.MAX_VALUE_BYTES} a launch value may hold"
         " (Linux starts no program with one over 128 KiB): shorten it"
     ]
     many = {f"V{i}": "v" * 60_000 for i in range(10)}
     assert check(many) == [
-        f"the environment's values are 600000 bytes together, over {prof.MAX_LAUNCH_BYTES}: shorten them"
+        f"the environment's values are 600000 bytes together, over {formats.MAX_LAUNCH_BYTES}: shorten them"
     ]
-    assert check({"V": "v" * prof.MAX_VALUE_BYTES}) == []
+    assert check({"V": "v" * formats.MAX_VALUE_BYTES}) == []
 
 
 def test_a_value_too_long_for_systemd_is_a_usage_error(tmp_path, capsys):
     f = tmp_path / "p.yml"
     f.write_text("sglang_profiles:\n  a: {description: x, args: {chat-template: " + "x" * (1 << 20) + "}}\n")
     rc, cap = cli_run(capsys, "render", "a", "--profiles-file", str(f), "--format", "unit")
-    assert rc == 2 and f"over the {prof.MAX_VALUE_BYTES} a launch value may hold" in cap.err
+    assert rc == 2 and f"over the {formats.MAX_VALUE_BYTES} a launch value may hold" in cap.err
 
 
 def _cli_bounded(*argv):
@@ -351,9 +351,9 @@ def test_a_huge_value_is_refused_alike_by_render_validate_and_the_playbook(tmp_p
     refused("value-length", settings={"sglang_served_model_name": big})
     refused("value-length", env={"OMP_NUM_THREADS": big})
     refused("value-length", args={"cuda-graph-bs": [1, big]})
-    many = {"json-model-override-args": "x" * (prof.MAX_VALUE_BYTES - 10), "chat-template": "y" * 60_000}
+    many = {"json-model-override-args": "x" * (formats.MAX_VALUE_BYTES - 10), "chat-template": "y" * 60_000}
     assert "the launch" in refused("value-length", args=many, env={f"V{i}": "v" * 60_000 for i in range(8)})
-    assert render(args={"chat-template": "c" * prof.MAX_VALUE_BYTES}).argv[-1] == "c" * prof.MAX_VALUE_BYTES
+    assert render(args={"chat-template": "c" * formats.MAX_VALUE_BYTES}).argv[-1] == "c" * formats.MAX_VALUE_BYTES
 
     profiles = {"t": {"description": "test", "args": {"served-model-name": big}}}
     launch, findings = rules.check("t", profiles, SETTINGS)  # what the playbook's sglang_profile action runs

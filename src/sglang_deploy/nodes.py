@@ -212,8 +212,12 @@ def group_problems(group: str, hosts: list[str], records: dict[str, dict | None]
         found = _differ(f"group {group}: {what}", {h: r.get(key) for h, r in present.items()}, fix)
         if found:
             problems.append(found)
-    if problems:
-        return problems
+    return problems or _launch_differences(group, hosts, present, where)
+
+
+def _launch_differences(group: str, hosts: list[str], present: dict[str, dict], where: str) -> list[str]:
+    """The first flag and the first environment variable on which each node's launch differs from rank 0's."""
+    problems = []
     first, first_flags = hosts[0], _flags(present[hosts[0]]["argv"])
     for host in hosts[1:]:
         flags = _flags(present[host]["argv"])

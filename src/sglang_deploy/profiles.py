@@ -20,29 +20,29 @@ multi-node group (settings ``sglang_node``, see nodes.node) adds --nnodes, --nod
 --dist-timeout and the socket interface variables.
 ``sglang_api_key`` never enters argv: its value is returned in ``Launch.secret_env`` as SGLANG_API_KEY, which the
 server's 0600 EnvironmentFile holds and the launcher (launch.py) turns into ``--api-key`` inside the process.
+launch_values.py turns each value into an argv word or environment value and says where the server listens.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
-from . import flags, formats, nodes
-from .formats import MAX_LAUNCH_BYTES, MAX_VALUE_BYTES
-from .host.launch import MIN_KEY_LENGTH, SECRET_FLAGS
+from . import flags, formats, launch_values, nodes
+from .formats import MAX_LAUNCH_BYTES
+from .host.launch import SECRET_FLAGS
+from .launch_values import API_KEY_ENV, OPTION_LIKE, SECRETS_VAR, check_api_key
 from .paths import GROUP_VARS, read_bounded
 from .secret_names import is_secret_name, url_passwords
 
 PROFILES_FILE = GROUP_VARS / "all" / "profiles.yml"
 SETTINGS_FILE = GROUP_VARS / "all" / "sglang.yml"
 PROFILES_VAR = "sglang_profiles"
-API_KEY_ENV = "SGLANG_API_KEY"
 PROFILE_KEYS = {"description", "extends", "args", "env"}
 # Profile and flag names: they land in the unit's Description and comments and in argv.
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
@@ -50,15 +50,11 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 MAX_YAML_NODES = 100_000
 # Size of a profiles, settings, search or stack file (the shipped ones are a few KB, a lock under 100 KB).
 MAX_YAML_BYTES = 4 << 20
-SECRETS_VAR = "sglang_server_secret_env"
 # Flags, and environment variables, one resolved profile may set: SGLang 0.5.23 has 559 option strings and reads 747
 # variables, so every one fits; 33,000 flags took 45 s to validate and printed a line each.
 MAX_PROFILE_ENTRIES = 1024
 # Where a secret environment variable belongs instead of a profile (the sglang_server role's variables).
 SECRET_ENV_HOMES = {API_KEY_ENV: "sglang_api_key", "HF_TOKEN": "sglang_server_hf_token"}
-# What argparse reads as an option rather than a value: a dash and more, unless a negative number
-# (argparse.ArgumentParser._parse_optional and _negative_number_matcher).
-OPTION_LIKE = re.compile(r"-(?!\d+\Z|\d*\.\d+\Z).")
 
 # settings variable -> SGLang flag
 SETTING_FLAGS = {
@@ -263,6 +259,28 @@ def resolve(name: str, profiles: dict[str, dict]) -> Profile:
     """Merge ``name`` with its ``extends`` ancestors; a child's ``null`` removes an inherited flag or variable."""
     if name not in profiles:
         raise UnknownProfile(str(name), sorted(map(str, profiles)))
+    chain = _chain(name, profiles)
+    args: dict[str, Any] = {}
+    env: dict[str, Any] = {}
+    for member in chain:
+        body = profiles[member]
+        _inherit(args, _check_mapping(member, "args", body.get("args")), lambda value: value)
+        _inherit(env, _check_mapping(member, "env", body.get("env")), _env_str)
+    for what, entries in (("flags", args), ("environment variables", env)):
+        if len(entries) > MAX_PROFILE_ENTRIES:
+            message = (
+                f"profile {name!r} sets {len(entries)} {what}, over the {MAX_PROFILE_ENTRIES} a profile may set:"
+                " keep what the launch changes from SGLang's defaults"
+            )
+            raise ProfileError(message, [("profile-size", message)])
+    description = profiles[name].get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise ProfileError(f"profile {name!r} needs a description")
+    return Profile(name, description.strip(), args, env, chain)
+
+
+def _chain(name: str, profiles: dict[str, dict]) -> list[str]:
+    """``name`` and its ``extends`` ancestors, root first, each checked: a known name, a mapping of known keys."""
     chain: list[str] = []
     current: str | None = name
     while current is not None:
@@ -282,93 +300,16 @@ def resolve(name: str, profiles: dict[str, dict]) -> Profile:
             raise ProfileError(f"profile {current!r}: extends must be one profile name")
         chain.append(current)
         current = parent
-    chain.reverse()  # root first
-
-    args: dict[str, Any] = {}
-    env: dict[str, Any] = {}
-    for member in chain:
-        body = profiles[member]
-        for key, value in _check_mapping(member, "args", body.get("args")).items():
-            args.pop(key, None)
-            if value is not None:
-                args[key] = value
-        for key, value in _check_mapping(member, "env", body.get("env")).items():
-            env.pop(key, None)
-            if value is not None:
-                env[key] = _env_str(value)
-    for what, entries in (("flags", args), ("environment variables", env)):
-        if len(entries) > MAX_PROFILE_ENTRIES:
-            message = (
-                f"profile {name!r} sets {len(entries)} {what}, over the {MAX_PROFILE_ENTRIES} a profile may set:"
-                " keep what the launch changes from SGLang's defaults"
-            )
-            raise ProfileError(message, [("profile-size", message)])
-    description = profiles[name].get("description")
-    if not isinstance(description, str) or not description.strip():
-        raise ProfileError(f"profile {name!r} needs a description")
-    return Profile(name, description.strip(), args, env, chain)
+    chain.reverse()
+    return chain
 
 
-def _word(value: Any, where: str, problems: list[tuple[str, str]], flag: bool = True) -> str:
-    """``value`` as one argv word or environment value, or a problem: only scalars, finite numbers, no line breaks
-    or NUL, and (argv) nothing that argparse would read as another flag."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        hint = "; give a JSON string in quotes" if isinstance(value, dict) else ""
-        problems.append(("value-type", f"{where}: {type(value).__name__} {_short(value)} is not a single value{hint}"))
-        return ""
-    if isinstance(value, float) and not math.isfinite(value):
-        problems.append(("value-type", f"{where}: {value} is not a finite number"))
-        return ""
-    text = str(value)
-    bad = formats.unsafe_char(text)
-    if bad:
-        problems.append(
-            (
-                "unsafe-value",
-                f"{where}: the value holds {bad} (line break, NUL or a character systemd refuses): remove it",
-            )
-        )
-    elif len(text.encode()) > MAX_VALUE_BYTES:
-        problems.append(
-            (
-                "value-length",
-                f"{where}: the value is {len(text.encode())} bytes, over the {MAX_VALUE_BYTES} a launch value may"
-                " hold: shorten it (a long template or JSON belongs in a file whose path the flag takes)",
-            )
-        )
-    elif url_passwords(text):
-        problems.append(
-            (
-                "secret-in-profile",
-                f"{where}: the value is a URL with a password (profiles reach argv, results and logs): remove the"
-                f" credential; give it to the server through {SECRETS_VAR} (vault it)",
-            )
-        )
-    elif flag and OPTION_LIKE.match(text):
-        problems.append(
-            (
-                "unsafe-value",
-                f"{where}: the value {_short(text)} begins with '-', which SGLang's parser would read as another"
-                " flag: remove it, or write the flag as its own key",
-            )
-        )
-    return text
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _secret_flag(canonical: str) -> str | None:
-    """Where a secret flag belongs instead of the profile, or None if ``canonical`` is not a secret."""
-    for env_name, flag in SECRET_FLAGS.items():
-        if flag == f"--{canonical}":
-            home = "sglang_api_key" if env_name == API_KEY_ENV else f"{SECRETS_VAR} as {env_name}"
-            return f"set {home} (vault it): the 0600 environment file holds it and the launcher passes it to SGLang"
-    if is_secret_name(canonical):
-        return "a secret has no safe place in argv (every user can read it in /proc): remove it"
-    return None
+def _inherit(merged: dict[str, Any], child: dict, convert: Callable[[Any], Any]) -> None:
+    """A child's entries over its parent's in ``merged`` (the child's order last); ``null`` removes one."""
+    for key, value in child.items():
+        merged.pop(key, None)
+        if value is not None:
+            merged[key] = convert(value)
 
 
 def extra_flag_problems(
@@ -387,148 +328,55 @@ def extra_flag_problems(
     if not isinstance(args, dict):
         return [f"{var} must be a mapping: flag name without dashes -> value (true: a bare switch)"]
     secret_flags = sorted({flag.lstrip("-") for flag in SECRET_FLAGS.values()} | set(secret_flags))
-    problems = []
-    for name in args:
-        if not isinstance(name, str):
-            problems.append(f"{var} has a key of type {type(name).__name__}: flag names are strings (quote it)")
-            continue
-        if not NAME_RE.match(name):
-            valid = re.match(r"[A-Za-z0-9_.-]*", name).group()
-            shown = valid if valid == name else f"{valid}…"
-            problems.append(
-                f"{var} has {shown!r}, not a flag name: give the name without dashes (letters, digits, '.', '_',"
-                " '-') and its value as the value"
-            )
-            continue
-        full = next((flag for flag in secret_flags if flag.startswith(name) and flag != name), None)
-        if is_secret_name(name) or name in secret_flags or full:
-            what = f"an abbreviation of --{full}, which argparse takes for it" if full else "a secret"
-            problems.append(
-                f"{var} sets {name}, {what}: argv is readable by every user of the host (/proc) and is in the unit"
-                f" file; remove it ({secret_fix})"
-            )
-        elif name in owned or any(flag.startswith(name) for flag in owned):
-            flag = name if name in owned else next(flag for flag in owned if flag.startswith(name))
-            home = str(owned[flag])
-            what = "" if flag == name else f" (an abbreviation of --{flag})"
-            fix = "remove it" if home.startswith("__") else f"set {home} instead"
-            problems.append(f"{var} sets {name}{what}, which the role sets itself: {fix}")
-        else:  # the values, never shown: a list item or a value may be a smuggled flag or hold a password
-            values = args[name] if isinstance(args[name], list) else [args[name]]
-            if any(isinstance(v, (dict, list)) for v in values):
-                problems.append(f"{var}: {name} takes one value or a list of values, not a mapping or nested list")
-            elif any(isinstance(v, str) and OPTION_LIKE.match(v) for v in values):
-                problems.append(
-                    f"{var}: a value of {name} begins with '-', which the parser would read as another flag: write"
-                    " each flag as its own key"
-                )
-            elif any(url_passwords(str(v)) for v in values):
-                problems.append(
-                    f"{var}: a value of {name} is a URL with a password, which argv and the unit file would show:"
-                    f" remove it ({secret_fix})"
-                )
-    return problems
+    problems = [_extra_flag_problem(name, args[name], var, owned, secret_fix, secret_flags) for name in args]
+    return [problem for problem in problems if problem]
 
 
-def _argv(args: dict[str, Any], table: flags.FlagTable, problems: list[tuple[str, str]]) -> list[str]:
-    argv: list[str] = []
-    for key, value in args.items():
-        where = f"--{key}"
-        found = table.lookup(key) or next(
-            (table.lookup(r.old) for r in flags.FLAG_RENAMES if r.new == key and table.lookup(r.old)), None
+def _extra_flag_problem(
+    name: Any, value: Any, var: str, owned: dict, secret_fix: str, secret_flags: list[str]
+) -> str | None:
+    """Why the flag ``name`` of ``var`` cannot go to argv (extra_flag_problems), or None."""
+    if not isinstance(name, str):
+        return f"{var} has a key of type {type(name).__name__}: flag names are strings (quote it)"
+    if not NAME_RE.match(name):
+        valid = re.match(r"[A-Za-z0-9_.-]*", name).group()
+        shown = valid if valid == name else f"{valid}…"
+        return (
+            f"{var} has {shown!r}, not a flag name: give the name without dashes (letters, digits, '.', '_',"
+            " '-') and its value as the value"
         )
-        home = _secret_flag(found[0] if found else key)
-        if home:
-            problems.append(
-                ("secret-in-profile", f"{where} is a secret in a profile (it would reach argv and the results): {home}")
-            )
-            continue
-        if value is False:
-            continue
-        argv.append(where)
-        if value is True:
-            continue
-        if isinstance(value, (list, tuple)):
-            nargs = found[1]["nargs"] if found else "*"
-            if nargs not in ("+", "*"):
-                problems.append(
-                    (
-                        "flag-list",
-                        f"{where} takes one value in sglang {table.release} but the profile"
-                        f" gives a list {_short(value)}: give one value",
-                    )
-                )
-                continue
-            if not value and nargs == "+":
-                problems.append(("flag-list", f"{where} needs at least one value: give one, or null to remove it"))
-            argv.extend(_word(v, where, problems) for v in value)
-        else:
-            argv.append(_word(value, where, problems))
-    return argv
+    full = next((flag for flag in secret_flags if flag.startswith(name) and flag != name), None)
+    if is_secret_name(name) or name in secret_flags or full:
+        what = f"an abbreviation of --{full}, which argparse takes for it" if full else "a secret"
+        return (
+            f"{var} sets {name}, {what}: argv is readable by every user of the host (/proc) and is in the unit"
+            f" file; remove it ({secret_fix})"
+        )
+    if name in owned or any(flag.startswith(name) for flag in owned):
+        flag = name if name in owned else next(flag for flag in owned if flag.startswith(name))
+        home = str(owned[flag])
+        what = "" if flag == name else f" (an abbreviation of --{flag})"
+        fix = "remove it" if home.startswith("__") else f"set {home} instead"
+        return f"{var} sets {name}{what}, which the role sets itself: {fix}"
+    # The values, never shown: a list item or a value may be a smuggled flag or hold a password.
+    values = value if isinstance(value, list) else [value]
+    if any(isinstance(v, (dict, list)) for v in values):
+        return f"{var}: {name} takes one value or a list of values, not a mapping or nested list"
+    if any(isinstance(v, str) and OPTION_LIKE.match(v) for v in values):
+        return (
+            f"{var}: a value of {name} begins with '-', which the parser would read as another flag: write"
+            " each flag as its own key"
+        )
+    if any(url_passwords(str(v)) for v in values):
+        return (
+            f"{var}: a value of {name} is a URL with a password, which argv and the unit file would show:"
+            f" remove it ({secret_fix})"
+        )
+    return None
 
 
-def _listen(args: dict[str, Any], table: flags.FlagTable) -> dict[str, Any]:
-    """Where the server will listen (the settings unless the profile overrides them), whether that is reachable
-    from other hosts, and the URL to reach it from the host itself."""
-
-    def get(name: str) -> Any:
-        dest = table.flags[name]["dest"] if name in table.flags else name
-        for key, value in args.items():
-            found = table.lookup(key)
-            if (found[1]["dest"] if found else key) == dest:
-                return value
-        return None
-
-    host, port = get("host"), get("port")
-    host = "127.0.0.1" if host is None else str(host)  # SGLang's default (server_args.py: ServerArgs.host)
-    try:
-        port = int(str(port))
-    except ValueError:
-        port = 30000 if port is None else 0  # SGLang's default port; 0: the bad-type rule reports it
-    address = host.strip("[]")
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        ip = None
-    is_open = not nodes.loopback(host)
-    connect = "127.0.0.1" if ip is None and address in ("", "0") or ip is not None and ip.is_unspecified else address
-    if ":" in connect:
-        connect = f"[{connect}]"
-    return {"host": host, "port": port, "open": is_open, "url": f"http://{connect}:{port}"}
-
-
-def check_api_key(key: Any, var: str = "sglang_api_key") -> list[tuple[str, str]]:
-    """Problems with the API key in variable ``var`` (never its value): the launcher refuses a short key and masks
-    the key in the server's output, which a short key would turn into masking ordinary text."""
-    if key in (None, ""):
-        return []
-    text = str(key)
-    if len(text) < MIN_KEY_LENGTH:
-        return [
-            (
-                "api-key",
-                f"{var} has {len(text)} characters: use at least {MIN_KEY_LENGTH}"
-                " (e.g. `openssl rand -hex 24`) and keep it in a vault",
-            )
-        ]
-    if formats.unsafe_char(text) or any(c.isspace() for c in text):
-        return [("api-key", f"{var} holds whitespace, a line break or NUL: use letters, digits and punctuation only")]
-    return []
-
-
-def render(
-    profile_name: str,
-    profiles: dict[str, dict],
-    settings: dict[str, Any],
-    sglang_version: str | None = None,
-) -> Launch:
-    """Render ``profile_name`` for ``sglang_version`` (default: the settings' sglang_version_default).
-
-    Raises ProfileError, with every problem in ``problems``, for anything that cannot be launched safely: bad
-    names, values that are not single scalars, line breaks or NUL, lists on one-value flags, values that begin
-    with '--', secrets in the profile, a short API key.
-    """
-    profile = resolve(profile_name, profiles)
+def _release(settings: dict[str, Any], sglang_version: str | None) -> tuple[str, flags.FlagTable]:
+    """The release to render for (given, or the settings' sglang_version_default) and its flag table."""
     if not (sglang_version or settings.get("sglang_version_default")):
         raise ProfileError(
             "no SGLang release given: pass one (--sglang-version) or set sglang_version_default "
@@ -536,10 +384,15 @@ def render(
         )
     version = str(sglang_version or settings["sglang_version_default"]).strip()
     try:
-        table = flags.flag_table(version)
+        return version, flags.flag_table(version)
     except flags.FlagError as exc:
         raise ProfileError(str(exc), [("sglang-version", str(exc))]) from exc
 
+
+def _profile_problems(
+    profile: Profile, profiles: dict[str, dict], table: flags.FlagTable, version: str
+) -> list[tuple[str, str]]:
+    """What a profile may not set: one flag under two spellings in one member, rank 0's address, a secret variable."""
     problems: list[tuple[str, str]] = []
     for member in profile.chain:  # a parent's spelling overridden by a child's is what extends is for
         for group in flags.spellings(list(profiles[member].get("args") or {}), version):
@@ -550,16 +403,6 @@ def render(
                     f" {table.release} (argparse would keep the last): keep one",
                 )
             )
-    merged: dict[str, Any] = {}
-    for var, flag in SETTING_FLAGS.items():
-        value = settings.get(var)
-        if value is not False and value not in (None, ""):
-            merged[flag] = value
-    # A mapping once the playbook has resolved it (the settings file itself holds its Jinja expression).
-    place = settings.get("sglang_node")
-    node_args, node_env = nodes.launch_args(place if isinstance(place, dict) else {})
-    merged.update(node_args)
-    merged.update(profile.args)
     for name in profile.args:
         found = table.lookup(name)
         if found and found[1].get("dest") in NODE_ADDRESS_DESTS:
@@ -575,9 +418,43 @@ def render(
             home = SECRET_ENV_HOMES.get(key, SECRETS_VAR)
             message = f"env {key} looks like a secret (profiles reach results and logs): remove it and set {home}"
             problems.append(("secret-in-profile", message + " (vault it), written only to the 0600 environment file"))
+    return problems
+
+
+def _setting_args(settings: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The flags the settings set (model, tp, host, port, metrics) and a group node's flags and environment."""
+    merged: dict[str, Any] = {}
+    for var, flag in SETTING_FLAGS.items():
+        value = settings.get(var)
+        if value is not False and value not in (None, ""):
+            merged[flag] = value
+    # A mapping once the playbook has resolved it (the settings file itself holds its Jinja expression).
+    place = settings.get("sglang_node")
+    node_args, node_env = nodes.launch_args(place if isinstance(place, dict) else {})
+    merged.update(node_args)
+    return merged, node_env
+
+
+def render(
+    profile_name: str,
+    profiles: dict[str, dict],
+    settings: dict[str, Any],
+    sglang_version: str | None = None,
+) -> Launch:
+    """Render ``profile_name`` for ``sglang_version`` (default: the settings' sglang_version_default).
+
+    Raises ProfileError, with every problem in ``problems``, for anything that cannot be launched safely: bad
+    names, values that are not single scalars, line breaks or NUL, lists on one-value flags, values that begin
+    with '--', secrets in the profile, a short API key.
+    """
+    profile = resolve(profile_name, profiles)
+    version, table = _release(settings, sglang_version)
+    problems = _profile_problems(profile, profiles, table, version)
+    merged, node_env = _setting_args(settings)
+    merged.update(profile.args)
     translated = flags.translate(merged, {**node_env, **profile.env}, version)
-    env = {key: _word(value, f"env {key}", problems, flag=False) for key, value in translated.env.items()}
-    argv = _argv(translated.args, table, problems)
+    env = {key: launch_values.word(value, f"env {key}", problems, flag=False) for key, value in translated.env.items()}
+    argv = launch_values.argv_words(translated.args, table, problems)
     size = sum(len(word.encode()) for word in [*argv, *env.values()]) if not problems else 0
     if size > MAX_LAUNCH_BYTES:
         problems.append(
@@ -605,5 +482,5 @@ def render(
         secret_env=secret_env,
         notes=notes,
         dropped=translated.dropped,
-        listen=_listen(translated.args, table),
+        listen=launch_values.listen_address(translated.args, table),
     )
