@@ -3,6 +3,7 @@ by tools/make_models.py; the host modules sglang_model_plan and sglang_model_ins
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -159,6 +160,27 @@ def test_finish_refuses_a_bad_partial_and_leaves_the_serving_folder(checkpoint, 
     assert not partial.exists() and (Path(str(dest) + model.PREVIOUS) / "serving").exists()
     assert model.read_stamp(str(dest))["lock_id"] == model.lock_id(locked)
     assert model.plan(str(dest), locked)["installed"]
+
+
+def test_finish_moves_a_folder_that_cannot_be_renamed_by_copying_it(checkpoint, locked, tmp_path, monkeypatch):
+    """A serving folder of a container image's lower layer: overlayfs refuses to rename it (EXDEV), as the lab's
+    stand-in model folder did in molecule/fleet; it is copied to .previous and the new checkpoint goes in place."""
+    dest = tmp_path / "lab"
+    dest.mkdir()
+    (dest / "config.json").write_text("image")
+    partial = Path(str(dest) + model.PARTIAL)
+    os.system(f"cp -r {checkpoint} {partial}")
+    real = os.replace
+
+    def image_layer(src, dst):
+        if str(src) == str(dest):
+            raise OSError(errno.EXDEV, "Invalid cross-device link", str(src))
+        return real(src, dst)
+
+    monkeypatch.setattr(model.os, "replace", image_layer)
+    assert model.finish(str(partial), str(dest), locked) == {"problems": [], "removed": []}
+    assert (Path(str(dest) + model.PREVIOUS) / "config.json").read_text() == "image"
+    assert model.plan(str(dest), locked)["installed"] and not partial.exists()
 
 
 def test_plan_lists_what_the_partial_folder_lacks(checkpoint, locked, tmp_path):

@@ -11,6 +11,7 @@ mtime as they were verified, so a later run rehashes only a file whose size or m
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -353,7 +354,13 @@ def finish(partial: str, dest: str, lock: dict) -> dict:
     if os.path.lexists(dest):
         if os.path.lexists(previous):
             shutil.rmtree(previous)
-        os.replace(dest, previous)
+        try:
+            os.replace(dest, previous)
+        except OSError as exc:
+            # A folder of a container image's lower layer (overlayfs without redirect_dir) cannot be renamed: copied.
+            if exc.errno != errno.EXDEV:
+                raise
+            shutil.move(dest, previous)
     os.replace(partial, dest)
     return {"problems": [], "removed": removed}
 
