@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from sglang_deploy import stack_lock
+from sglang_deploy import stack_files, stack_lock
 from sglang_deploy.host import stack, wheel_fetch
 from sglang_deploy.paths import STACKS
 
@@ -58,13 +58,13 @@ def run(label: str, argv: list[str], venv: Path, python: str) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bundle", required=True, help="a locked bundle in stacks/")
-    parser.add_argument("--wheelhouse", type=Path, default=stack_lock.default_wheelhouse())
+    parser.add_argument("--wheelhouse", type=Path, default=stack_files.default_wheelhouse())
     parser.add_argument("--work", type=Path, default=Path("/var/tmp/sglang-bench-venvs"))
     parser.add_argument("--python", default="", help="interpreter for the venvs (default python<bundle python>)")
     args = parser.parse_args()
 
     bundle = yaml.safe_load((STACKS / f"{args.bundle}.yml").read_text())
-    lock = stack_lock.load_lock(bundle, STACKS)
+    lock = stack_files.load_lock(bundle, STACKS)
     problems = wheel_fetch.wheelhouse_problems(str(args.wheelhouse), lock["packages"])
     if problems:
         sys.exit(f"wheelhouse does not match the lock: {problems[:3]} (run sglang-deploy stack fetch {args.bundle})")

@@ -377,7 +377,7 @@ sglang_profiles:
 
 def test_a_key_given_twice_is_refused_with_file_and_line(tmp_path, capsys):
     """PyYAML kept the last of two equal keys silently: a second profile of one name hid the first."""
-    from sglang_deploy import stack_lock, tune
+    from sglang_deploy import stack_files, stack_lock, tune
     from sglang_deploy.cli.extravars import parse_extravars
 
     f = tmp_path / "p.yml"
@@ -397,7 +397,7 @@ def test_a_key_given_twice_is_refused_with_file_and_line(tmp_path, capsys):
         tune.load_search(search)
     (tmp_path / "b.yml").write_text("name: b\nsglang_version: 0.5.23\nsglang_version: 0.5.9\n")
     with pytest.raises(stack_lock.LockError, match="line 3: key 'sglang_version' given twice"):
-        stack_lock.load_bundle("b", tmp_path)
+        stack_files.load_bundle("b", tmp_path)
     for item in (f"@{search}", '{"a": 1, "a": 2}', "x={a: 1, a: 2}"):
         with pytest.raises(ValueError, match="key 'a' given twice"):
             parse_extravars([item])

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from ansible_json import needs_playbook, run_playbook
 
-from sglang_deploy import stack_lock
+from sglang_deploy import stack_files, stack_lock
 from sglang_deploy.host import stack, wheel_fetch
 from sglang_deploy.cli import main
 from sglang_deploy.paths import REPO, STACKS
@@ -216,7 +216,7 @@ def test_urls_with_a_password_are_masked_in_every_error(tmp_path):
     # a lock's URL with credentials: urllib reads user:password@host as a host and a port
     entry = {"file": "a-1-py3-none-any.whl", "sha256": "0" * 64, "url": f"http://svc:{SECRET}@127.0.0.1:1/a.whl"}
     with pytest.raises(stack_lock.LockError) as failed:
-        stack_lock.fetch({"packages": [entry]}, tmp_path)
+        stack_files.fetch({"packages": [entry]}, tmp_path)
     assert SECRET not in str(failed.value)
     assert "a-1-py3-none-any.whl: download from http://127.0.0.1 failed: " in str(failed.value)
 
@@ -339,7 +339,7 @@ def test_a_download_stops_at_the_size_cap_or_the_deadline_and_leaves_nothing(hos
 
     def fetch() -> None:
         try:
-            stack_lock.fetch({"packages": [wheel_entry(hostile_server, path)]}, house, max_bytes=10**6, timeout=1.5)
+            stack_files.fetch({"packages": [wheel_entry(hostile_server, path)]}, house, max_bytes=10**6, timeout=1.5)
         except stack_lock.LockError as exc:
             failed.append(str(exc))
 
@@ -355,7 +355,7 @@ def test_a_download_stops_at_the_size_cap_or_the_deadline_and_leaves_nothing(hos
 def test_stack_fetch_takes_the_bounds_from_the_command_line(locked_stacks, tmp_path, monkeypatch):
     stacks, _ = locked_stacks
     seen = {}
-    monkeypatch.setattr(stack_lock, "fetch", lambda lock, house, **bounds: seen.update(bounds) or 1 / 0)
+    monkeypatch.setattr(stack_files, "fetch", lambda lock, house, **bounds: seen.update(bounds) or 1 / 0)
     argv = ["stack", "fetch", "stable-0.5.23-2026-11-30", "--stacks-dir", str(stacks), "--wheelhouse", str(tmp_path)]
     with pytest.raises(ZeroDivisionError):
         main([*argv, "--timeout", "5", "--max-wheel-gb", "0.5"])
@@ -447,7 +447,7 @@ def test_stack_lock_replaces_a_link_planted_at_its_output_instead_of_writing_thr
     result = stack_lock.lock(stable(hashes={}), stacks, tmp_path / "house", today=datetime.date(2026, 12, 1))
     assert victim.read_text() == "mine\n"
     assert not result.lock_file.is_symlink() and not result.bundle_file.is_symlink()
-    assert stack_lock.load_lock(stack_lock.load_bundle("stable-0.5.23-2026-12-01", stacks), stacks)["packages"]
+    assert stack_files.load_lock(stack_files.load_bundle("stable-0.5.23-2026-12-01", stacks), stacks)["packages"]
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import threading
 import pytest
 import yaml
 
-from sglang_deploy import stack_lock
+from sglang_deploy import stack_files, stack_lock
 from sglang_deploy.host import stack
 from sglang_deploy.cli import main
 from sglang_deploy.paths import STACKS
@@ -90,10 +90,10 @@ def test_fetch_checks_every_download_and_keeps_intact_wheels(served, tmp_path):
         "installer": [entry(root, url, "uv-1-py3-none-any.whl", b"uv")],
     }
     house = tmp_path / "house"
-    result = stack_lock.fetch(lock, house)
+    result = stack_files.fetch(lock, house)
     assert (result.files, result.downloaded, result.bytes_downloaded) == (3, 3, 4)
     (house / "b-1-py3-none-any.whl").write_bytes(b"altered")
-    result = stack_lock.fetch(lock, house)
+    result = stack_files.fetch(lock, house)
     assert (result.downloaded, (house / "b-1-py3-none-any.whl").read_bytes()) == (1, b"b")
 
 
@@ -101,7 +101,7 @@ def test_fetch_refuses_a_download_that_does_not_match(served, tmp_path):
     root, url = served
     lock = {"packages": [entry(root, url, "a-1-py3-none-any.whl", b"a", sha="0" * 64)]}
     with pytest.raises(stack_lock.LockError, match="a-1-py3-none-any.whl: sha256 .* the lock says 0{64}"):
-        stack_lock.fetch(lock, tmp_path / "house")
+        stack_files.fetch(lock, tmp_path / "house")
     assert not (tmp_path / "house" / "a-1-py3-none-any.whl").exists()
 
 
@@ -120,7 +120,7 @@ def test_fetch_names_a_built_wheel_it_cannot_download(tmp_path):
     with pytest.raises(
         stack_lock.LockError, match="sglang-abc/sglang-0.6-py3-none-any.whl: built when the bundle was locked"
     ):
-        stack_lock.fetch(lock, tmp_path)
+        stack_files.fetch(lock, tmp_path)
 
 
 def test_lock_hashes_what_it_downloads_from_an_extra_index(served, tmp_path):
@@ -179,7 +179,7 @@ def test_fetch_refuses_entries_that_reach_outside_the_wheelhouse(tmp_path, name,
     victim.write_text("keep")
     lock = {"packages": [{"name": "x", "version": "1", "file": name, "url": url, "sha256": "0" * 64}]}
     with pytest.raises(stack_lock.LockError, match="lock the bundle again"):
-        stack_lock.fetch(lock, tmp_path / "house")
+        stack_files.fetch(lock, tmp_path / "house")
     assert victim.read_text() == "keep" and list((tmp_path / "house").iterdir()) == []
 
 

@@ -1,5 +1,5 @@
 """`sglang-deploy stack lock | fetch | prune`: resolve a floating bundle into a hash lock; download its wheels;
-delete the wheels no lock names (stack_lock)."""
+delete the wheels no lock names (stack_lock, stack_files)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from sglang_deploy import stack_lock
+from sglang_deploy import stack_files, stack_lock
 from sglang_deploy.host import wheel_fetch
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.paths import STACKS
@@ -88,7 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="append",
         help=f"folder of bundle and lock files; repeat for several (default {STACKS})",
     )
-    prune.add_argument("--wheelhouse", type=Path, default=stack_lock.default_wheelhouse(), help=_WHEELHOUSE_HELP)
+    prune.add_argument("--wheelhouse", type=Path, default=stack_files.default_wheelhouse(), help=_WHEELHOUSE_HELP)
     prune.add_argument("--delete", action="store_true", help="delete them (default: only list them)")
     prune.set_defaults(func=run_prune)
 
@@ -96,12 +96,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("bundle", help="bundle name (stacks/<name>.yml)")
     p.add_argument("--stacks-dir", type=Path, default=STACKS, help=f"folder of bundle files ({STACKS})")
-    p.add_argument("--wheelhouse", type=Path, default=stack_lock.default_wheelhouse(), help=_WHEELHOUSE_HELP)
+    p.add_argument("--wheelhouse", type=Path, default=stack_files.default_wheelhouse(), help=_WHEELHOUSE_HELP)
 
 
 def _bundle(args: argparse.Namespace) -> dict:
     try:
-        return stack_lock.load_bundle(args.bundle, args.stacks_dir)
+        return stack_files.load_bundle(args.bundle, args.stacks_dir)
     except stack_lock.LockError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -154,12 +154,12 @@ def run_lock(args: argparse.Namespace) -> int:
 def run_fetch(args: argparse.Namespace) -> int:
     bundle = _bundle(args)
     try:
-        lock = stack_lock.load_lock(bundle, args.stacks_dir)
+        lock = stack_files.load_lock(bundle, args.stacks_dir)
     except stack_lock.LockError as exc:
         raise UsageError(str(exc)) from exc
     start = time.monotonic()
     try:
-        result = stack_lock.fetch(
+        result = stack_files.fetch(
             lock, args.wheelhouse, jobs=args.jobs, max_bytes=int(args.max_wheel_gb * 1e9), timeout=args.timeout
         )
     except (stack_lock.LockError, OSError) as exc:
@@ -176,7 +176,7 @@ def run_fetch(args: argparse.Namespace) -> int:
 def run_prune(args: argparse.Namespace) -> int:
     stacks_dirs = args.stacks_dir or [STACKS]
     try:
-        result = stack_lock.prune(args.wheelhouse, stacks_dirs, delete=args.delete)
+        result = stack_files.prune(args.wheelhouse, stacks_dirs, delete=args.delete)
     except stack_lock.LockError as exc:
         raise UsageError(str(exc)) from exc
     size = sum(bytes_ for _, bytes_ in result.unreferenced)
