@@ -180,36 +180,55 @@ def check_settings(
     problems = []
     if max_concurrency is not None and (isinstance(max_concurrency, bool) or max_concurrency < 1):
         problems.append(f"max_concurrency must be at least 1 request in flight, got {max_concurrency}")
-    if request_rate is not None:
-        rates = parse_rates(",".join(map(str, request_rate)) if isinstance(request_rate, list) else request_rate)
-        levels = [Level(max_concurrency, r) for r in rates]
-    elif max_concurrency is not None:
-        levels = [Level(max_concurrency)]
-    else:
-        try:
-            levels = [Level(int(c)) for c in concurrency]
-        except (TypeError, ValueError):
-            levels = []
-        if not levels or min(lv.concurrency for lv in levels) < 1:
-            raise ValueError(f"concurrency must be a list of positive integers, got {concurrency!r}")
+    levels = _levels(concurrency, request_rate, max_concurrency)
     for name in slo or {}:
         slo_name(name)
     if sla_search is not None:
-        if request_rate is not None:
-            problems.append("give either request rates or an SLA search, not both")
-        if not slo:
-            problems.append("an SLA search needs SLOs, e.g. --slo ttft_p99_ms=2000,tpot_p99_ms=50")
-        try:
-            low, high = (float(x) for x in sla_search)
-        except (TypeError, ValueError):
-            low = high = math.nan
-        if not 0 < low < high < math.inf:
-            problems.append(
-                f"the SLA search needs two finite request rates LOW,HIGH with 0 < LOW < HIGH, got {sla_search!r}"
-            )
-        if not 1 <= sla_search_steps <= 20:
-            problems.append(f"sla_search_steps must be within 1 and 20, got {sla_search_steps}")
+        problems += _sla_search_problems(sla_search, sla_search_steps, request_rate, slo)
         levels = []
+    problems += _size_problems(requests, input_len, output_len, warmup, timeout)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return levels
+
+
+def _levels(concurrency, request_rate, max_concurrency: int | None) -> list:
+    """check_settings' levels before an SLA search: one per rate, the one max_concurrency, or one per concurrency."""
+    if request_rate is not None:
+        rates = parse_rates(",".join(map(str, request_rate)) if isinstance(request_rate, list) else request_rate)
+        return [Level(max_concurrency, r) for r in rates]
+    if max_concurrency is not None:
+        return [Level(max_concurrency)]
+    try:
+        levels = [Level(int(c)) for c in concurrency]
+    except (TypeError, ValueError):
+        levels = []
+    if not levels or min(lv.concurrency for lv in levels) < 1:
+        raise ValueError(f"concurrency must be a list of positive integers, got {concurrency!r}")
+    return levels
+
+
+def _sla_search_problems(sla_search, sla_search_steps: int, request_rate, slo: dict | None) -> list[str]:
+    problems = []
+    if request_rate is not None:
+        problems.append("give either request rates or an SLA search, not both")
+    if not slo:
+        problems.append("an SLA search needs SLOs, e.g. --slo ttft_p99_ms=2000,tpot_p99_ms=50")
+    try:
+        low, high = (float(x) for x in sla_search)
+    except (TypeError, ValueError):
+        low = high = math.nan
+    if not 0 < low < high < math.inf:
+        problems.append(
+            f"the SLA search needs two finite request rates LOW,HIGH with 0 < LOW < HIGH, got {sla_search!r}"
+        )
+    if not 1 <= sla_search_steps <= 20:
+        problems.append(f"sla_search_steps must be within 1 and 20, got {sla_search_steps}")
+    return problems
+
+
+def _size_problems(requests, input_len: int, output_len: int, warmup: int, timeout: float) -> list[str]:
+    problems = []
     if requests is not None and requests < 1:
         problems.append(
             f"requests must be at least 1 per level, got {requests} (leave it out for max(8, 2 x concurrency))"
@@ -222,6 +241,4 @@ def check_settings(
         problems.append(f"warmup must be 0 or more requests, got {warmup}")
     if not timeout > 0:  # also refuses NaN
         problems.append(f"timeout must be a positive number of seconds, got {timeout}")
-    if problems:
-        raise ValueError("; ".join(problems))
-    return levels
+    return problems
