@@ -13,11 +13,11 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 try:
-    from sglang_deploy import profiles as prof
+    from sglang_deploy import profiles
     from sglang_deploy import rules
 except ImportError:  # ansible run outside the project's venv: use the checkout's source tree
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from sglang_deploy import profiles as prof
+    from sglang_deploy import profiles
     from sglang_deploy import rules
 
 ARGUMENT_SPEC = {
@@ -52,13 +52,13 @@ class ActionModule(ActionBase):
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         settings = {**args["settings"], "sglang_api_key": args["api_key"]}
         try:
-            launch = prof.render(args["profile"], args["profiles"], settings, args["sglang_version"])
-        except prof.UnknownProfile as exc:  # fields for the caller (sglang_deploy.api reads them)
+            launch = profiles.render(args["profile"], args["profiles"], settings, args["sglang_version"])
+        except profiles.UnknownProfile as exc:  # fields for the caller (sglang_deploy.api reads them)
             result.update(
                 failed=True, msg=f"sglang_profile: {exc}", unknown_profile=exc.name, available_profiles=exc.available
             )
             return result
-        except prof.ProfileError as exc:
+        except profiles.ProfileError as exc:
             raise AnsibleActionFail(f"sglang_profile: {exc}") from exc
         findings = rules.validate(launch, _facts(args["facts"]), args["concurrency"])
         errors = rules.errors(findings)

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from sglang_deploy import profiles as prof
+from sglang_deploy import profiles
 from sglang_deploy import rules
 
 SEED = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "seed_launches.yml"
@@ -27,16 +27,16 @@ FAILING = ["seed-msg5980", "seed-msg5983", "seed-spec-v2-topk2"]
 
 
 def main() -> int:
-    profiles = prof.load_profiles(SEED)
-    settings = prof.load_settings()
+    profile_defs = profiles.load_profiles(SEED)
+    settings = profiles.load_settings()
     start = time.perf_counter()
-    prof.render(FAILING[0], profiles, settings, "0.5.10.post1")  # first call loads the recorded flag list
+    profiles.render(FAILING[0], profile_defs, settings, "0.5.10.post1")  # first call loads the recorded flag list
     print(f"first render (loads flags-0.5.10.post1.json): {(time.perf_counter() - start) * 1000:.1f} ms")
     for name in FAILING:
         times = []
         for _ in range(200):
             t0 = time.perf_counter()
-            findings = rules.validate(prof.render(name, profiles, settings, "0.5.10.post1"), FACTS, 32)
+            findings = rules.validate(profiles.render(name, profile_defs, settings, "0.5.10.post1"), FACTS, 32)
             times.append((time.perf_counter() - t0) * 1000)
         refused = sorted({f.rule for f in rules.errors(findings)})
         print(f"{name:20} refused by {refused}: median {statistics.median(times):.2f} ms, max {max(times):.2f} ms")

@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from sglang_deploy import profiles as prof
+from sglang_deploy import profiles
 from sglang_deploy import tune
 from sglang_deploy.emulator import perf
 from sglang_deploy.emulator.config import FAULTS, Config
@@ -69,7 +69,7 @@ def test_a_bad_model_is_refused_with_the_reason(model, needle):
 
 def expected(search: tune.Search) -> dict:
     """Per runnable candidate of the search: the lab model's outcome for its rendered launch."""
-    hosts = [tune.HostFacts("lab", prof.load_profiles(), prof.load_settings(), "0.5.23", LAB_FACTS, {}, True)]
+    hosts = [tune.HostFacts("lab", profiles.load_profiles(), profiles.load_settings(), "0.5.23", LAB_FACTS, {}, True)]
     out = {}
     for p in tune.plan(search, tune.expand(search)[0], hosts):
         if p.pruned:

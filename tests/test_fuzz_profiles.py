@@ -9,12 +9,12 @@ import re
 import shlex
 
 from sglang_deploy import formats, rules
-from sglang_deploy import profiles as prof
+from sglang_deploy import profiles
 from sglang_deploy.profile_render import format_launch
 
 SEED = 20261130
 ROUNDS = 3000
-SETTINGS = prof.load_settings()
+SETTINGS = profiles.load_settings()
 SAFE = "ab-_.=/ \t\"'\\$`%;#{}[]:*?~!&|<>()ü\u2028\x1b"
 CHARS = SAFE + "\n\r\x00\ufeff"
 FLAGS = [
@@ -99,7 +99,7 @@ def unit_words(line: str) -> list[str]:
 ENV_LINE = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\`$]|\\["\\`$])*)"\Z')
 
 
-def check_formats(launch: prof.Launch) -> None:
+def check_formats(launch: profiles.Launch) -> None:
     argv = launch.argv
     flags = [w for w in argv if w.startswith("--")]
     assert len(flags) == len([v for v in launch.args.values() if v is not False]), argv

@@ -8,19 +8,19 @@ import time
 import pytest
 
 from sglang_deploy import cli, formats, rules
-from sglang_deploy import profiles as prof
+from sglang_deploy import profiles
 
-SETTINGS = prof.load_settings()
+SETTINGS = profiles.load_settings()
 KEY = "sk-0123456789abcdef"
 
 
 def render(args=None, env=None, settings=None, name="t", version="0.5.23"):
-    profiles = {name: {"description": "test", "args": args or {}, "env": env or {}}}
-    return prof.render(name, profiles, {**SETTINGS, **(settings or {})}, version)
+    profile_defs = {name: {"description": "test", "args": args or {}, "env": env or {}}}
+    return profiles.render(name, profile_defs, {**SETTINGS, **(settings or {})}, version)
 
 
 def refused(rule, **kw):
-    with pytest.raises(prof.ProfileError) as exc:
+    with pytest.raises(profiles.ProfileError) as exc:
         render(**kw)
     assert rule in [r for r, _ in exc.value.problems], exc.value.problems
     return str(exc.value)
@@ -59,7 +59,7 @@ def test_negative_numbers_and_a_lone_dash_are_values():
 
 def test_flag_names_are_plain_words():
     for key in ("x\nExecStartPre=+/bin/sh", "--tp", "a b", ""):
-        with pytest.raises(prof.ProfileError, match="flag name"):
+        with pytest.raises(profiles.ProfileError, match="flag name"):
             render(args={key: 1})
 
 
@@ -156,20 +156,20 @@ def test_a_numeric_profile_name_in_a_file_is_refused_with_the_fix(tmp_path, caps
 
 
 def test_a_numeric_profile_name_is_refused_with_the_fix():
-    with pytest.raises(prof.ProfileError, match="quote a numeric name"):
-        prof.resolve(1, {1: {"description": "x"}})
-    with pytest.raises(prof.ProfileError, match="unknown profile '1'; available: 1, a"):
-        prof.resolve("1", {1: {"description": "x"}, "a": {"description": "a"}})
-    with pytest.raises(prof.ProfileError, match="profile name"):
+    with pytest.raises(profiles.ProfileError, match="quote a numeric name"):
+        profiles.resolve(1, {1: {"description": "x"}})
+    with pytest.raises(profiles.ProfileError, match="unknown profile '1'; available: 1, a"):
+        profiles.resolve("1", {1: {"description": "x"}, "a": {"description": "a"}})
+    with pytest.raises(profiles.ProfileError, match="profile name"):
         render(name="x\nExecStartPre=+/bin/sh")
 
 
 def test_check_returns_structured_findings_and_never_raises():
-    profiles = {"t": {"description": "t", "args": {"chat-template": ["/t", "--host"]}, "env": {"HF_TOKEN": "x"}}}
-    launch, findings = rules.check("t", profiles, SETTINGS, "0.5.23")
+    profile_defs = {"t": {"description": "t", "args": {"chat-template": ["/t", "--host"]}, "env": {"HF_TOKEN": "x"}}}
+    launch, findings = rules.check("t", profile_defs, SETTINGS, "0.5.23")
     assert launch is None and {f.rule for f in findings} == {"flag-list", "secret-in-profile"}
     assert all(f.level == rules.ERROR for f in findings)
-    launch, findings = rules.check("baseline", prof.load_profiles(), SETTINGS)
+    launch, findings = rules.check("baseline", profiles.load_profiles(), SETTINGS)
     assert launch is not None and not rules.errors(findings)
     assert rules.check("ghost", {}, SETTINGS)[1][0].rule == "unknown-profile"
 
@@ -355,11 +355,11 @@ def test_a_huge_value_is_refused_alike_by_render_validate_and_the_playbook(tmp_p
     assert "the launch" in refused("value-length", args=many, env={f"V{i}": "v" * 60_000 for i in range(8)})
     assert render(args={"chat-template": "c" * formats.MAX_VALUE_BYTES}).argv[-1] == "c" * formats.MAX_VALUE_BYTES
 
-    profiles = {"t": {"description": "test", "args": {"served-model-name": big}}}
-    launch, findings = rules.check("t", profiles, SETTINGS)  # what the playbook's sglang_profile action runs
+    profile_defs = {"t": {"description": "test", "args": {"served-model-name": big}}}
+    launch, findings = rules.check("t", profile_defs, SETTINGS)  # what the playbook's sglang_profile action runs
     assert launch is None and [f.rule for f in findings] == ["value-length"]
     f = tmp_path / "p.yml"
-    f.write_text(json.dumps({"sglang_profiles": profiles}))
+    f.write_text(json.dumps({"sglang_profiles": profile_defs}))
     for command in ("validate", "render"):
         rc, cap = cli_run(capsys, command, "t", "--profiles-file", str(f))
         assert rc == 2 and "--served-model-name: the value is 2097152 bytes" in cap.err and big not in cap.err
@@ -385,11 +385,11 @@ def test_a_key_given_twice_is_refused_with_file_and_line(tmp_path, capsys):
     rc, cap = cli_run(capsys, "validate", "a", "--profiles-file", str(f))
     assert rc == 2 and f"{f}, line 5: key 'a' given twice (first on line 2)" in cap.err, cap.err
     f.write_text("sglang_profiles:\n  a:\n    description: x\n    args: {tp-size: 1, tp-size: 2}\n")
-    with pytest.raises(prof.ProfileError, match="line 4: key 'tp-size' given twice"):
-        prof.load_profiles(f)
+    with pytest.raises(profiles.ProfileError, match="line 4: key 'tp-size' given twice"):
+        profiles.load_profiles(f)
     merged = "base: &b {x: 1, y: 2}\nsglang_profiles: {a: {description: x}}\nm:\n  <<: *b\n  x: 3\n"
     f.write_text(merged)  # a merge key's values may be overridden: that is what it is for
-    assert prof.read_yaml(f)["m"] == {"x": 3, "y": 2}
+    assert profiles.read_yaml(f)["m"] == {"x": 3, "y": 2}
 
     search = tmp_path / "s.yml"
     search.write_text("base: baseline\naxes:\n  a: {x: {}}\n  a: {y: {}}\n")
@@ -474,7 +474,7 @@ def test_a_hosts_result_time_cannot_steer_the_fetched_file_outside_results(start
     ],
 )
 def test_a_url_with_a_password_in_a_profile_is_refused_without_showing_it(args, env):
-    with pytest.raises(prof.ProfileError, match="is a URL with a password") as err:
+    with pytest.raises(profiles.ProfileError, match="is a URL with a password") as err:
         render(args=args, env=env)
     assert "hunter2-secret" not in str(err.value) and "pa55word" not in str(err.value)
 

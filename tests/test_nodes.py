@@ -16,11 +16,11 @@ from ansible_json import PLAYBOOK_BIN, needs_playbook, run_playbook
 
 from sglang_deploy import fleet, nodes, rules
 from sglang_deploy.host import ports
-from sglang_deploy import profiles as prof
+from sglang_deploy import profiles
 from sglang_deploy.paths import GROUP_VARS, REPO
 
-SETTINGS = prof.load_settings()
-PROFILES = prof.load_profiles()
+SETTINGS = profiles.load_settings()
+PROFILES = profiles.load_profiles()
 PAIR = ["gpu-a", "gpu-b"]
 EIGHT_GPUS = {"gpu_count": 8, "gpu_arch": "sm_90", "nvlink": True}
 
@@ -32,7 +32,7 @@ def place(host="gpu-b", members=PAIR, **kw):
 
 def launch(host, tp=16, version="0.5.23", profile="baseline", **kw):
     settings = {**SETTINGS, "sglang_tp": tp, "sglang_node": place(host, **kw)}
-    return prof.render(profile, PROFILES, settings, version)
+    return profiles.render(profile, PROFILES, settings, version)
 
 
 def test_place_in_the_group_follows_the_inventory_order():
@@ -110,7 +110,7 @@ def test_the_flags_are_those_of_a_real_two_node_run():
     real = json.loads((REPO / "results" / "gpu-h200" / "two_nodes.json").read_text())
     host, port = real["dist_init_addr"].rsplit(":", 1)
     for rank, argv in enumerate(real["argv"]):
-        ours = prof.render(
+        ours = profiles.render(
             "baseline",
             PROFILES,
             {**SETTINGS, "sglang_tp": 2, "sglang_node": place(PAIR[rank], rank0_address="10.0.0.1", port=port)},
@@ -121,7 +121,7 @@ def test_the_flags_are_those_of_a_real_two_node_run():
 
 
 def test_a_server_of_its_own_renders_no_node_flags():
-    argv = prof.render("baseline", PROFILES, SETTINGS, "0.5.23").argv
+    argv = profiles.render("baseline", PROFILES, SETTINGS, "0.5.23").argv
     assert not {"--nnodes", "--node-rank", "--dist-init-addr", "--dist-timeout"} & set(argv)
     # The settings file holds the Jinja expression that only a playbook resolves: the CLI renders it as no group.
     assert isinstance(SETTINGS["sglang_node"], str)
@@ -158,9 +158,9 @@ def test_tp_times_pp_must_divide_by_nnodes():
     ],
 )
 def test_node_layout_refuses_a_profile_that_sets_it(args, facts, fix):
-    profiles = {"t": {"description": "test", "args": {"tp-size": 16, **args}}}
+    profile_defs = {"t": {"description": "test", "args": {"tp-size": 16, **args}}}
     settings = {**SETTINGS, "sglang_node": place() if facts else {}}
-    found = errors_of(prof.render("t", profiles, settings, "0.5.23"), facts)
+    found = errors_of(profiles.render("t", profile_defs, settings, "0.5.23"), facts)
     assert fix in found["node-layout"]
 
 
@@ -168,9 +168,11 @@ def test_node_layout_refuses_a_profile_that_sets_it(args, facts, fix):
 def test_a_profile_cannot_move_the_groups_rendezvous_address(flag):
     """The profile's flags win over the inventory's: --nccl-init-addr 127.0.0.1:30000 replaced rank 1's
     --dist-init-addr and passed every check (they read only the canonical name)."""
-    profiles = {"t": {"description": "test", "args": {"tp-size": 16, flag: "127.0.0.1:30000"}}}
-    with pytest.raises(prof.ProfileError, match=f"sets --{flag}: rank 0's rendezvous address comes from the inventory"):
-        prof.render("t", profiles, {**SETTINGS, "sglang_node": place()}, "0.5.23")
+    profile_defs = {"t": {"description": "test", "args": {"tp-size": 16, flag: "127.0.0.1:30000"}}}
+    with pytest.raises(
+        profiles.ProfileError, match=f"sets --{flag}: rank 0's rendezvous address comes from the inventory"
+    ):
+        profiles.render("t", profile_defs, {**SETTINGS, "sglang_node": place()}, "0.5.23")
 
 
 def test_the_dist_init_port_may_not_be_the_api_port():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sglang_deploy import cli
-from sglang_deploy import profiles as prof
+from sglang_deploy import profiles
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SEED = str(FIXTURES / "seed_launches.yml")
@@ -37,7 +37,7 @@ def test_profiles_lists_names_and_descriptions(capsys):
 def test_render_argv_is_the_json_argv_with_notes_on_stderr(capsys):
     assert cli.main(["render", "nextn", "--sglang-version", "0.5.23"]) == 0
     cap = capsys.readouterr()
-    expected = prof.render("nextn", prof.load_profiles(), prof.load_settings(), "0.5.23").argv
+    expected = profiles.render("nextn", profiles.load_profiles(), profiles.load_settings(), "0.5.23").argv
     assert json.loads(cap.out) == expected
     assert "renamed to --mamba-radix-cache-strategy" in cap.err and "SGLANG_ENABLE_SPEC_V2" in cap.err
 
@@ -46,9 +46,9 @@ def test_render_defaults_to_sglang_version_default_of_group_vars(capsys):
     """The --sglang-version help names group_vars' sglang_version_default; the playbooks' sglang_version falls
     back to the same variable."""
     assert cli.main(["validate", "nextn"]) == 0
-    default = prof.load_settings()["sglang_version_default"]
+    default = profiles.load_settings()["sglang_version_default"]
     assert f"for sglang {default} " in capsys.readouterr().out
-    assert "default(sglang_version_default)" in (prof.SETTINGS_FILE).read_text()
+    assert "default(sglang_version_default)" in (profiles.SETTINGS_FILE).read_text()
     with pytest.raises(SystemExit):
         cli.main(["render", "--help"])
     assert "sglang_version_default in group_vars/all/sglang.yml" in " ".join(capsys.readouterr().out.split())

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sglang_deploy import cli, rules
-from sglang_deploy import profiles as prof
+from sglang_deploy import profiles
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -81,7 +81,7 @@ def test_documented_profiles_and_bundles_exist():
     for line in command_lines("sglang-deploy compare"):  # the profiles as the command line reads them
         named.update(cli.build_parser().parse_args(shlex.split(line)[1:]).profiles)
     assert named >= {"baseline", "nextn"}
-    assert sorted(named - set(prof.load_profiles())) == []
+    assert sorted(named - set(profiles.load_profiles())) == []
     bundles = re.findall(r"(?:sglang_stack_bundle=|sglang-deploy stack (?:fetch|lock) )([a-z][\w.-]*)", ALL_DOCS)
     assert bundles and sorted(b for b in bundles if not (REPO / "stacks" / f"{b}.yml").is_file()) == []
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from sglang_deploy import nodes, rules
-from sglang_deploy import profiles as prof
+from sglang_deploy import profiles
 
-SETTINGS = prof.load_settings()
+SETTINGS = profiles.load_settings()
 FIXTURES = Path(__file__).parent / "fixtures"
 HYBRID = {"model_architecture": "Qwen3_5MoeForConditionalGeneration"}
 SPEC_AUTO = {"speculative-algorithm": "NEXTN"}
@@ -39,8 +39,8 @@ def case(args=None, env=None, version="0.5.23", facts=None, concurrency=None, se
 
 
 def run(c):
-    profiles = {"t": {"description": "test", "args": c["args"], "env": c["env"]}}
-    launch = prof.render("t", profiles, {**SETTINGS, **c["settings"]}, c["version"])
+    profile_defs = {"t": {"description": "test", "args": c["args"], "env": c["env"]}}
+    launch = profiles.render("t", profile_defs, {**SETTINGS, **c["settings"]}, c["version"])
     return rules.validate(launch, c["facts"], c["concurrency"])
 
 
@@ -220,7 +220,7 @@ def test_operator_command_unknown_flag_on_0_5_20_style_names():
     assert len(unknown) == 1 and "--enable-ep-moe" in unknown[0].message  # cuda-graph-max-bs is translated
 
 
-SEED = prof.load_profiles(FIXTURES / "seed_launches.yml")
+SEED = profiles.load_profiles(FIXTURES / "seed_launches.yml")
 SEED_FACTS = {
     "gpu_arch": "sm_120",
     "gpu_count": 8,
@@ -244,7 +244,7 @@ SEED_FACTS = {
     ],
 )
 def test_seed_launches(name, version, refused_by):
-    launch = prof.render(name, SEED, SETTINGS, version)
+    launch = profiles.render(name, SEED, SETTINGS, version)
     findings = rules.validate(launch, SEED_FACTS, concurrency=32)
     assert {f.rule for f in rules.errors(findings)} == refused_by
 
@@ -292,8 +292,8 @@ def _args_of(argv: list) -> dict:
 def test_rules_predict_what_real_sglang_did(row):
     """Recorded by tests/gpu/test_rules_real.py: sglang 0.5.16 on an H200 refused these launches at startup or
     served them; the rules must refuse exactly the ones it refused."""
-    profiles = {"t": {"description": "recorded", "args": _args_of(row["argv"]), "env": {}}}
-    launch = prof.render("t", profiles, {}, "0.5.16")
+    profile_defs = {"t": {"description": "recorded", "args": _args_of(row["argv"]), "env": {}}}
+    launch = profiles.render("t", profile_defs, {}, "0.5.16")
     facts = {
         **json.loads((REAL / "verdicts.json").read_text())["gpu"],
         "model_path_exists": True,

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from sglang_deploy import api
-from sglang_deploy import profiles as prof
+from sglang_deploy import profiles
 from sglang_deploy import rules, tune
 from sglang_deploy.tune import report as tune_report
 from sglang_deploy.paths import REPO
@@ -51,8 +51,8 @@ SEARCH = {
 def host(name="lab-1", **over) -> tune.HostFacts:
     base = dict(
         host=name,
-        profiles=prof.load_profiles(),
-        settings=prof.load_settings(),
+        profiles=profiles.load_profiles(),
+        settings=profiles.load_settings(),
         sglang_version="0.5.23",
         rule_facts=dict(LAB_FACTS),
         stack={},
@@ -137,7 +137,7 @@ def test_plan_prunes_with_the_rules_and_reasons():
     p = runnable[0]
     assert p.profile == f"tune-{p.key[:10]}" and "--moe-runner-backend" in p.launches["lab-1"]["argv"]
     # The flat profile renders exactly the launch the key hashed.
-    launch = prof.render(p.profile, {p.profile: p.body}, prof.load_settings(), "0.5.23")
+    launch = profiles.render(p.profile, {p.profile: p.body}, profiles.load_settings(), "0.5.23")
     assert launch.argv == p.launches["lab-1"]["argv"] and launch.env == p.launches["lab-1"]["env"]
 
 
@@ -155,7 +155,7 @@ def test_keys_follow_the_rendered_launch_and_the_stack():
     cands = tune.expand(s)[0]
     a = tune.plan(s, cands, [host()])
     # baseline already sets flashinfer_cutlass: null removes it, the explicit value renders baseline's launch.
-    baseline = prof.render("baseline", prof.load_profiles(), prof.load_settings(), "0.5.23")
+    baseline = profiles.render("baseline", profiles.load_profiles(), profiles.load_settings(), "0.5.23")
     assert a[1].launches["lab-1"]["args"] == baseline.args and len({p.key for p in a}) == 3
     assert (
         tune.candidate_key(
@@ -311,15 +311,15 @@ def finished(tmp_path):
 def test_promote_into_the_profiles_file_keeps_comments_and_shows_the_diff(tmp_path):
     out = finished(tmp_path)
     target = tmp_path / "profiles.yml"
-    shutil.copy(prof.PROFILES_FILE, target)
+    shutil.copy(profiles.PROFILES_FILE, target)
     before = target.read_text()
     body = tune.promotion_body(out.search, out.winner, out)
     diff, new = tune.promote_profile(target, "fastest", body)
     assert new.startswith(before.rstrip("\n").split("sglang_profiles:")[0])  # header comments kept
     assert "+  fastest:" in diff and "+    extends: baseline" in diff and "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE" in diff
     assert not [ln for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
-    loaded = prof.load_profiles(target)
-    launch = prof.render("fastest", loaded, prof.load_settings(), "0.5.23")
+    loaded = profiles.load_profiles(target)
+    launch = profiles.render("fastest", loaded, profiles.load_settings(), "0.5.23")
     assert launch.argv == out.winner.launches["lab-1"]["argv"] and launch.env == out.winner.launches["lab-1"]["env"]
     diff2, _ = tune.promote_profile(target, "fastest", body)  # promoting again changes nothing
     assert diff2 == ""
@@ -328,8 +328,10 @@ def test_promote_into_the_profiles_file_keeps_comments_and_shows_the_diff(tmp_pa
 def test_promote_into_a_new_group_vars_file_copies_the_hosts_profiles(tmp_path):
     out = finished(tmp_path)
     target = tmp_path / "group_vars" / "gpu.yml"
-    diff, _ = tune.promote_profile(target, "fastest", tune.promotion_body(out.search, out.winner), prof.load_profiles())
-    assert set(prof.load_profiles(target)) == set(prof.load_profiles()) | {"fastest"}
+    diff, _ = tune.promote_profile(
+        target, "fastest", tune.promotion_body(out.search, out.winner), profiles.load_profiles()
+    )
+    assert set(profiles.load_profiles(target)) == set(profiles.load_profiles()) | {"fastest"}
     with pytest.raises(tune.SearchError, match="has no sglang_profiles"):
         tune.promote_profile(tmp_path / "other.yml", "fastest", {"description": "x"})
     with pytest.raises(tune.SearchError, match="profile name"):
@@ -424,6 +426,6 @@ def test_promote_reads_the_target_with_the_profiles_limits(tmp_path):
         tune.promote_profile("/dev/zero", "fastest", {"description": "x"})
     big = tmp_path / "big.yml"
     with open(big, "wb") as f:
-        f.truncate(prof.MAX_YAML_BYTES + 1)
+        f.truncate(profiles.MAX_YAML_BYTES + 1)
     with pytest.raises(tune.SearchError, match="bytes, more than"):
         tune.promote_profile(big, "fastest", {"description": "x"})

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from sglang_deploy import api, cli
-from sglang_deploy import profiles as prof
+from sglang_deploy import profiles
 from sglang_deploy.paths import REPO
 from test_api import LAB_HOST, lab, lab_exclusive  # noqa: F401 (autouse: holds the lab container)
 
@@ -55,11 +55,11 @@ def test_search_prunes_survives_failures_and_finds_the_optimum(searched):
 def test_rerun_from_the_command_line_measures_nothing_and_promotes(searched, tmp_path, capsys):
     out, res = searched
     target = tmp_path / "profiles.yml"
-    shutil.copy(prof.PROFILES_FILE, target)
+    shutil.copy(profiles.PROFILES_FILE, target)
     rc = cli.main(["tune", str(SEARCH), "--out", str(out), "--promote", "lab-fastest", "--into", str(target)])
     text = capsys.readouterr()
     assert rc == 0, text.err
     assert "4 run (0 runs new this time)" in text.out and "+  lab-fastest:" in text.out
-    launch = prof.render("lab-fastest", prof.load_profiles(target), prof.load_settings(), "0.5.23")
+    launch = profiles.render("lab-fastest", profiles.load_profiles(target), profiles.load_settings(), "0.5.23")
     assert launch.env == {"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "1"}
     assert launch.argv == res.outcome.winner.launches[LAB_HOST]["argv"]

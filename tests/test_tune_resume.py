@@ -13,7 +13,7 @@ import yaml
 
 from sglang_deploy import api, cli, tune
 from sglang_deploy.tune import report as tune_report
-from sglang_deploy import profiles as prof
+from sglang_deploy import profiles
 from test_tune import LAB_FACTS, SEARCH, ModelDeploy, planned_lab
 
 
@@ -37,8 +37,8 @@ class Lab:
     def facts(self, playbook, **kw):
         assert playbook == api.search.TUNE_FACTS_PLAYBOOK
         raw = {
-            "profiles": prof.load_profiles(),
-            "settings": prof.load_settings(),
+            "profiles": profiles.load_profiles(),
+            "settings": profiles.load_settings(),
             "sglang_version": "0.5.23",
             "rule_facts": LAB_FACTS,
             "emulated": True,
@@ -169,7 +169,7 @@ def test_the_reports_promote_command_is_what_the_parser_accepts(search, monkeypa
     assert words[:2] == ["sglang-deploy", "tune"]
     args = cli.build_parser().parse_args(words[1:])
     assert (args.search, args.inventory, args.out) == (str(path), "inventory/lab.yml", str(out))
-    assert (args.promote, args.into) == ("NAME", str(prof.PROFILES_FILE))
+    assert (args.promote, args.into) == ("NAME", str(profiles.PROFILES_FILE))
 
 
 def over_limit_search():
@@ -183,7 +183,7 @@ def test_a_candidate_over_a_limit_is_promoted_only_with_over_limit(monkeypatch, 
     lab = Lab(monkeypatch)
     lab.planned = planned
     target = tmp_path / "profiles.yml"
-    shutil.copy(prof.PROFILES_FILE, target)
+    shutil.copy(profiles.PROFILES_FILE, target)
     kw = dict(out_dir=tmp_path / "out", promote="fast", promote_into=target, candidate="1")
     with pytest.raises(
         tune.SearchError, match=r"--candidate 1 broke a limit .*ttft_p99_ms @ c=32 <= 150 .*--over-limit"
@@ -192,7 +192,7 @@ def test_a_candidate_over_a_limit_is_promoted_only_with_over_limit(monkeypatch, 
     assert "fast:" not in target.read_text()
     res = api.tune(s, over_limit=True, **kw)
     assert "broke a limit: ttft_p99_ms @ c=32 <= 150 (got 200.0)" in res.promoted["warning"]
-    assert "fast" in prof.load_profiles(target)
+    assert "fast" in profiles.load_profiles(target)
 
 
 def test_a_null_that_removes_nothing_is_not_written(tmp_path):
@@ -207,15 +207,15 @@ def test_a_null_that_removes_nothing_is_not_written(tmp_path):
         )
     )
     (p,) = [q for q in planned if q.candidate.choices == {"enable-mscclpp": "null", "moe-runner-backend": "null"}]
-    body = tune.promotion_body(s, p, base_profiles=prof.load_profiles())
+    body = tune.promotion_body(s, p, base_profiles=profiles.load_profiles())
     # baseline sets moe-runner-backend (the null removes it) but not enable-mscclpp
     assert body["args"] == {"moe-runner-backend": None}
     target = tmp_path / "profiles.yml"
-    shutil.copy(prof.PROFILES_FILE, target)
+    shutil.copy(profiles.PROFILES_FILE, target)
     _, text = tune.promote_profile(target, "plain", body)
     own = text.split("\n  plain:")[1]
     assert "enable-mscclpp:" not in own and "moe-runner-backend:" in own
-    launch = prof.render("plain", prof.load_profiles(target), prof.load_settings(), "0.5.23")
+    launch = profiles.render("plain", profiles.load_profiles(target), profiles.load_settings(), "0.5.23")
     assert launch.argv == p.launches["lab-1"]["argv"]
 
 

@@ -18,7 +18,7 @@ import yaml
 
 from sglang_deploy import paths
 from sglang_deploy.host import model
-from sglang_deploy import profiles as prof
+from sglang_deploy import profiles
 from sglang_deploy.host.bench.sweep import write_file
 from sglang_deploy.host.wheel_fetch import sha256_file
 
@@ -67,8 +67,8 @@ def load(name: str, models_dir: Path = MODELS) -> dict:
             "(make one with sglang-deploy model lock NAME --path DIR | --repo OWNER/NAME --revision COMMIT)"
         )
     try:
-        data = prof.read_yaml(path)
-    except prof.ProfileError as exc:
+        data = profiles.read_yaml(path)
+    except profiles.ProfileError as exc:
         raise ModelLockError(str(exc)) from exc
     problems = model.validate(data)
     if not problems and data["name"] != name:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from . import formats, paths
-from . import profiles as prof
+from . import profiles
 
 
 class CommandError(Exception):
@@ -17,21 +17,23 @@ def load(profiles_file: Path | None = None) -> tuple[dict, dict]:
     """(sglang_profiles, settings) from the profiles file (default: group_vars) and group_vars/all/sglang.yml."""
     paths.require_project()
     try:
-        return prof.load_profiles(profiles_file), prof.load_settings()
-    except prof.ProfileError as exc:
+        return profiles.load_profiles(profiles_file), profiles.load_settings()
+    except profiles.ProfileError as exc:
         raise CommandError(str(exc)) from exc
 
 
-def render_launch(profile: str, profiles_file: Path | None = None, sglang_version: str | None = None) -> prof.Launch:
+def render_launch(
+    profile: str, profiles_file: Path | None = None, sglang_version: str | None = None
+) -> profiles.Launch:
     """The profile's launch for an SGLang release (default: sglang_version of the settings)."""
-    profiles, settings = load(profiles_file)
+    profile_defs, settings = load(profiles_file)
     try:
-        return prof.render(profile, profiles, settings, sglang_version)
-    except prof.ProfileError as exc:
+        return profiles.render(profile, profile_defs, settings, sglang_version)
+    except profiles.ProfileError as exc:
         raise CommandError(str(exc)) from exc
 
 
-def format_launch(launch: prof.Launch, fmt: str, python: str | None = None) -> str:
+def format_launch(launch: profiles.Launch, fmt: str, python: str | None = None) -> str:
     """argv: JSON array after `python -m sglang.launch_server`; env: the profile's lines of the server's 0600
     EnvironmentFile; shell: a command line; unit: the [Service] launch lines as the sglang_server role writes them.
     One quoting implementation (sglang_deploy.formats) for all, the role's templates included."""

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglang_deploy import profiles as prof
+from sglang_deploy import profiles
 from sglang_deploy.host import stack, stack_prune, wheel_fetch
 from sglang_deploy.stack_lock import LockError
 
@@ -53,8 +53,8 @@ def load_bundle(name: str, stacks_dir: Path) -> dict:
         known = sorted(p.stem for p in stacks_dir.glob("*.yml") if not p.name.endswith(".lock.yml"))
         raise LockError(f"no bundle {name!r} in {stacks_dir}; bundles there: {', '.join(known) or 'none'}")
     try:
-        return prof.read_yaml(path)
-    except prof.ProfileError as exc:
+        return profiles.read_yaml(path)
+    except profiles.ProfileError as exc:
         raise LockError(f"{exc} (a bundle is a mapping of keys, see stacks/README.md)") from exc
 
 
@@ -67,8 +67,8 @@ def load_lock(bundle: dict, stacks_dir: Path) -> dict:
         raise LockError(f"bundle {bundle['name']}: {problems[0]}")
     path = _inside(stacks_dir, bundle["lock"]["file"], "lock")
     try:
-        data = prof.read_yaml(path)
-    except prof.ProfileError as exc:
+        data = profiles.read_yaml(path)
+    except profiles.ProfileError as exc:
         raise LockError(f"lock of bundle {bundle['name']}: {exc}") from exc
     problems = stack.check_lock(bundle, data)
     if problems:
@@ -109,9 +109,9 @@ def prune(wheelhouse: Path, stacks_dirs: list[Path], *, delete: bool = False) ->
     referenced: set[str] = set()
     for path in locks:
         try:
-            data = prof.read_yaml(_inside(path.parent, path.name, "lock"))
+            data = profiles.read_yaml(_inside(path.parent, path.name, "lock"))
             referenced.update(entry["file"] for entry in stack.lock_files(data))
-        except (LockError, prof.ProfileError, AttributeError, KeyError, TypeError) as exc:
+        except (LockError, profiles.ProfileError, AttributeError, KeyError, TypeError) as exc:
             raise LockError(
                 f"{path}: not a readable lock ({exc.__class__.__name__}: {exc}); nothing pruned: repair or move it"
             ) from exc

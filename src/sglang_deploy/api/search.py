@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from sglang_deploy import profiles as prof
+from sglang_deploy import profiles
 from sglang_deploy.tune import (
     FAILED,
     OK,
@@ -93,7 +93,7 @@ def tune(
     search = search_file if isinstance(search_file, Search) else load_search(search_file)
     budget_obj = Budget.parse(budget)
     store = _store(search, out_dir)
-    promote_into = promote_into or prof.PROFILES_FILE
+    promote_into = promote_into or profiles.PROFILES_FILE
     if promote:  # refused before the search runs, not after it
         promotion.check_promotion(promote, promote_into)
     rollout = Rollout(inventory, limit, extravars, on_event)

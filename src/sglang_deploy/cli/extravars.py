@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sglang_deploy import profiles as prof
+from sglang_deploy import profiles
 from sglang_deploy.secret_names import is_secret_name
 
 
@@ -16,8 +16,8 @@ def parse_extravars(items: list) -> dict:
         if item.startswith("@"):
             path = Path(item[1:]).expanduser()
             try:
-                text = prof.read_text(path)
-            except prof.ProfileError as exc:
+                text = profiles.read_text(path)
+            except profiles.ProfileError as exc:
                 raise ValueError(f"-e {item}: {exc}") from exc
             if text.startswith("$ANSIBLE_VAULT"):
                 raise ValueError(
@@ -35,8 +35,8 @@ def parse_extravars(items: list) -> dict:
                 doc = {key: value}
             else:
                 try:
-                    doc = {key: prof.parse_yaml(value, f"-e {key}") if value else value}
-                except prof.ProfileError as exc:
+                    doc = {key: profiles.parse_yaml(value, f"-e {key}") if value else value}
+                except profiles.ProfileError as exc:
                     if exc.problems[0][0] == "yaml-duplicate-key":
                         raise ValueError(str(exc)) from exc
                     doc = {key: value}  # not YAML: the text itself
@@ -46,8 +46,8 @@ def parse_extravars(items: list) -> dict:
 
 def _yaml_mapping(text: str, what: str) -> dict:
     try:
-        doc = prof.parse_yaml(text, what)
-    except prof.ProfileError as exc:
+        doc = profiles.parse_yaml(text, what)
+    except profiles.ProfileError as exc:
         raise ValueError(str(exc)) from exc
     if doc is None:
         return {}

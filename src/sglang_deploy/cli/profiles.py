@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from sglang_deploy import profile_render, rules
-from sglang_deploy import profiles as prof
+from sglang_deploy import profiles
 from sglang_deploy.cli.errors import UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profiles", help="list launch profiles with their descriptions")
     _add_profiles_file(p)
-    p.set_defaults(func=profiles)
+    p.set_defaults(func=list_profiles)
 
     p = sub.add_parser(
         "render",
@@ -96,11 +96,11 @@ def _usage_errors(func):
     return run
 
 
-def _launch(args: argparse.Namespace) -> prof.Launch:
+def _launch(args: argparse.Namespace) -> profiles.Launch:
     return profile_render.render_launch(args.profile, args.profiles_file, args.sglang_version)
 
 
-def _print_notes(launch: prof.Launch) -> None:
+def _print_notes(launch: profiles.Launch) -> None:
     for note in launch.notes:
         print(f"note: {note}", file=sys.stderr)
     for key in launch.secret_env:
@@ -108,12 +108,12 @@ def _print_notes(launch: prof.Launch) -> None:
 
 
 @_usage_errors
-def profiles(args: argparse.Namespace) -> int:
+def list_profiles(args: argparse.Namespace) -> int:
     found, _ = profile_render.load(args.profiles_file)
     for name in found:
         try:
-            profile = prof.resolve(name, found)
-        except prof.ProfileError as exc:
+            profile = profiles.resolve(name, found)
+        except profiles.ProfileError as exc:
             print(f"{name}\n    BROKEN: {exc}")
             continue
         parent = f" (extends {profile.chain[-2]})" if len(profile.chain) > 1 else ""

@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from .. import profiles as prof
+from .. import profiles
 from .. import rules
 from .expansion import Candidate
 from .searchfile import Search, SearchError, Workload
@@ -55,7 +55,7 @@ def candidate_profiles(search: Search, cand: Candidate, host_profiles: dict, nam
 
 def flat_profile(search: Search, cand: Candidate, host_profiles: dict, name: str) -> dict:
     """The candidate as one self-contained profile (no extends): what a deploy gets as sglang_profiles[name]."""
-    p = prof.resolve(name, candidate_profiles(search, cand, host_profiles, name))
+    p = profiles.resolve(name, candidate_profiles(search, cand, host_profiles, name))
     return {"description": p.description, "args": p.args, "env": p.env}
 
 
@@ -132,8 +132,8 @@ def plan(
             where = f"{h.host}: " if len(hosts) > 1 else ""
             try:
                 body = flat_profile(search, cand, h.profiles, "tune-candidate")
-                launch = prof.render("tune-candidate", {"tune-candidate": body}, h.settings, h.sglang_version)
-            except prof.ProfileError as exc:
+                launch = profiles.render("tune-candidate", {"tune-candidate": body}, h.settings, h.sglang_version)
+            except profiles.ProfileError as exc:
                 p.reasons.append(f"{where}[profile] {exc}")
                 continue
             findings = rules.validate(launch, h.rule_facts, concurrency)

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .. import profiles as prof
+from .. import profiles
 from ..host.bench.sweep import check_dest, write_file
 from ..secret_names import is_secret_name
 from .outcome import Outcome
@@ -37,7 +37,7 @@ def promotion_body(
             desc += f" {obj.name}: median {row['median']:.1f} over {row['n']} run(s)"
             desc += " (synthetic, lab emulator)." if outcome.emulated else "."
     if isinstance(search.base, str):
-        base = prof.resolve(search.base, base_profiles) if base_profiles else None
+        base = profiles.resolve(search.base, base_profiles) if base_profiles else None
         body: dict = {"description": desc, "extends": search.base}
         for part, own in (("args", p.candidate.args), ("env", p.candidate.env)):
             inherited = getattr(base, part) if base else None
@@ -64,7 +64,7 @@ def check_promotion(name: str | None, path: str | Path) -> tuple[str, Any]:
     a folder, a link, a file that is not regular, not YAML, or a sglang_profiles that is not a mapping."""
     from ruamel.yaml.comments import CommentedMap
 
-    if not isinstance(name, str) or not prof.NAME_RE.match(name):
+    if not isinstance(name, str) or not profiles.NAME_RE.match(name):
         raise SearchError(f"profile name {name!r}: letters, digits, '_', '.', '-' only (it names a profile)")
     try:
         check_dest(str(path))
@@ -72,16 +72,16 @@ def check_promotion(name: str | None, path: str | Path) -> tuple[str, Any]:
         raise SearchError(f"--into: {exc}") from exc
     path = Path(path)
     try:
-        old = prof.read_text(path) if path.exists() else ""
+        old = profiles.read_text(path) if path.exists() else ""
         doc = _round_trip().load(old) if old.strip() else CommentedMap()
-    except prof.ProfileError as exc:
+    except profiles.ProfileError as exc:
         raise SearchError(str(exc)) from exc
     except Exception as exc:  # ruamel raises several parser error types
         raise SearchError(f"{path} is not valid YAML: {exc}") from exc
     if not hasattr(doc, "keys"):
         raise SearchError(f"{path}: expected a mapping of variables (a group_vars file)")
-    if not hasattr(doc.get(prof.PROFILES_VAR, {}), "keys"):
-        raise SearchError(f"{path}: {prof.PROFILES_VAR} must be a mapping")
+    if not hasattr(doc.get(profiles.PROFILES_VAR, {}), "keys"):
+        raise SearchError(f"{path}: {profiles.PROFILES_VAR} must be a mapping")
     return old, doc
 
 
@@ -94,21 +94,21 @@ def promote_profile(path: str | Path, name: str, body: dict, host_profiles: dict
     """
     path = Path(path)
     old, doc = check_promotion(name, path)
-    if prof.PROFILES_VAR not in doc:
+    if profiles.PROFILES_VAR not in doc:
         if not host_profiles:
             raise SearchError(
-                f"{path} has no {prof.PROFILES_VAR}, and the hosts' profiles are unknown: name the "
+                f"{path} has no {profiles.PROFILES_VAR}, and the hosts' profiles are unknown: name the "
                 "file that defines it (group_vars/all/profiles.yml) or copy its entries there first"
             )
-        doc[prof.PROFILES_VAR] = json.loads(json.dumps(host_profiles))
-    profiles_map = doc[prof.PROFILES_VAR]
+        doc[profiles.PROFILES_VAR] = json.loads(json.dumps(host_profiles))
+    profiles_map = doc[profiles.PROFILES_VAR]
     base = body.get("extends")
     if base is not None and base not in profiles_map:
-        raise SearchError(f"{path}: the winner extends {base!r}, which this file's {prof.PROFILES_VAR} lacks")
+        raise SearchError(f"{path}: the winner extends {base!r}, which this file's {profiles.PROFILES_VAR} lacks")
     profiles_map[name] = json.loads(json.dumps(body))
     try:
-        prof.resolve(name, json.loads(json.dumps(profiles_map)))
-    except prof.ProfileError as exc:
+        profiles.resolve(name, json.loads(json.dumps(profiles_map)))
+    except profiles.ProfileError as exc:
         raise SearchError(f"{path}: the promoted profile does not resolve: {exc}") from exc
     buf = io.StringIO()
     if not old:
@@ -149,7 +149,7 @@ def _promotion_diff(path: Path, old: str, new: str) -> str:
         if tag == "equal":
             continue
         rows = [("-", a[i], owner_a[i]) for i in range(i1, i2)] + [("+", b[j], owner_b[j]) for j in range(j1, j2)]
-        shown = [sign + line.rstrip("\r\n") + "\n" for sign, line, var in rows if var in (None, prof.PROFILES_VAR)]
+        shown = [sign + line.rstrip("\r\n") + "\n" for sign, line, var in rows if var in (None, profiles.PROFILES_VAR)]
         hidden += len(rows) - len(shown)
         if shown:
             hunks.append(f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@\n")

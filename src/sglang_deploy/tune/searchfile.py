@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import formats
-from .. import profiles as prof
+from .. import profiles
 from ..secret_names import MASK, is_secret_name
 
 SEARCH_KEYS = {
@@ -478,8 +478,8 @@ def _vars(extra: Any) -> dict:
 def load_search(path: str | Path) -> Search:
     path = Path(path)
     try:  # the profiles' reader: UTF-8, bounded aliases, values Python can hold
-        doc = prof.read_yaml(path)
-    except prof.ProfileError as exc:
+        doc = profiles.read_yaml(path)
+    except profiles.ProfileError as exc:
         raise SearchError(str(exc)) from exc
     name = path.name.removesuffix(".yaml").removesuffix(".yml")
     try:
