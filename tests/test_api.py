@@ -292,9 +292,11 @@ def test_deploy_returns_outcome_and_benchmark(baseline_with_key):
     assert startup["summary"].endswith("(EMULATED server: synthetic timing)")
     # Its caches are in the stack's folder (the lab has no stack), which the role made the service account's.
     env = subprocess.run(["docker", "exec", LAB_HOST, "cat", "/etc/sglang/sglang.env"], capture_output=True, text=True)
-    assert 'TORCHINDUCTOR_CACHE_DIR="/var/lib/sglang/cache/no-stack/inductor"' in env.stdout.splitlines()
-    owner = ["docker", "exec", LAB_HOST, "stat", "-c", "%U %a", "/var/lib/sglang/cache/no-stack"]
-    assert subprocess.run(owner, capture_output=True, text=True).stdout.split() == ["sglang", "750"]
+    assert 'TORCHINDUCTOR_CACHE_DIR="/var/cache/sglang/no-stack/inductor"' in env.stdout.splitlines()
+    # The root is root's: the service account cannot swap the stack's folder for a link to elsewhere.
+    owner = ["docker", "exec", LAB_HOST, "stat", "-c", "%U %G %a", "/var/cache/sglang", "/var/cache/sglang/no-stack"]
+    found = subprocess.run(owner, capture_output=True, text=True).stdout.split()
+    assert found == ["root", "sglang", "750", "sglang", "sglang", "750"], found
 
 
 @lab

@@ -166,3 +166,24 @@ def test_python_reads_the_host_record_only_through_its_reader():
         if re.search(r"""\.get\(["']sglang_server["']\)""", p.read_text())
     ]
     assert readers == ["src/sglang_deploy/host/host_record.py"]
+
+
+def test_the_rollback_reads_a_host_record_that_lacks_fields():
+    """The reader gives None for a field the record lacks (no record, or one written before the field existed): every
+    condition of the rollback on the last good record must still evaluate, or the restore stops half-way (the unit
+    put back, the failed server left) with a TypeError in place of the server's traceback."""
+    import jinja2
+
+    tasks = yaml.safe_load((REPO / "roles" / "sglang_server" / "tasks" / "rollback.yml").read_text())
+    conditions = [
+        t["when"]
+        for block in tasks
+        for t in block.get("block", []) + block.get("rescue", []) + [block]
+        if "__sglang_server_last_good." in str(t.get("when", ""))
+    ]
+    assert conditions, "rollback.yml no longer reads the last good record"
+    env = jinja2.Environment()
+    for record in (host_record.read({}), host_record.read({"sglang_server": {"last_good_profile": "baseline"}})):
+        for when in conditions:
+            for expr in when if isinstance(when, list) else [when]:
+                env.compile_expression(expr)(__sglang_server_last_good=record)

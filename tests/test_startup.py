@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import pwd
+import sys
 
 import pytest
 import yaml
@@ -220,3 +223,42 @@ def test_the_stack_venv_is_byte_compiled_at_install():
     of imports per start on the H200. pip compiles unless told --no-compile; uv only with --compile-bytecode."""
     assert "--compile-bytecode" in stack.install_argv("uv", "/opt/sglang/venvs/v", "/r.txt", "/usr/local/bin/uv")
     assert not [a for a in stack.install_argv("pip", "/opt/sglang/venvs/v", "/r.txt") if "compile" in a]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sets owners: run as root (CI does)")
+def test_the_cache_folders_are_never_made_through_a_link(tmp_path):
+    """The role's folder tasks (roles/sglang_server/tasks/install.yml) as it is, on this machine: the cache root is
+    root's, and a cache root the service account swapped for a link is refused, its target left as it was."""
+    from ansible_json import run_playbook
+
+    tasks = [
+        t
+        for t in yaml.safe_load((REPO / "roles" / "sglang_server" / "tasks" / "install.yml").read_text())
+        if "cache folder" in t.get("name", "")
+    ]
+    settings = {
+        "sglang_server_home": str(tmp_path / "home"),
+        "sglang_server_config_dir": str(tmp_path / "etc"),
+        "__sglang_server_last_good_dir": str(tmp_path / "etc" / "last-good"),
+        "sglang_server_cache_root": str(tmp_path / "cache"),
+        "__sglang_server_cache_dir": str(tmp_path / "cache" / "no-stack"),
+        "sglang_server_user": "nobody",
+        "sglang_server_group": "root",
+        "ansible_python_interpreter": sys.executable,
+    }
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "vars": settings, "tasks": tasks}]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    out, _ = run_playbook(["-i", "localhost,", "play.yml"], tmp_path)
+    assert out.returncode == 0, out.stdout[-2000:]
+    st = os.stat(tmp_path / "cache")
+    assert (st.st_uid, oct(st.st_mode & 0o777)) == (0, "0o750")
+    assert os.stat(tmp_path / "cache" / "no-stack").st_uid == pwd.getpwnam("nobody").pw_uid
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o700)
+    (tmp_path / "cache" / "no-stack").rmdir()
+    (tmp_path / "cache").rmdir()
+    (tmp_path / "cache").symlink_to(target)
+    out, _ = run_playbook(["-i", "localhost,", "play.yml"], tmp_path)
+    assert out.returncode != 0
+    st = os.stat(target)
+    assert (st.st_uid, oct(st.st_mode & 0o777)) == (0, "0o700") and not (target / "no-stack").exists()
