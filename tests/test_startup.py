@@ -62,6 +62,21 @@ def test_sglang_0_5_23_lines_of_a_tp2_start_count_rank_0_only():
     assert "1 JIT build lines" in r["summary"]
 
 
+def test_a_line_it_cannot_read_never_fails_a_ready_server(tmp_path, monkeypatch):
+    """A rank-0 line with a malformed elapsed= figure: the report leaves it out; any other parse error comes back as
+    the report's error, never as the module's failure (which would roll back a server that is ready)."""
+    text = (FIXTURES / "sglang-0.5.23-source" / "startup_tp2.log").read_text()
+    odd = text.replace("Load weight end. elapsed=", "Load weight end. elapsed=1.2.", 1)
+    assert odd != text
+    assert startup.parse(startup.log_entries(odd))["milestones"]["ready"] == 95.9
+
+    def broken(unit, ready_at=None):
+        raise ValueError("could not convert string to float: '1.2.3'")
+
+    monkeypatch.setattr(startup, "read_journal", broken)
+    assert startup.unit_report("sglang")["error"].endswith("could not convert string to float: '1.2.3'")
+
+
 def journal(entries: list, binary: bool = False) -> list:
     """`journalctl -o json` lines of (monotonic seconds, message); journald keeps a message with a control
     character as an array of bytes."""

@@ -29,7 +29,7 @@ EMULATOR_BANNER = "EMULATED SGLang server"
 # such as " TP1" or " DP0 TP0 EP0" for the scheduler processes.
 _PREFIX = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)?((?: [A-Za-z_]+\d+)*)\] ")
 _OTHER_RANK = re.compile(r"[A-Za-z_]+[1-9]\d*")
-_ELAPSED = re.compile(r"elapsed=([0-9.]+) ?s")
+_ELAPSED = re.compile(r"elapsed=(\d+(?:\.\d+)?) ?s")
 READY_LINE = "The server is fired up and ready to roll!"
 _WEIGHTS_END = re.compile(r"^Load weight end\.")
 _GRAPH_END = re.compile(r"^Capture .+ graph end\.", re.I)
@@ -192,7 +192,8 @@ def unit_report(unit: str, ready_at: float | None = None) -> dict:
     """read_journal(), or {"error": why} when systemd or the journal cannot say (the wait's verdict stands)."""
     try:
         return read_journal(unit, ready_at)
-    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+    except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as exc:
+        # A report, never a verdict: a log line it cannot read must not fail a server that is ready.
         return {"error": f"where the start of {unit} went is unknown: {exc}"}
 
 
