@@ -357,10 +357,11 @@ def finish(partial: str, dest: str, lock: dict) -> dict:
         try:
             os.replace(dest, previous)
         except OSError as exc:
-            # A folder of a container image's lower layer (overlayfs without redirect_dir) cannot be renamed: copied.
+            # A folder of a container image's lower layer (overlayfs without redirect_dir) cannot be renamed. It is
+            # removed, not copied (a copy would need its size free again): no .previous is kept then.
             if exc.errno != errno.EXDEV:
                 raise
-            shutil.move(dest, previous)
+            shutil.rmtree(dest)
     os.replace(partial, dest)
     return {"problems": [], "removed": removed}
 
