@@ -142,6 +142,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglang_deploy.stack import (
     INSTALL_ENV,
     VENV_BOOTSTRAP,
+    base_python_problems,
     bundle_id,
     check_lock,
     drift,
@@ -179,6 +180,8 @@ def main() -> None:
     errors = validate(bundle) + check_lock(bundle, lock)
     if not errors:
         errors = layered_lock_problems(bundle)
+    if not errors and bundle.get("base"):
+        errors = base_python_problems(bundle["base"]["python"])
     if errors:
         module.fail_json(msg=f"stack bundle {bundle.get('name')!r} is not usable: " + "; ".join(errors), errors=errors)
 

@@ -43,6 +43,31 @@ def test_a_base_that_is_not_an_absolute_interpreter_path_is_refused(base):
     ]
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="changes owners: run as root (CI does)")
+def test_a_base_interpreter_another_user_can_change_is_refused(tmp_path):
+    """The role runs base.python as root: it, its link target and every folder above them must be root's alone (a
+    sticky folder such as /tmp excepted)."""
+    from sglang_deploy.host import stack as host_stack
+
+    image = tmp_path / "image" / "bin"
+    image.mkdir(parents=True)
+    python = image / "python"
+    python.symlink_to(sys.executable)
+    os.chmod(tmp_path / "image", 0o755)
+    assert host_stack.base_python_problems(str(python)) == []
+    os.chmod(image, 0o777)
+    [problem] = host_stack.base_python_problems(str(python))
+    assert (
+        problem.startswith(f"base.python: {python} is not root's alone") and f"{image} (uid 0, mode 0o777)" in problem
+    )
+    os.chmod(image, 0o755)
+    os.chown(tmp_path / "image", 65534, -1)
+    assert "(uid 65534," in host_stack.base_python_problems(str(python))[0]
+    assert host_stack.base_python_problems(str(tmp_path / "none")) == [
+        f"base.python: {tmp_path / 'none'} is not on this host"
+    ]
+
+
 def test_the_shipped_layered_bundle_is_valid_and_installs_only_from_a_lock():
     assert stack.validate(LAYERED) == []
     assert stack.layered_lock_problems(LAYERED) == [

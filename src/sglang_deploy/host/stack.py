@@ -119,6 +119,32 @@ def layered_lock_problems(bundle: dict) -> list[str]:
     return []
 
 
+def base_python_problems(path: str) -> list[str]:
+    """On the host: the base interpreter, what it links to and every folder above either must be root's and writable
+    by no one else, since the role runs it as root (a bundle is data: it must not pick a program another user
+    controls)."""
+    if not os.path.exists(path):
+        return [f"base.python: {path} is not on this host"]
+    problems = []
+    for start in dict.fromkeys((path, os.path.realpath(path))):
+        part = start
+        while True:
+            st = os.stat(part)
+            # A sticky folder (/tmp) lets no one else rename or remove root's entries in it.
+            if st.st_uid != 0 or (st.st_mode & 0o022 and not (part != start and st.st_mode & 0o1000)):
+                problems.append(f"{part} (uid {st.st_uid}, mode {oct(st.st_mode & 0o7777)})")
+            if part == "/":
+                break
+            part = os.path.dirname(part)
+    if problems:
+        return [
+            f"base.python: {path} is not root's alone, and the role runs it as root: "
+            + ", ".join(dict.fromkeys(problems))
+            + ": use an interpreter that only root can change"
+        ]
+    return []
+
+
 def _control(text: str) -> bool:
     return any(ord(char) < 32 or ord(char) == 127 for char in text)
 
