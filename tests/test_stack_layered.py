@@ -138,6 +138,18 @@ def test_lock_wheels_refuses_another_sglang_a_torch_and_a_bundle_without_base(wh
         stack_lock.lock_wheels(bundle, wheels, tmp_path)
 
 
+def test_lock_wheels_refuses_a_link_and_a_name_that_is_no_wheels(wheels, tmp_path):
+    secret = tmp_path / "credentials"
+    secret.write_text("aws_secret_access_key = x\n")
+    (wheels / "foo-1.0-py3-none-any.whl").symlink_to(secret)
+    with pytest.raises(stack_lock.LockError, match="foo-1.0-py3-none-any.whl is not a plain file"):
+        stack_lock.lock_wheels(LAYERED, wheels, tmp_path)
+    (wheels / "foo-1.0-py3-none-any.whl").unlink()
+    (wheels / "not-a-wheel.whl").write_bytes(b"x")
+    with pytest.raises(stack_lock.LockError, match="not-a-wheel.whl is not a wheel's file name"):
+        stack_lock.lock_wheels(LAYERED, wheels, tmp_path)
+
+
 @pytest.fixture
 def image(tmp_path) -> Path:
     """A stand-in image: a venv (with pip) that holds torch and a tool in its bin/, as /opt/torch/.venv does."""

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import yaml
 from packaging import tags
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from sglang_deploy.host import stack, stack_prune, wheel_fetch
 from sglang_deploy.host.bench.sweep import write_file
@@ -460,7 +460,13 @@ def lock_wheels(
         raise LockError(f"bundle name {name!r}: lower-case letters, digits, '.' and '-' only")
     entries, seen = [], {}
     for path in sorted(Path(wheel_dir).glob("*.whl")):
-        package, version, _, _ = parse_wheel_filename(path.name)
+        # Plain files only: a link would put whatever it points at (a credentials file) on every host.
+        if path.is_symlink() or not path.is_file():
+            raise LockError(f"{path} is not a plain file: copy the wheel into {wheel_dir}")
+        try:
+            package, version, _, _ = parse_wheel_filename(path.name)
+        except InvalidWheelFilename as exc:
+            raise LockError(f"{path.name} is not a wheel's file name ({exc}): rename or remove it") from exc
         if package in seen:
             raise LockError(f"{wheel_dir} holds two wheels of {package}: {seen[package]} and {path.name}; keep one")
         seen[package] = path.name
