@@ -225,11 +225,13 @@ def test_every_cache_is_in_the_stacks_folder_and_none_under_tmp():
 def test_path_has_the_venvs_bin_with_and_without_the_cuda_fact():
     """FlashInfer's JIT runs `ninja` from the venv's bin/: with systemd's default PATH a start died at graph capture."""
     plain = startup.run_env("/c", "/h", "/opt/sglang/venv/bin")
-    assert plain["PATH"] == "/opt/sglang/venv/bin:/usr/local/bin:/usr/bin:/bin"
+    assert plain["PATH"] == "/opt/sglang/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     assert "CUDA_HOME" not in plain and "LD_LIBRARY_PATH" not in plain
     cuda = {"cuda_home": "/usr/local/cuda-13.0", "path": ["/usr/local/cuda-13.0/bin"], "ld_library_path": ["/x/lib64"]}
     env = startup.run_env("/c", "/h", "/opt/sglang/venv/bin", cuda)
-    assert env["PATH"] == "/usr/local/cuda-13.0/bin:/opt/sglang/venv/bin:/usr/local/bin:/usr/bin:/bin"
+    assert env["PATH"] == (
+        "/usr/local/cuda-13.0/bin:/opt/sglang/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    )
     assert (env["CUDA_HOME"], env["LD_LIBRARY_PATH"]) == ("/usr/local/cuda-13.0", "/x/lib64")
 
 

@@ -282,7 +282,8 @@ CACHE_ENV = {
     "CUDA_CACHE_PATH": "nv",
     "XDG_CACHE_HOME": "xdg",
 }
-SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
+# systemd's own PATH for units, after the venv: nothing SGLang or its libraries run by name goes missing.
+SYSTEM_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 NO_STACK = "no-stack"
 
 
