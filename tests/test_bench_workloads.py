@@ -202,6 +202,30 @@ def test_calibrated_prompts_count_in_the_servers_tokens():
         rows.check_context(100)
 
 
+def test_recorded_answers_give_output_lengths_in_the_servers_tokens(tmp_path):
+    """sharegpt answers (and custom conversations without output_len) set the output length as bench_serving does,
+    in the server's tokens once calibrated; a fixed length (--sharegpt-output-len, max_tokens) is kept as given."""
+    share = [{"conversations": [{"from": "human", "value": "one two three"}, {"from": "gpt", "value": "w " * 40}]}]
+    path = write(tmp_path, "s.json", json.dumps(share))
+    data = dataset.load("sharegpt", path=path, **LOAD)
+    assert data.row(0).output_len == 40  # one token per word until the server's ratio is known
+    data.calibrate(1.5)
+    assert data.row(0).output_len == 60 and data.row(1).output_len == 60
+    with pytest.raises(ValueError, match="about 4 prompt \\+ 60 output tokens"):
+        data.check_context(64)
+    fixed = dataset.load("sharegpt", path=path, **LOAD, sharegpt_output_len=40)
+    fixed.calibrate(1.5)
+    assert fixed.row(0).output_len == 40
+    lines = [
+        json.dumps({"conversations": [{"value": "a b"}, {"value": "x " * 10}]}),
+        json.dumps({"conversations": [{"value": "a b"}, {"value": "x " * 10}], "output_len": 5}),
+        chat_line("a b", max_tokens=7),
+    ]
+    custom = dataset.load("custom", path=write(tmp_path, "c.jsonl", "\n".join(lines)), **LOAD)
+    custom.calibrate(1.3)
+    assert [custom.row(i).output_len for i in range(3)] == [13, 5, 7]
+
+
 def test_the_emulator_counts_prompt_tokens_as_the_benchmark_plans_them():
     """Both count one token per word (the emulator is copied to lab hosts alone, so each holds the rule)."""
     from sglang_deploy.emulator.generation import prompt_token_count

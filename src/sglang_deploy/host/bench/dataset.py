@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .workload import build_prompt, words
 
@@ -22,8 +22,9 @@ MAX_FILE_BYTES = 1 << 30
 
 def approx_tokens(text: str) -> int:
     """Words of a text: its tokens as the emulator counts them. A real server's tokenizer gives about 1.3 per
-    common English word; Dataset.calibrate takes the server's own ratio (from /v1/tokenize) when it has one. The
-    result records the server's count (usage.prompt_tokens) beside it."""
+    common English word; Dataset.calibrate takes the server's own ratio (from /v1/tokenize) when it has one, for
+    prompts and for output lengths taken from recorded answers alike. The result records the server's count
+    (usage.prompt_tokens) beside it."""
     return len(text.split())
 
 
@@ -32,11 +33,19 @@ class Row:
     messages: tuple  # OpenAI chat messages
     output_len: int
     prompt_len: int  # approx_tokens of the messages' text
+    answer_words: int = 0  # > 0: output_len is the recorded answer's length, approx_tokens of its text
 
 
-def _row(messages, output_len: int) -> Row:
+def _row(messages, output_len: int, answer_words: int = 0) -> Row:
     text = " ".join(m["content"] for m in messages)
-    return Row(tuple(messages), output_len, approx_tokens(text))
+    return Row(tuple(messages), output_len, approx_tokens(text), answer_words)
+
+
+def _answer_row(messages, answer: str) -> Row:
+    """A row whose output length is the recorded answer's (bench_serving: the answer's tokens), in words until the
+    dataset is calibrated to the server's tokens."""
+    n = approx_tokens(answer)
+    return _row(messages, n, n)
 
 
 class Dataset:
@@ -51,8 +60,9 @@ class Dataset:
         info["tokens_per_word"] = None
 
     def calibrate(self, tokens_per_word: float) -> None:
-        """Count in the server's tokens from now on: generated prompts get length / tokens_per_word words, and
-        the context check counts words x tokens_per_word (the server's /v1/tokenize of a sample text)."""
+        """Count in the server's tokens from now on: generated prompts get length / tokens_per_word words, output
+        lengths taken from a recorded answer (sharegpt, custom conversations) become its words x tokens_per_word,
+        and the context check counts words x tokens_per_word (the server's /v1/tokenize of a sample text)."""
         self.tokens_per_word = tokens_per_word
         self.info["tokens_per_word"] = round(tokens_per_word, 4)
 
@@ -61,14 +71,23 @@ class Dataset:
         return max(1, round(tokens / self.tokens_per_word))
 
     def row(self, i: int) -> Row:
-        return self.rows[i % len(self.rows)] if self.rows is not None else self.make(i)
+        if self.rows is None:
+            return self.make(i)
+        return self._counted(self.rows[i % len(self.rows)])
+
+    def _counted(self, row: Row) -> Row:
+        """The row with an answer's output length in the server's tokens (its words x tokens_per_word)."""
+        if not row.answer_words or self.tokens_per_word == 1.0:
+            return row
+        tokens = max(MIN_TOKENS_PER_SIDE, round(row.answer_words * self.tokens_per_word))
+        return replace(row, output_len=tokens)
 
     def check_context(self, context_len: int | None) -> None:
         """ValueError naming the first request whose prompt and output do not fit the server's context."""
         if not context_len:
             return
         if self.rows is not None:
-            sizes = [(round(r.prompt_len * self.tokens_per_word), r.output_len) for r in self.rows]
+            sizes = [(round(r.prompt_len * self.tokens_per_word), self._counted(r).output_len) for r in self.rows]
         else:
             sizes = [self.longest]
         for i, (n_in, n_out) in enumerate(sizes):
@@ -133,9 +152,9 @@ def _sharegpt(text: str, path: str, output_len: int | None, seed: int) -> tuple:
     random.Random(seed).shuffle(pairs)  # bench_serving samples in a seeded random order
     rows, pruned = [], 0
     for prompt, answer in pairs:
-        n_out = output_len or approx_tokens(answer)
-        row = _row([{"role": "user", "content": prompt}], n_out)
-        if row.prompt_len < MIN_TOKENS_PER_SIDE or n_out < MIN_TOKENS_PER_SIDE:
+        messages = [{"role": "user", "content": prompt}]
+        row = _row(messages, output_len) if output_len else _answer_row(messages, answer)
+        if row.prompt_len < MIN_TOKENS_PER_SIDE or row.output_len < MIN_TOKENS_PER_SIDE:
             pruned += 1
             continue
         rows.append(row)
@@ -161,17 +180,21 @@ def _custom(text: str, path: str, default_output_len: int) -> list:
         where = f"custom dataset {path} line {n}"
         item = _json(line, where, dict, "give one JSON object per line")
         convs = item.get("conversations", item.get("conversation"))
+        answer = None
         if "messages" in item:
             messages = _messages(item["messages"], where)
             out = item.get("max_tokens", item.get("output_len", default_output_len))
         elif isinstance(convs, list) and len(convs) >= 2:  # bench_serving's custom format
             messages = [{"role": "user", "content": _turn_text(convs[0], where)}]
-            out = item.get("output_len", approx_tokens(_turn_text(convs[1], where)))
+            out = item.get("output_len")
+            if out is None:
+                answer = _answer_row(messages, _turn_text(convs[1], where))
+                out = answer.output_len
         else:
             raise ValueError(f"{where}: give `messages` (OpenAI chat messages) or `conversations` of two turns or more")
         if not isinstance(out, int) or isinstance(out, bool) or out < MIN_TOKENS_PER_SIDE:
             raise ValueError(f"{where}: the output length must be an integer of at least {MIN_TOKENS_PER_SIDE}")
-        rows.append(_row(messages, out))
+        rows.append(answer or _row(messages, out))
     return rows
 
 
