@@ -311,3 +311,98 @@ def test_parse_extravars(tmp_path):
     vault.write_text("$ANSIBLE_VAULT;1.1;AES256\n6162\n")
     with pytest.raises(ValueError, match="vault"):
         parse_extravars([f"@{vault}"])
+
+
+def _deploy_vars(monkeypatch, argv: list) -> dict:
+    """The extra variables that `sglang-deploy <argv>` hands to its first deploy (site.yml)."""
+    seen = []
+
+    def run_playbook(playbook, **kwargs):
+        if "site" in str(playbook):
+            seen.append(kwargs.get("extravars") or {})
+        return api.RunResult(playbook=playbook, status="successful", rc=0, hosts={"h": api.HostOutcome(ok=1)})
+
+    monkeypatch.setattr(api.runner, "run_playbook", run_playbook)
+    cli.main(argv)
+    return seen[0]
+
+
+def test_deploy_takes_benchs_workload_flags_as_the_roles_variables(monkeypatch, tmp_path, capsys):
+    """One definition of the workload flags: deploy and compare take bench's, and each sets the sglang_benchmark
+    variable the -e path sets; a flag left out sets nothing (the role's defaults and -e stay)."""
+    data = tmp_path / "traffic.jsonl"
+    data.write_text(json.dumps({"messages": [{"role": "user", "content": "hi there"}], "max_tokens": 8}) + "\n")
+    monkeypatch.chdir(tmp_path)
+    flags = [
+        "--dataset-name", "custom", "--dataset-path", "traffic.jsonl", "--num-prompts", "12", "--seed", "7",
+        "--request-rate", "2,inf", "--max-concurrency", "4", "--slo", "ttft_p99_ms=2000,tpot_p99_ms=50",
+        "--random-range-ratio", "0.5", "--min-tokens", "--warmup", "1", "--gsp-num-groups", "3",
+    ]  # fmt: skip
+    got = _deploy_vars(monkeypatch, ["deploy", "baseline", *flags, "-e", "sglang_benchmark_gsp={question_len: 9}"])
+    bench_vars = {k: v for k, v in got.items() if k.startswith("sglang_benchmark_")}
+    assert bench_vars == {
+        "sglang_benchmark_dataset_name": "custom",
+        "sglang_benchmark_dataset_path": str(data),
+        "sglang_benchmark_requests": 12,
+        "sglang_benchmark_seed": 7,
+        "sglang_benchmark_request_rate": [2.0, "inf"],
+        "sglang_benchmark_max_concurrency": 4,
+        "sglang_benchmark_slo": {"ttft_p99_ms": 2000.0, "tpot_p99_ms": 50.0},
+        "sglang_benchmark_random_range_ratio": 0.5,
+        "sglang_benchmark_min_tokens": True,
+        "sglang_benchmark_warmup": 1,
+        "sglang_benchmark_gsp": {"question_len": 9, "num_groups": 3},
+    }
+    got = _deploy_vars(monkeypatch, ["deploy", "baseline", "-e", "sglang_benchmark_requests=4"])
+    assert {k: v for k, v in got.items() if k.startswith("sglang_benchmark_")} == {"sglang_benchmark_requests": 4}
+    got = _deploy_vars(
+        monkeypatch, ["compare", "a", "b", "--concurrency", "1,4", "--slo", "e2e_p99_ms=900", "--sla-search", "1,8"]
+    )
+    assert (got["sglang_benchmark_concurrency"], got["sglang_benchmark_sla_search"]) == ([1, 4], [1.0, 8.0])
+    assert got["sglang_benchmark_slo"] == {"e2e_p99_ms": 900.0}
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["deploy", "baseline", "--request-rate", "0"], "above 0"),
+        (["compare", "a", "b", "--request-rate=-1,2"], "above 0"),
+        (["deploy", "baseline", "--max-concurrency", "0"], "max_concurrency must be at least 1"),
+        (["deploy", "baseline", "--slo", "ttft_p98_ms=10"], "unknown SLO metric"),
+        (["compare", "a", "b", "--dataset-name", "custom", "--dataset-path", "/nonexistent/x.jsonl"], "cannot read"),
+        (["deploy", "baseline", "--dataset-name", "sharegpt"], "needs --dataset-path"),
+        (["deploy", "baseline", "--sla-search", "1,8"], "an SLA search needs SLOs"),
+        (
+            ["deploy", "baseline", "--slo", "ttft_p99_ms=9", "-e", "sglang_benchmark_sla_search=[8, 1]"],
+            "0 < LOW < HIGH",
+        ),
+        (["deploy", "baseline", "--request-rate", "2", "-e", "sglang_benchmark_sla_search=[1, 8]"], "not both"),
+        (["deploy", "baseline", "-e", "sglang_benchmark_max_concurrency=-3"], "max_concurrency must be at least 1"),
+    ],
+)
+def test_an_unusable_workload_is_refused_before_any_deploy(argv, message, capsys, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a playbook ran despite bad input")
+
+    monkeypatch.setattr(api.runner, "run_playbook", refuse)
+    try:
+        rc = cli.main(argv)
+    except SystemExit as exc:  # argparse refused the flag's value
+        rc = exc.code
+    assert rc == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bench_deploy_and_compare_take_the_same_workload_flags():
+    def flags(argv: list) -> set:
+        parser = cli.build_parser()
+        sub = next(a for a in parser._actions if isinstance(a, type(parser._subparsers._group_actions[0])))
+        command = sub.choices[argv[0]]
+        group = next(g for g in command._action_groups if g.title.startswith("workload"))
+        return {s for a in group._group_actions for s in a.option_strings}
+
+    workload_flags = flags(["bench"])
+    assert {"--dataset-name", "--num-prompts", "--request-rate", "--max-concurrency", "--slo", "--sla-search"} <= (
+        workload_flags
+    )
+    assert flags(["deploy"]) == flags(["compare"]) == workload_flags

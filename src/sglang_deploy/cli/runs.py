@@ -8,6 +8,7 @@ import sys
 
 from sglang_deploy import api, compare_report
 from sglang_deploy.host import bench
+from sglang_deploy.cli import workload
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.cli.extravars import parse_extravars
 from sglang_deploy.cli.progress import Progress
@@ -51,10 +52,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="deploy a launch profile and benchmark it (site.yml)",
         description="Deploy PROFILE with site.yml through ansible-runner, wait for the server, "
         "benchmark it and print the table. " + PROGRESS,
-        epilog="Small sweep: -e 'sglang_benchmark_concurrency=[1,4]' -e sglang_benchmark_requests=4. "
-        "Deploy only: -e sglang_benchmark_enabled=false.",
+        epilog="Small sweep: --concurrency 1,4 --num-prompts 4. Rates under an SLA: --request-rate 2,4 --slo "
+        "ttft_p99_ms=2000 or --slo ttft_p99_ms=2000 --sla-search 1,16. The workload flags set the sglang_benchmark "
+        "role's variables (over -e). Deploy only: -e sglang_benchmark_enabled=false.",
     )
     p.add_argument("profile", help="launch profile, a key of sglang_profiles (group_vars/all/profiles.yml)")
+    workload.add_options(p, playbook=True)
     p.add_argument(
         "--tags",
         type=_phases,
@@ -72,6 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "write report.md, compare.png and comparison.json under results/compare-<time>/. " + PROGRESS,
     )
     p.add_argument("profiles", nargs="+", metavar="PROFILE", help="two or more profiles; ratios are to the first")
+    workload.add_options(p, playbook=True)
     p.add_argument(
         "--restore", metavar="PROFILE", help="profile to leave serving (default: what each host served before)"
     )
@@ -118,11 +122,15 @@ def _phases(text: str) -> str:
 
 
 def _extravars(args: argparse.Namespace) -> dict:
-    """Check the inventory and read the -e items before anything runs."""
+    """Check the inventory and read the -e items before anything runs; for a command with the workload flags, the
+    workload they make with -e is checked and they become the role's variables."""
     try:
         if args.inventory:
             api.inventory_path(args.inventory)
-        return parse_extravars(args.extravars)
+        extravars = parse_extravars(args.extravars)
+        if args.func in (deploy, compare):
+            extravars = workload.role_vars(extravars, workload.settings(args))
+        return extravars
     except (FileNotFoundError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
 
