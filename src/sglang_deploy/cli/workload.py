@@ -5,33 +5,10 @@ for the shared concepts."""
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
+from sglang_deploy import bench_vars
 from sglang_deploy.host import bench
-
-ROLE_PREFIX = "sglang_benchmark_"
-# The engine's workload settings that the role takes as sglang_benchmark_<name>, and the role's value for "none"
-# (None in the engine). timeout: the role has no variable; the module's default applies.
-ROLE_NONE = {
-    "concurrency": None,
-    "requests": 0,
-    "input_len": None,
-    "output_len": None,
-    "warmup": None,
-    "dataset_name": None,
-    "dataset_path": "",
-    "random_range_ratio": None,
-    "seed": None,
-    "sharegpt_output_len": 0,
-    "gsp": {},
-    "request_rate": [],
-    "max_concurrency": 0,
-    "slo": {},
-    "sla_search": [],
-    "sla_search_steps": None,
-    "min_tokens": None,
-}
 
 
 def _parsed(parse):
@@ -179,36 +156,13 @@ def settings(args: argparse.Namespace) -> dict:
     return out
 
 
-def _from_role(name: str, value):
-    """An sglang_benchmark_<name> value as the engine's setting (the role's "none" as None)."""
-    if value == ROLE_NONE[name] and ROLE_NONE[name] is not None:
-        return None
-    if name == "request_rate" and isinstance(value, list):
-        return [float(v) for v in value]
-    return value
-
-
-def _to_role(name: str, value):
-    if value is None:
-        return ROLE_NONE[name]
-    if name == "request_rate":
-        return ["inf" if math.isinf(r) else r for r in value]
-    if name == "sla_search":
-        return list(value)
-    return value
-
-
 def role_vars(extravars: dict, given: dict) -> dict:
     """The extra variables of a deploy or compare: ``extravars`` (-e) with the workload flags ``given`` (settings())
     as sglang_benchmark_* variables over them. The workload they make together (the engine's defaults for the
     rest) is checked first: ValueError naming the fix (a rate <= 0, --max-concurrency 0, an SLO on an unknown
     metric, a dataset file that is missing or unusable...). A dataset file is on the controller: a relative path is
     made absolute, as the role copies it to each host."""
-    merged = {}
-    for name in ROLE_NONE:
-        key = ROLE_PREFIX + name
-        if key in extravars and not _template(extravars[key]):
-            merged[name] = _from_role(name, extravars[key])
+    merged = bench_vars.settings_of(extravars)
     if "gsp" in given:  # the --gsp-* flags given, over a -e mapping
         given = {**given, "gsp": {**(merged.get("gsp") or {}), **given["gsp"]}}
     merged.update(given)
@@ -217,14 +171,7 @@ def role_vars(extravars: dict, given: dict) -> dict:
         bench.check_workload(**check)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"benchmark workload: {exc}") from exc
-    out = dict(extravars)
-    for name, value in given.items():
-        out[ROLE_PREFIX + name] = _to_role(name, value)
+    out = {**extravars, **bench_vars.role_vars(given)}
     if merged.get("dataset_path"):
-        out[ROLE_PREFIX + "dataset_path"] = str(Path(merged["dataset_path"]).expanduser().absolute())
+        out[bench_vars.ROLE_PREFIX + "dataset_path"] = str(Path(merged["dataset_path"]).expanduser().absolute())
     return out
-
-
-def _template(value) -> bool:
-    """A value Ansible evaluates later ({{ ... }}): not checked here."""
-    return isinstance(value, str) and "{" in value
