@@ -118,7 +118,7 @@ def plan(
     """Render and validate the candidates in order for every host; errors prune one (reasons name host and rule).
     Stops (the rest unplanned) once ``want`` are runnable or at ``deadline`` (of ``clock``): the budget."""
     check_base(search, hosts)
-    concurrency = max(search.workload.concurrency)
+    concurrency = search.workload.peak_concurrency
     out = []
     seen: dict = {}  # key -> candidate index
     runnable = 0

@@ -19,12 +19,12 @@ def ranking(search: Search, obj: Objective, planned: list, by_key: dict, stage: 
     rows = []
     for p in planned:
         recs = [r for r in by_key.get(p.key, []) if r["stage"] == stage and r["status"] == OK]
-        values = [v for v in (metric_value(r, obj.metric, obj.concurrency) for r in recs) if v is not None]
+        values = [v for v in (metric_value(r, obj.metric, obj.level) for r in recs) if v is not None]
         if not values:
             continue
         broken = []
         for lim in search.limits:
-            lv = [v for v in (metric_value(r, lim.metric, lim.concurrency) for r in recs) if v is not None]
+            lv = [v for v in (metric_value(r, lim.metric, lim.level) for r in recs) if v is not None]
             if not lv or not lim.holds(statistics.median(lv)):
                 broken.append(f"{lim.text} (got {statistics.median(lv):.1f})" if lv else f"{lim.text} (no value)")
         rows.append(

@@ -131,8 +131,7 @@ def _settings(out: Outcome) -> list:
         f"- Date: {datetime.now().astimezone().isoformat(timespec='seconds')}",
         f"- Base profile: {base}; axes: "
         + "; ".join(f"{_code(a.name)} = {', '.join(_code(lb) for lb in a.shown)}" for a in s.axes),
-        f"- Workload: concurrency {list(w.concurrency)}, input {w.input_len}, output {w.output_len} tokens, "
-        f"requests per level {w.requests or 'default'}"
+        f"- Workload: {w.describe()}, requests per level {w.requests or 'default'}"
         + (
             f"; two-stage: short output {s.short.output_len} tokens for all, full for the top {s.full_top}"
             if s.short

@@ -16,9 +16,14 @@ A search file (YAML)::
       - when: {spec: nextn}                                        # combinations matching `when` must match
         require: {env.SGLANG_ENABLE_PCIE_IPC_ALLREDUCE: ["1"]}     # one of the listed labels per axis
     workload: {concurrency: [1, 32], input_len: 256, output_len: 256, requests: 0}
+    # or any setting of `sglang-deploy bench` by its engine name (docs/tune.md), e.g. request rates under an SLA:
+    #   workload: {dataset_name: custom, dataset_path: traffic.jsonl, request_rate: [2, 8], max_concurrency: 64,
+    #              slo: {ttft_p99_ms: 2000, tpot_p99_ms: 50}, sla_search: [1, 32]}
     objectives:                          # the first one decides the winner that --promote writes
       - {metric: decode_tok_s, concurrency: 1}            # goal: max for tok/s, min for times (default)
       - {metric: output_tok_s, concurrency: 32}
+      # - {metric: goodput_req_s, rate: 8}               # a request-rate level (needs workload.slo)
+      # - {metric: sla_rate_req_s}                       # the SLA search's highest rate (needs sla_search, slo)
     limits:
       - {metric: ttft_p99_ms, concurrency: 32, max: 2000}
     two_stage: {workload: {output_len: 64, requests: 8}, top: 4}   # optional: short run for all, full for the top
@@ -36,6 +41,18 @@ from typing import Any
 
 from .. import formats
 from .. import profiles
+from ..host import bench
+from .measures import (
+    METRICS,
+    RESULT_METRICS,
+    SLA_LEVEL,
+    WORKLOAD_KEYS,
+    Limit,
+    Objective,
+    Workload,
+    engine_settings,
+    level_key,
+)
 from ..secret_names import MASK, is_secret_name
 
 SEARCH_KEYS = {
@@ -51,21 +68,8 @@ SEARCH_KEYS = {
     "noise",
     "vars",
 }
-WORKLOAD_KEYS = {"concurrency", "input_len", "output_len", "requests", "warmup"}
 ENV_PREFIX = "env."
 DEFAULT_NOISE = 0.02
-# metric -> (key of a benchmark level, statistic or None, default goal)
-METRICS = {
-    "output_tok_s": ("output_throughput_tok_s", None, "max"),
-    "decode_tok_s": ("decode_tok_s_per_request", "mean", "max"),
-    "ttft_p50_ms": ("ttft_ms", "p50", "min"),
-    "ttft_p99_ms": ("ttft_ms", "p99", "min"),
-    "tpot_p50_ms": ("tpot_ms", "p50", "min"),
-    "tpot_p99_ms": ("tpot_ms", "p99", "min"),
-    "itl_p50_ms": ("itl_ms", "p50", "min"),
-    "e2e_p50_ms": ("e2e_ms", "p50", "min"),
-    "e2e_p99_ms": ("e2e_ms", "p99", "min"),
-}
 
 
 class SearchError(ValueError):
@@ -84,54 +88,6 @@ class Axis:
     labels: tuple
     settings: tuple  # per label: {"args": {...}, "env": {...}}
     shown: tuple = ()  # per label: as reports show it (shown_label)
-
-
-@dataclass(frozen=True)
-class Objective:
-    metric: str
-    concurrency: int
-    goal: str  # max or min
-
-    @property
-    def name(self) -> str:
-        return f"{self.metric} @ c={self.concurrency}"
-
-
-@dataclass(frozen=True)
-class Limit:
-    metric: str
-    concurrency: int
-    max: float | None = None
-    min: float | None = None
-
-    @property
-    def text(self) -> str:
-        bound = f"<= {self.max:g}" if self.max is not None else f">= {self.min:g}"
-        return f"{self.metric} @ c={self.concurrency} {bound}"
-
-    def holds(self, value: float | None) -> bool:
-        if value is None:
-            return False
-        return (self.max is None or value <= self.max) and (self.min is None or value >= self.min)
-
-
-@dataclass(frozen=True)
-class Workload:
-    concurrency: tuple
-    input_len: int = 256
-    output_len: int = 256
-    requests: int = 0  # per level; 0 = the benchmark module's default
-    warmup: int = 2
-
-    def extravars(self) -> dict:
-        """The sglang_benchmark role's variables for this workload."""
-        return {
-            "sglang_benchmark_concurrency": list(self.concurrency),
-            "sglang_benchmark_input_len": self.input_len,
-            "sglang_benchmark_output_len": self.output_len,
-            "sglang_benchmark_requests": self.requests,
-            "sglang_benchmark_warmup": self.warmup,
-        }
 
 
 @dataclass
@@ -217,31 +173,82 @@ def _workload(raw: Any, where: str, base: Workload | None = None) -> Workload:
     _need(not unknown, f"{where}: unknown keys {sorted(unknown)}; allowed {sorted(WORKLOAD_KEYS)}")
     values = asdict(base) if base else {}
     values.update(raw)
-    conc = values.get("concurrency")
+    rated = values.get("request_rate") is not None or values.get("sla_search") is not None
+    conc = values.get("concurrency", None if base or rated else ())
     conc = list(conc) if isinstance(conc, tuple) else conc
-    _need(
-        isinstance(conc, list) and conc and all(isinstance(c, int) and c > 0 for c in conc),
-        f"{where}.concurrency: a list of positive integers, e.g. [1, 32]",
-    )
+    if conc is not None:
+        _need(
+            isinstance(conc, list) and conc and all(isinstance(c, int) and c > 0 for c in conc),
+            f"{where}.concurrency: a list of positive integers, e.g. [1, 32]",
+        )
+        values["concurrency"] = tuple(sorted(set(conc)))
     for key in ("input_len", "output_len", "requests", "warmup"):
         if key in values:
             _need(
                 isinstance(values[key], int) and values[key] >= (1 if key.endswith("len") else 0),
                 f"{where}.{key}: a {'positive' if key.endswith('len') else 'non-negative'} integer",
             )
-    values["concurrency"] = tuple(sorted(set(conc)))
+    try:
+        bench.check_workload(**engine_settings(values))
+    except (TypeError, ValueError) as exc:
+        raise SearchError(f"{where}: {exc}") from exc
+    if values.get("request_rate") is not None:
+        rates = values["request_rate"]
+        values["request_rate"] = tuple(
+            bench.parse_rates(",".join(map(str, rates)) if isinstance(rates, (list, tuple)) else rates)
+        )
+    if values.get("sla_search") is not None:
+        values["sla_search"] = tuple(float(r) for r in values["sla_search"])
+    if values.get("dataset_path"):  # on the controller; the role copies it from there to each host
+        values["dataset_path"] = str(Path(values["dataset_path"]).expanduser().absolute())
     return Workload(**values)
 
 
-def _metric(raw: dict, where: str, workload: Workload) -> tuple[str, int]:
-    _need(isinstance(raw, dict), f"{where}: a mapping {{metric: ..., concurrency: N}}")
-    metric, conc = raw.get("metric"), raw.get("concurrency")
-    _need(metric in METRICS, f"{where}.metric {metric!r}: use one of {', '.join(METRICS)}")
+def _metric(raw: dict, where: str, workload: Workload) -> tuple[str, int | None, float | None]:
+    """(metric, concurrency, rate) of an objective or a limit: a level of the workload (concurrency: N or rate: R),
+    or none for a metric of the SLA search."""
+    _need(isinstance(raw, dict), f"{where}: a mapping {{metric: ..., concurrency: N}} (or rate: R)")
+    metric, conc, rate = raw.get("metric"), raw.get("concurrency"), raw.get("rate")
+    known = [*METRICS, *RESULT_METRICS]
+    _need(metric in known, f"{where}.metric {metric!r}: use one of {', '.join(known)}")
+    if metric in ("goodput_req_s", *RESULT_METRICS):
+        _need(
+            bool(workload.slo),
+            f"{where}: {metric} counts against the SLOs: give the workload its slo, e.g. "
+            "slo: {ttft_p99_ms: 2000, tpot_p99_ms: 50}",
+        )
+    if metric in RESULT_METRICS:
+        _need(
+            workload.sla_search is not None,
+            f"{where}: {metric} is the SLA search's highest rate: give the workload sla_search: [LOW, HIGH] "
+            "(requests per second)",
+        )
+        _need(conc is None and rate is None, f"{where}: {metric} is one value per run: no concurrency or rate")
+        return metric, None, None
     _need(
-        conc in workload.concurrency,
-        f"{where}.concurrency {conc!r}: not a level of the workload {list(workload.concurrency)}; add it there",
+        (conc is None) != (rate is None),
+        f"{where}: give the level, concurrency: N (a closed-loop level) or rate: R (a request-rate level)",
     )
-    return metric, conc
+    if rate is not None:
+        _need(
+            isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0,
+            f"{where}.rate {rate!r}: requests per second above 0",
+        )
+        rate = float(rate)
+    levels = workload.levels()
+    if rate is not None:
+        rates = [float(k.removeprefix("rate=")) for k in levels if k.startswith("rate=")]
+        _need(
+            level_key(conc, rate) in levels,
+            f"{where}.rate {rate:g}: not a request rate of the workload {rates or '(none)'}; add it there",
+        )
+    else:
+        concs = [int(k) for k in levels if k.isdigit()]
+        _need(
+            level_key(conc, rate) in levels,
+            f"{where}.concurrency {conc!r}: not a level of the workload {concs or '(none)'}; add it there",
+        )
+    return metric, conc, rate
 
 
 # The variables a search file's vars: may set, for every deploy of the search and its facts run, with the type
@@ -417,23 +424,23 @@ def _objectives(raw: Any, workload: Workload) -> list:
     _need(isinstance(raw, list) and raw, "objectives: a list, e.g. [{metric: decode_tok_s, concurrency: 1}]")
     objectives = []
     for i, o in enumerate(raw):
-        metric, conc = _metric(o, f"objectives[{i}]", workload)
-        goal = o.get("goal", METRICS[metric][2])
+        metric, conc, rate = _metric(o, f"objectives[{i}]", workload)
+        goal = o.get("goal", {**METRICS, **RESULT_METRICS}[metric][2])
         _need(goal in ("max", "min"), f"objectives[{i}].goal: max or min")
-        objectives.append(Objective(metric, conc, goal))
+        objectives.append(Objective(metric, conc, goal, rate))
     return objectives
 
 
 def _limits(raw: Any, workload: Workload) -> list:
     limits = []
     for i, lim in enumerate(raw):
-        metric, conc = _metric(lim, f"limits[{i}]", workload)
+        metric, conc, rate = _metric(lim, f"limits[{i}]", workload)
         bounds = {k: lim.get(k) for k in ("max", "min") if lim.get(k) is not None}
         _need(
             len(bounds) == 1 and all(isinstance(v, (int, float)) for v in bounds.values()),
             f"limits[{i}]: give one numeric bound, max: or min:",
         )
-        limits.append(Limit(metric, conc, **{k: float(v) for k, v in bounds.items()}))
+        limits.append(Limit(metric, conc, rate=rate, **{k: float(v) for k, v in bounds.items()}))
     return limits
 
 
@@ -446,11 +453,15 @@ def _two_stage(ts: Any, workload: Workload, measured: list) -> tuple[Workload | 
         "two_stage: {workload: {output_len: 64, requests: 8}, top: N} (the short workload's changes, N >= 1)",
     )
     short = _workload(ts["workload"], "two_stage.workload", workload)
+    levels = short.levels()
     for obj in measured:
-        _need(
-            obj.concurrency in short.concurrency,
-            f"two_stage.workload.concurrency must keep level {obj.concurrency} (objectives and limits use it)",
-        )
+        if obj.level == SLA_LEVEL:
+            what = "two_stage.workload must keep the SLA search"
+        elif obj.rate is not None:
+            what = f"two_stage.workload.request_rate must keep rate {obj.rate:g}"
+        else:
+            what = f"two_stage.workload.concurrency must keep level {obj.concurrency}"
+        _need(obj.level in levels, f"{what} (objectives and limits use it)")
     return short, ts["top"]
 
 

@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 
 from ..host.bench.sweep import write_file
-from .searchfile import METRICS, SearchError
+from .measures import METRICS, RESULT_METRICS, SLA_LEVEL, level_key
+from .searchfile import SearchError
 
 OK, FAILED = "ok", "failed"  # a run record's status
 
@@ -72,7 +73,9 @@ class Store:
 
 
 def level_metrics(result: dict) -> dict:
-    """concurrency (str) -> {metric: value} from a benchmark result (bench.run_benchmark's dict)."""
+    """level key (measures.level_key: the concurrency of a closed-loop level, rate=R of a request-rate level) ->
+    {metric: value} from a benchmark result (bench.run_benchmark's dict); with an SLA search also SLA_LEVEL ->
+    {sla_rate_req_s: its highest rate meeting every SLO, 0.0 when even its lowest rate broke one}."""
     out = {}
     for level in result.get("levels") or []:
         row = {"completed": level.get("completed"), "requests": level.get("requests")}
@@ -81,15 +84,20 @@ def level_metrics(result: dict) -> dict:
             if stat is not None:
                 value = value.get(stat) if isinstance(value, dict) else None
             row[metric] = value
-        out[str(level["concurrency"])] = row
+        out.setdefault(level_key(level.get("concurrency"), level.get("request_rate")), row)
+    for metric, (key, field, _) in RESULT_METRICS.items():
+        part = result.get(key)
+        if isinstance(part, dict) and part.get("probes"):
+            out.setdefault(SLA_LEVEL, {})[metric] = part.get(field) or 0.0
     return out
 
 
-def metric_value(record: dict, metric: str, concurrency: int) -> float | None:
-    """A metric of one run: the mean over hosts (one host: its value)."""
+def metric_value(record: dict, metric: str, level) -> float | None:
+    """A metric of one run at a level (its key, or a concurrency): the mean over hosts (one host: its value)."""
+    level = str(level)
     values = [
-        m[str(concurrency)][metric]
+        m[level][metric]
         for m in (record.get("metrics") or {}).values()
-        if str(concurrency) in m and m[str(concurrency)].get(metric) is not None
+        if level in m and m[level].get(metric) is not None
     ]
     return sum(values) / len(values) if values else None

@@ -1,0 +1,160 @@
+"""What a search measures: its workload (the benchmark's settings, by the engine's names), the metrics of a result,
+the levels they are read at, and the objectives and limits over them."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass
+
+from .. import bench_vars
+from ..host import bench
+
+# The benchmark's workload settings, by the engine's names (bench.WORKLOAD_DEFAULTS; timeout: the module's default).
+WORKLOAD_KEYS = set(bench_vars.ROLE_NONE) - {"min_tokens"}
+# metric -> (key of a benchmark level, statistic or None, default goal)
+METRICS = {
+    "output_tok_s": ("output_throughput_tok_s", None, "max"),
+    "decode_tok_s": ("decode_tok_s_per_request", "mean", "max"),
+    "ttft_p50_ms": ("ttft_ms", "p50", "min"),
+    "ttft_p99_ms": ("ttft_ms", "p99", "min"),
+    "tpot_p50_ms": ("tpot_ms", "p50", "min"),
+    "tpot_p99_ms": ("tpot_ms", "p99", "min"),
+    "itl_p50_ms": ("itl_ms", "p50", "min"),
+    "e2e_p50_ms": ("e2e_ms", "p50", "min"),
+    "e2e_p99_ms": ("e2e_ms", "p99", "min"),
+    "goodput_req_s": ("goodput_req_s", None, "max"),
+}
+# metric -> (key of the benchmark result, its field, default goal): one value per run, not per level.
+RESULT_METRICS = {"sla_rate_req_s": ("sla_search", "best_rate", "max")}
+SLA_LEVEL = "sla"  # the level key of RESULT_METRICS
+
+
+def level_key(concurrency: int | None, rate: float | None) -> str:
+    """The key of a benchmark level: its concurrency for a closed-loop level (as before request rates), else
+    rate=R (R requests per second, inf: all at once without a cap)."""
+    if rate is None or math.isinf(rate):
+        return str(concurrency) if concurrency else "rate=inf"
+    return f"rate={rate:g}"
+
+
+def _where_text(metric: str, concurrency: int | None, rate: float | None) -> str:
+    if metric in RESULT_METRICS:
+        return f"{metric} (SLA search)"
+    if rate is not None:
+        return f"{metric} @ {rate:g} req/s"
+    return f"{metric} @ c={concurrency}"
+
+
+@dataclass(frozen=True)
+class Objective:
+    metric: str
+    concurrency: int | None
+    goal: str  # max or min
+    rate: float | None = None  # a request-rate level instead of a concurrency level
+
+    @property
+    def level(self) -> str:
+        return SLA_LEVEL if self.metric in RESULT_METRICS else level_key(self.concurrency, self.rate)
+
+    @property
+    def name(self) -> str:
+        return _where_text(self.metric, self.concurrency, self.rate)
+
+
+@dataclass(frozen=True)
+class Limit:
+    metric: str
+    concurrency: int | None
+    max: float | None = None
+    min: float | None = None
+    rate: float | None = None
+
+    @property
+    def level(self) -> str:
+        return SLA_LEVEL if self.metric in RESULT_METRICS else level_key(self.concurrency, self.rate)
+
+    @property
+    def text(self) -> str:
+        bound = f"<= {self.max:g}" if self.max is not None else f">= {self.min:g}"
+        return f"{_where_text(self.metric, self.concurrency, self.rate)} {bound}"
+
+    def holds(self, value: float | None) -> bool:
+        if value is None:
+            return False
+        return (self.max is None or value <= self.max) and (self.min is None or value >= self.min)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The benchmark of every candidate: the engine's workload settings (bench.WORKLOAD_DEFAULTS)."""
+
+    concurrency: tuple = bench.DEFAULT_CONCURRENCY
+    input_len: int = bench.DEFAULT_INPUT_LEN
+    output_len: int = bench.DEFAULT_OUTPUT_LEN
+    requests: int = 0  # per level; 0 = the benchmark module's default
+    warmup: int = bench.DEFAULT_WARMUP
+    dataset_name: str = "random"
+    dataset_path: str | None = None  # on the controller; the role copies it to each host
+    random_range_ratio: float = bench.DEFAULT_RANGE_RATIO
+    seed: int = bench.DEFAULT_SEED
+    sharegpt_output_len: int | None = None
+    gsp: dict | None = None
+    request_rate: tuple | None = None  # requests per second, one level each (inf: all at once)
+    max_concurrency: int | None = None
+    slo: dict | None = None  # {ttft_p99_ms: 2000, ...}
+    sla_search: tuple | None = None  # (LOW, HIGH): the highest rate meeting every SLO
+    sla_search_steps: int = bench.DEFAULT_SLA_STEPS
+
+    def settings(self) -> dict:
+        """The engine's settings (requests 0: the module's default)."""
+        return engine_settings(asdict(self))
+
+    def extravars(self) -> dict:
+        """The sglang_benchmark role's variables for this workload."""
+        return bench_vars.role_vars(self.settings())
+
+    def levels(self) -> list:
+        """The keys of the levels every run measures (level_key), and SLA_LEVEL with an SLA search."""
+        w = self.settings()
+        fixed = bench.check_settings(
+            w["concurrency"],
+            None,
+            self.input_len,
+            self.output_len,
+            self.warmup,
+            bench.DEFAULT_TIMEOUT_S,
+            **{k: w[k] for k in ("request_rate", "max_concurrency", "slo", "sla_search", "sla_search_steps")},
+        )
+        keys = [level_key(lv.concurrency, None if math.isinf(lv.rate) else lv.rate) for lv in fixed]
+        return keys + ([SLA_LEVEL] if self.sla_search else [])
+
+    @property
+    def peak_concurrency(self) -> int:
+        """The most requests in flight the rules check the launch against: the cap of a request-rate run (or an
+        SLA search), else the highest concurrency level."""
+        if (self.request_rate or self.sla_search) and self.max_concurrency:
+            return self.max_concurrency
+        return self.max_concurrency if self.max_concurrency else max(self.concurrency)
+
+    def describe(self) -> str:
+        """One line for the report."""
+        if self.sla_search:
+            mode = f"SLA search {self.sla_search[0]:g}-{self.sla_search[1]:g} req/s"
+        elif self.request_rate:
+            mode = "request rates " + ", ".join(f"{r:g}" for r in self.request_rate) + " req/s"
+        else:
+            mode = f"concurrency {list(self.concurrency)}"
+        if (self.request_rate or self.sla_search) and self.max_concurrency:
+            mode += f" (at most {self.max_concurrency} in flight)"
+        data = self.dataset_name + (f" {self.dataset_path}" if self.dataset_path else "")
+        text = f"{mode}; dataset {data}, seed {self.seed}, input {self.input_len}, output {self.output_len} tokens"
+        return text + (f"; SLO {json.dumps(self.slo)}" if self.slo else "")
+
+
+def engine_settings(values: dict) -> dict:
+    """A workload's values as the engine takes them: lists for tuples, requests 0 as None (the module's default)."""
+    out = {k: list(v) if isinstance(v, tuple) else v for k, v in values.items() if k in WORKLOAD_KEYS}
+    if "requests" in out:
+        out["requests"] = out["requests"] or None
+    return out
