@@ -428,3 +428,42 @@ def test_every_workload_setting_is_a_role_variable():
             list(engine_default) if isinstance(engine_default, tuple) else engine_default
         ), name
         assert none is None or bench_vars.from_role(name, none) is None
+
+
+def test_compare_ranks_by_the_objectives_and_limits_it_is_given(monkeypatch, capsys):
+    seen = {}
+
+    def compare(profiles, **kwargs):
+        seen.update(kwargs)
+        raise KeyboardInterrupt  # stop before the report: the arguments are what this test reads
+
+    monkeypatch.setattr(api, "compare", compare)
+    argv = ["compare", "a", "b", "--slo", "ttft_p99_ms=900", "--sla-search", "1,16", "--objective", "sla_rate_req_s"]
+    assert cli.main([*argv, "--require", "sla_rate_req_s>=2"]) == 130
+    assert [o.name for o in seen["objectives"]] == ["sla_rate_req_s (SLA search)"]
+    assert [lim.text for lim in seen["limits"]] == ["sla_rate_req_s (SLA search) >= 2"]
+    argv = ["compare", "a", "b", "--request-rate", "2,8", "--slo", "e2e_p99_ms=900"]
+    assert cli.main([*argv, "--objective", "goodput_req_s@rate=8", "--require", "ttft_p99_ms@rate=2<=500"]) == 130
+    assert seen["objectives"][0].level == "rate=8" and seen["limits"][0].max == 500.0
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--objective", "sla_rate_req_s"], "give the workload its slo"),
+        (["--slo", "ttft_p99_ms=9", "--objective", "sla_rate_req_s"], "give the workload sla_search"),
+        (["--objective", "goodput_req_s@c=8"], "give the workload its slo"),
+        (["--objective", "output_tok_s@c=4"], "not a level of the workload [1, 8, 32]"),
+        (["--request-rate", "2", "--objective", "output_tok_s@rate=3"], "not a request rate of the workload [2.0]"),
+        (["--objective", "speed"], "use one of output_tok_s"),
+        (["--objective", "output_tok_s@x=1"], "is c=N or rate=R"),
+        (["--require", "ttft_p99_ms@c=8"], "<=X or >=X"),
+    ],
+)
+def test_compare_refuses_objectives_its_workload_cannot_measure(argv, message, monkeypatch, capsys):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a playbook ran despite bad input")
+
+    monkeypatch.setattr(api.runner, "run_playbook", refuse)
+    assert cli.main(["compare", "a", "b", *argv]) == 2
+    assert message in capsys.readouterr().err

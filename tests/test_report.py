@@ -204,3 +204,42 @@ def test_a_fleet_is_compared_per_host_and_through_the_router(tmp_path):
     assert "## through router router-1 (the aggregate its clients see: 2 replicas)" in md
     assert "- Through router `router-1` (the aggregate its clients see): replicas gpu-1, gpu-2" in md
     assert (out / "compare.png").stat().st_size > 10_000
+
+
+def test_profiles_are_ranked_by_the_sla_rate_and_goodput_within_the_limits():
+    from sglang_deploy import tune
+
+    def rated(goodput: float, best: float | None, decode: float) -> dict:
+        m = level(4, decode, 0.1)
+        m.update(label="8 req/s (c<=4)", request_rate=8.0, goodput_req_s=goodput)
+        res = result([m])
+        res["sla_search"] = {"best_rate": best, "probes": [{"rate": 1.0}]}
+        return res
+
+    runs = {
+        "a": run("a", rated(1.5, 4.0, 100.0)),
+        "b": run("b", rated(1.9, 8.0, 20.0)),
+        "c": run("c", rated(1.2, None, 100.0)),
+    }
+    work = tune.Workload(request_rate=(8.0,), max_concurrency=4, slo={"ttft_p99_ms": 500})
+    objectives = [tune.Objective("sla_rate_req_s", None, "max"), tune.Objective("goodput_req_s", None, "max", 8.0)]
+    limits = [tune.Limit("decode_tok_s", None, min=50.0, rate=8.0)]
+    assert [o.level for o in objectives] == ["sla", "rate=8"] and work.levels() == ["rate=8"]
+    comp = compare_report.build_comparison(["a", "b", "c"], runs, objectives=objectives, limits=limits)
+    sla = comp.rankings["sla_rate_req_s (SLA search)"]
+    assert [(r["profile"], r["value"], r["within_limits"]) for r in sla] == [
+        ("a", 4.0, True),
+        ("c", 0.0, True),  # even the search's lowest rate broke the SLA
+        ("b", 8.0, False),  # the highest rate, but its decode speed is under the limit
+    ]
+    assert sla[2]["ratio"] == 2.0 and sla[2]["limits_broken"] == ["decode_tok_s @ 8 req/s >= 50 (got 20.00)"]
+    good = comp.rankings["goodput_req_s @ 8 req/s"]
+    assert [r["profile"] for r in good] == ["a", "c", "b"] and good[1]["ratio"] == pytest.approx(0.8)
+    text = compare_report.format_table(comp)
+    assert "ranked by sla_rate_req_s (SLA search) (max) within decode_tok_s @ 8 req/s >= 50: 1. a 4.00, " in text
+    assert "3. b 8.00 (x2.00) [over: decode_tok_s @ 8 req/s >= 50 (got 20.00)]" in text
+    assert "- Ranked by goodput_req_s @ 8 req/s (max)" in compare_report.markdown(comp)
+    assert comp.to_dict()["rankings"]["goodput_req_s @ 8 req/s"][0]["profile"] == "a"
+    runs["c"].data["sglang_benchmark"][HOST]["workload"]["seed"] = 7  # an incomparable workload: nothing ranked
+    comp = compare_report.build_comparison(["a", "b", "c"], runs, objectives=objectives)
+    assert comp.rankings == {} and "not ranked, the workloads differ" in compare_report.format_table(comp)

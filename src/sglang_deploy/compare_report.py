@@ -83,6 +83,9 @@ class Comparison:
     routers: dict = field(default_factory=dict)
     router_workload: dict = field(default_factory=dict)
     sla: dict = field(default_factory=dict)  # profile -> {host: highest rate meeting the SLA} (sla_rates)
+    objectives: list = field(default_factory=list)  # tune.Objective: what the profiles are ranked by
+    limits: list = field(default_factory=list)  # tune.Limit: a profile outside one ranks after those within
+    rankings: dict = field(default_factory=dict)  # objective name -> rows best first (rank_profiles)
 
     @property
     def ok(self) -> bool:
@@ -123,6 +126,9 @@ class Comparison:
             "routers": self.routers,
             "router_workload": self.router_workload,
             "sla": self.sla,
+            "objectives": [o.name for o in self.objectives],
+            "limits": [lim.text for lim in self.limits],
+            "rankings": self.rankings,
             "rows": self.rows,
             "runs": {name: r.to_dict() for name, r in self.runs.items()},
             "restores": [r.to_dict() for r in self.restores],
@@ -192,9 +198,52 @@ def sla_rates(results: dict) -> dict:
     return out
 
 
-def build_comparison(profiles: list, runs: dict, restores: list = (), settings: dict | None = None) -> Comparison:
+def rank_profiles(profiles: list, results: dict, objectives: list, limits: list) -> dict:
+    """objective name -> a row per profile with a value, best first: value (the mean over hosts), ratio to the first
+    profile's, within_limits and limits_broken (a profile outside a limit ranks after those within), rank. The
+    metrics are tune's (goodput_req_s at a level, sla_rate_req_s of the SLA search, ...), read as tune reads them."""
+    from sglang_deploy.tune.store import level_metrics, metric_value
+
+    records = {
+        name: {"metrics": {host: level_metrics(res) for host, res in (results.get(name) or {}).items()}}
+        for name in profiles
+    }
+    out = {}
+    for obj in objectives:
+        first = metric_value(records[profiles[0]], obj.metric, obj.level)
+        rows = []
+        for name in profiles:
+            value = metric_value(records[name], obj.metric, obj.level)
+            if value is None:
+                continue
+            broken = []
+            for lim in limits:
+                got = metric_value(records[name], lim.metric, lim.level)
+                if not lim.holds(got):
+                    broken.append(f"{lim.text} (got {'-' if got is None else format(got, '.2f')})")
+            rows.append(
+                {"profile": name, "value": value, "ratio": _ratio(value, first), "within_limits": not broken}
+                | {"limits_broken": broken}
+            )
+        sign = -1 if obj.goal == "max" else 1
+        rows.sort(key=lambda r: (not r["within_limits"], sign * r["value"]))
+        for i, r in enumerate(rows, 1):
+            r["rank"] = i
+        out[obj.name] = rows
+    return out
+
+
+def build_comparison(
+    profiles: list,
+    runs: dict,
+    restores: list = (),
+    settings: dict | None = None,
+    objectives: list = (),
+    limits: list = (),
+) -> Comparison:
     """A Comparison from each profile's deploy result (api.RunResult: its `benchmarks`, and its
-    `router_benchmarks` on a fleet)."""
+    `router_benchmarks` on a fleet); ranked by the objectives (tune.Objective) within the limits (tune.Limit) when
+    the profiles ran the same workload."""
     results = {name: run.benchmarks for name, run in runs.items()}
     through = {name: run.router_benchmarks for name, run in runs.items()}
     routers: dict = {}
@@ -215,7 +264,32 @@ def build_comparison(profiles: list, runs: dict, restores: list = (), settings: 
         routers=routers,
         router_workload=router_workload if routers else {},
         sla=sla_rates(results),
+        objectives=list(objectives),
+        limits=list(limits),
+        rankings=rank_profiles(profiles, results, objectives, limits) if workload["same_for_all"] else {},
     )
+
+
+def _ranking_lines(comp: Comparison) -> list:
+    """A line per objective: the profiles best first with their values (the mean over hosts) and ratios to the
+    first profile, those outside a limit marked; or why nothing is ranked."""
+    lines = []
+    for obj in comp.objectives:
+        rows = comp.rankings.get(obj.name)
+        head = f"{obj.name} ({obj.goal})" + (
+            f" within {'; '.join(lim.text for lim in comp.limits)}" if comp.limits else ""
+        )
+        if not comp.workload.get("same_for_all", True):
+            lines.append(f"{head}: not ranked, the workloads differ")
+            continue
+        ranked = [
+            f"{r['rank']}. {r['profile']} {table.fmt(r['value'], 2)}"
+            + (f" (x{r['ratio']:.2f})" if r["ratio"] is not None and r["profile"] != comp.profiles[0] else "")
+            + ("" if r["within_limits"] else f" [over: {'; '.join(r['limits_broken'])}]")
+            for r in rows or []
+        ]
+        lines.append(f"{head}: " + (", ".join(ranked) or "no profile measured it"))
+    return lines
 
 
 def _cells(row: dict) -> list:
@@ -253,6 +327,7 @@ def format_table(comp: Comparison) -> str:
     for name, per_host in comp.sla.items():
         for host, rate in per_host.items():
             lines.append(f"{name} on {host}: highest rate meeting the SLA {table.fmt(rate, 2)} req/s")
+    lines += [f"ranked by {text}" for text in _ranking_lines(comp)]
     for name, failures in comp.failures().items():
         for f in failures or []:
             lines.append(f"{name}: FAILED on {f.host}, task '{f.task}': {f.message.splitlines()[0]}")
@@ -286,6 +361,7 @@ def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
         ),
         f"- Ratios (`x first`) are to **{comp.profiles[0]}**; `dec tok/s` is the per-request decode speed (mean), "
         "`out tok/s` the aggregate output throughput of the level.",
+        *(f"- Ranked by {text}" for text in _ranking_lines(comp)),
         "",
     ]
     if plot_name:

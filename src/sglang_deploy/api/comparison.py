@@ -18,6 +18,8 @@ def compare(
     extravars: dict | None = None,
     restore: str | None = None,
     on_event: EventHandler | None = None,
+    objectives: list = (),
+    limits: list = (),
 ):
     """Deploy and benchmark each profile in turn on the same hosts, then restore what served before. Behind an smg
     router (inventory group sglang_router) each profile is rolled across the replicas, benchmarked per host and then
@@ -25,7 +27,8 @@ def compare(
 
     The restored profile is `restore`, or per host the profile status() found serving (else its last good one);
     the restore deploys without a benchmark. Returns a compare_report.Comparison; a profile that failed to deploy is
-    in it with its failures and no figures.
+    in it with its failures and no figures. `objectives` (tune.Objective, e.g. sla_rate_req_s or goodput_req_s at a
+    level) rank the profiles, those outside a `limits` (tune.Limit) last.
     """
     from sglang_deploy import compare_report
 
@@ -39,6 +42,10 @@ def compare(
         rollout.phase(f"profile {i}/{len(profiles)}: {name}")
         runs[name] = rollout.deploy(name, {**MEASURE_ON_FLEET, **rollout.extravars})
         if runs[name].status == "canceled":  # Ctrl-C: stop here, restore nothing
-            return compare_report.build_comparison(profiles, runs, settings=settings)
+            return compare_report.build_comparison(
+                profiles, runs, settings=settings, objectives=objectives, limits=limits
+            )
     restores = rollout.restore(before)
-    return compare_report.build_comparison(profiles, runs, restores=restores, settings=settings)
+    return compare_report.build_comparison(
+        profiles, runs, restores=restores, settings=settings, objectives=objectives, limits=limits
+    )

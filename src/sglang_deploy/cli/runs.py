@@ -80,6 +80,23 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--restore", metavar="PROFILE", help="profile to leave serving (default: what each host served before)"
     )
     p.add_argument("--out", metavar="DIR", help="report folder (default results/compare-<time>)")
+    p.add_argument(
+        "--objective",
+        action="append",
+        default=[],
+        metavar="METRIC[@LEVEL]",
+        help="rank the profiles by this metric (repeatable), as tune's objectives: e.g. sla_rate_req_s (the SLA "
+        "search's highest rate), goodput_req_s@rate=8, output_tok_s@c=32 (docs/tune.md lists the metrics)",
+    )
+    p.add_argument(
+        "--require",
+        dest="limits",
+        action="append",
+        default=[],
+        metavar="METRIC[@LEVEL]<=X",
+        help="a limit as tune's: a profile outside this bound ranks last (repeatable), e.g. ttft_p99_ms@c=32<=2000, "
+        "sla_rate_req_s>=4",
+    )
     p.set_defaults(func=compare)
 
     p = sub.add_parser(
@@ -234,6 +251,10 @@ def compare(args: argparse.Namespace) -> int:
     if len(args.profiles) < 2:
         raise UsageError("give at least two profiles to compare")
     extravars = _extravars(args)
+    try:
+        objectives, limits = workload.measures(extravars, args.objective, args.limits)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
     with Progress() as progress:
         comp = api.compare(
             args.profiles,
@@ -242,6 +263,8 @@ def compare(args: argparse.Namespace) -> int:
             extravars=extravars,
             restore=args.restore,
             on_event=progress,
+            objectives=objectives,
+            limits=limits,
         )
     usage = _unknown_profile(list(comp.runs.values()) + comp.restores)
     out = compare_report.write_report(comp, args.out)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from sglang_deploy import bench_vars
 from sglang_deploy.host import bench
+from sglang_deploy.tune import measures as tune_measures
+from sglang_deploy.tune import searchfile
 
 
 def _parsed(parse):
@@ -175,3 +177,24 @@ def role_vars(extravars: dict, given: dict) -> dict:
     if merged.get("dataset_path"):
         out[bench_vars.ROLE_PREFIX + "dataset_path"] = str(Path(merged["dataset_path"]).expanduser().absolute())
     return out
+
+
+def measures(extravars: dict, objectives: list, limits: list) -> tuple[list, list]:
+    """compare's --objective and --require texts as tune's Objective and Limit, checked against the workload of
+    ``extravars`` (role_vars' result): ValueError naming the fix (an unknown metric, a level the workload does not
+    run, goodput or the SLA rate without SLOs, the SLA rate without an SLA search)."""
+    if not objectives and not limits:
+        return [], []
+    settings = bench_vars.settings_of(extravars)
+    values = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in tune_measures.WORKLOAD_KEYS
+    }
+    values["requests"] = values.get("requests") or 0
+    work = tune_measures.Workload(**values)
+    try:
+        return (
+            [searchfile.objective(tune_measures.parse_measure(t), f"--objective {t}", work) for t in objectives],
+            [searchfile.limit(tune_measures.parse_measure(t, bounded=True), f"--require {t}", work) for t in limits],
+        )
+    except searchfile.SearchError as exc:
+        raise ValueError(f"{exc} (the workload's flags: --concurrency, --request-rate, --slo, --sla-search)") from exc

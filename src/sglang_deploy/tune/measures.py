@@ -158,3 +158,43 @@ def engine_settings(values: dict) -> dict:
     if "requests" in out:
         out["requests"] = out["requests"] or None
     return out
+
+
+def parse_measure(text: str, bounded: bool = False) -> dict:
+    """The command line's objective or limit as a search file's mapping: METRIC, METRIC@c=N or METRIC@rate=R, and
+    for a limit (bounded) <=X or >=X after it, e.g. sla_rate_req_s, goodput_req_s@rate=8, ttft_p99_ms@c=32<=2000.
+    ValueError naming the form."""
+    form = (
+        "METRIC[@c=N|@rate=R]"
+        + ("<=X or >=X" if bounded else "")
+        + (
+            ", e.g. ttft_p99_ms@c=32<=2000 or sla_rate_req_s>=4"
+            if bounded
+            else ", e.g. sla_rate_req_s or goodput_req_s@rate=8"
+        )
+    )
+    raw: dict = {}
+    body = str(text).replace(" ", "")
+    if bounded:
+        op = "<=" if "<=" in body else ">=" if ">=" in body else None
+        if op is None:
+            raise ValueError(f"limit {text!r}: give {form}")
+        body, _, bound = body.partition(op)
+        try:
+            raw["max" if op == "<=" else "min"] = float(bound)
+        except ValueError:
+            raise ValueError(f"limit {text!r}: the bound {bound!r} is no number; give {form}") from None
+    metric, _, level = body.partition("@")
+    raw["metric"] = metric
+    if level:
+        kind, _, value = level.partition("=")
+        try:
+            if kind == "c":
+                raw["concurrency"] = int(value)
+            elif kind == "rate":
+                raw["rate"] = float(value)
+            else:
+                raise ValueError(kind)
+        except ValueError:
+            raise ValueError(f"{text!r}: the level {level!r} is c=N or rate=R; give {form}") from None
+    return raw

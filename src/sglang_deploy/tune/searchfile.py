@@ -422,26 +422,30 @@ def _condition(body: Any, where: str, by_name: dict) -> dict:
 
 def _objectives(raw: Any, workload: Workload) -> list:
     _need(isinstance(raw, list) and raw, "objectives: a list, e.g. [{metric: decode_tok_s, concurrency: 1}]")
-    objectives = []
-    for i, o in enumerate(raw):
-        metric, conc, rate = _metric(o, f"objectives[{i}]", workload)
-        goal = o.get("goal", {**METRICS, **RESULT_METRICS}[metric][2])
-        _need(goal in ("max", "min"), f"objectives[{i}].goal: max or min")
-        objectives.append(Objective(metric, conc, goal, rate))
-    return objectives
+    return [objective(o, f"objectives[{i}]", workload) for i, o in enumerate(raw)]
+
+
+def objective(raw: Any, where: str, workload: Workload) -> Objective:
+    """An Objective of ``workload`` from {metric:, concurrency: or rate:, goal:}; SearchError naming the fix."""
+    metric, conc, rate = _metric(raw, where, workload)
+    goal = raw.get("goal", {**METRICS, **RESULT_METRICS}[metric][2])
+    _need(goal in ("max", "min"), f"{where}.goal: max or min")
+    return Objective(metric, conc, goal, rate)
 
 
 def _limits(raw: Any, workload: Workload) -> list:
-    limits = []
-    for i, lim in enumerate(raw):
-        metric, conc, rate = _metric(lim, f"limits[{i}]", workload)
-        bounds = {k: lim.get(k) for k in ("max", "min") if lim.get(k) is not None}
-        _need(
-            len(bounds) == 1 and all(isinstance(v, (int, float)) for v in bounds.values()),
-            f"limits[{i}]: give one numeric bound, max: or min:",
-        )
-        limits.append(Limit(metric, conc, rate=rate, **{k: float(v) for k, v in bounds.items()}))
-    return limits
+    return [limit(lim, f"limits[{i}]", workload) for i, lim in enumerate(raw)]
+
+
+def limit(raw: Any, where: str, workload: Workload) -> Limit:
+    """A Limit of ``workload`` from {metric:, concurrency: or rate:, max: or min:}; SearchError naming the fix."""
+    metric, conc, rate = _metric(raw, where, workload)
+    bounds = {k: raw.get(k) for k in ("max", "min") if raw.get(k) is not None}
+    _need(
+        len(bounds) == 1 and all(isinstance(v, (int, float)) for v in bounds.values()),
+        f"{where}: give one numeric bound, max: or min:",
+    )
+    return Limit(metric, conc, rate=rate, **{k: float(v) for k, v in bounds.items()})
 
 
 def _two_stage(ts: Any, workload: Workload, measured: list) -> tuple[Workload | None, int]:
