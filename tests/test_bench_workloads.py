@@ -453,42 +453,31 @@ def test_the_module_takes_the_workload(emulator, tmp_path, capsys):
 
 
 @pytest.mark.lab
-def test_the_role_runs_a_custom_dataset_at_request_rates_and_an_sla_search_on_the_lab(tmp_path):
-    """End to end on the lab: the dataset file goes from the controller to the host, the levels are request rates
-    and the probes of an SLA search, and the fetched result records the workload."""
+def test_the_role_runs_a_custom_dataset_at_request_rates_and_an_sla_search_on_the_lab(tmp_path, capsys):
+    """End to end on the lab, through `sglang-deploy deploy` and its workload flags: the dataset file goes from the
+    controller to the host, the levels are request rates and the probes of an SLA search, and the fetched result
+    records the workload."""
     import fcntl
-
-    from sglang_deploy import api
 
     path = write(
         tmp_path, "traffic.jsonl", "\n".join(chat_line(f"question {i} " + "w " * 20, max_tokens=16) for i in range(8))
     )
-    workload = {
-        "sglang_benchmark_dataset_name": "custom",
-        "sglang_benchmark_dataset_path": path,
-        "sglang_benchmark_requests": 8,
-        "sglang_benchmark_warmup": 1,
-        "sglang_benchmark_seed": 3,
-        "sglang_benchmark_max_concurrency": 4,
-        "sglang_benchmark_slo": {"e2e_p99_ms": 10000},
-    }
+    flags = ["--dataset-name", "custom", "--dataset-path", path, "--num-prompts", "8", "--warmup", "1", "--seed", "3"]
+    flags += ["--max-concurrency", "4", "--slo", "e2e_p99_ms=10000"]
+
+    def deploy(*more: str) -> dict:
+        rc = cli.main(["deploy", "baseline", "--tags", "benchmark", "--json", *flags, *more])
+        out = capsys.readouterr().out
+        assert rc == 0, out[-3000:]
+        return json.loads(out)["data"]["sglang_benchmark"]["sglang-lab-1"]
+
     with open("/tmp/sglang-lab-1.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # test_api deploys to the same container
-        rated = api.deploy(
-            "baseline", extravars={**workload, "sglang_benchmark_request_rate": [20, "inf"]}, tags="benchmark"
-        )
-        searched = api.deploy(
-            "baseline",
-            extravars={**workload, "sglang_benchmark_sla_search": [5, 40], "sglang_benchmark_sla_search_steps": 1},
-            tags="benchmark",
-        )
-    assert rated.ok, (rated.failures, rated.error)
-    r = rated.benchmarks["sglang-lab-1"]
+        r = deploy("--request-rate", "20,inf")
+        s = deploy("--sla-search", "5,40", "--sla-search-steps", "1")["sla_search"]
     assert [lv["label"] for lv in r["levels"]] == ["20 req/s (c<=4)", "c=4"]
     assert all(lv["completed"] == 8 and lv["output_tokens"] == 128 and lv["slo"]["met"] for lv in r["levels"])
     w = r["workload"]
     assert w["dataset_name"] == "custom" and w["seed"] == 3 and w["mode"] == "request_rate"
     assert w["dataset_sha256"] == hashlib.sha256(open(path, "rb").read()).hexdigest()
-    assert searched.ok, (searched.failures, searched.error)
-    s = searched.benchmarks["sglang-lab-1"]["sla_search"]
     assert s["best_rate"] == 40 and [p["rate"] for p in s["probes"]] == [5, 40]
