@@ -157,3 +157,22 @@ def test_a_limit_on_the_sla_rate():
     s = sla_search(limits=[{"metric": "sla_rate_req_s", "min": 6}])
     assert s.limits[0].text == "sla_rate_req_s (SLA search) >= 6" and s.limits[0].level == "sla"
     assert s.limits[0].holds(8.0) and not s.limits[0].holds(4.0)
+
+
+def test_run_keys_of_closed_loop_searches_stay_and_a_changed_dataset_is_measured_again(tmp_path):
+    import hashlib
+
+    from sglang_deploy.tune.planning import run_key
+
+    w = tune.parse_search(SEARCH).workload
+    before = {"concurrency": [1, 32], "input_len": 64, "output_len": 32, "requests": 4, "warmup": 2}
+    doc = {"candidate": "k", "workload": before, "vars": {}, "repeat": 0}
+    # the key a search stored before the workload took datasets and rates: its runs still resume
+    assert run_key("k", w, {}, 0) == hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
+    assert run_key("k", rate_search().workload, {}, 0) != run_key("k", w, {}, 0)
+    data = tmp_path / "t.jsonl"
+    data.write_text(json.dumps({"messages": [{"role": "user", "content": "a b"}]}) + "\n")
+    custom = {**SEARCH["workload"], "dataset_name": "custom", "dataset_path": str(data)}
+    first = run_key("k", tune.parse_search({**SEARCH, "workload": custom}).workload, {}, 0)
+    data.write_text(json.dumps({"messages": [{"role": "user", "content": "other words"}]}) + "\n")
+    assert run_key("k", tune.parse_search({**SEARCH, "workload": custom}).workload, {}, 0) != first

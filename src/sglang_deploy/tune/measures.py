@@ -12,6 +12,7 @@ from ..host import bench
 
 # The benchmark's workload settings, by the engine's names (bench.WORKLOAD_DEFAULTS; timeout: the module's default).
 WORKLOAD_KEYS = set(bench_vars.ROLE_NONE) - {"min_tokens"}
+CLOSED_LOOP_KEYS = ("concurrency", "input_len", "output_len", "requests", "warmup")
 # metric -> (key of a benchmark level, statistic or None, default goal)
 METRICS = {
     "output_tok_s": ("output_throughput_tok_s", None, "max"),
@@ -105,10 +106,18 @@ class Workload:
     slo: dict | None = None  # {ttft_p99_ms: 2000, ...}
     sla_search: tuple | None = None  # (LOW, HIGH): the highest rate meeting every SLO
     sla_search_steps: int = bench.DEFAULT_SLA_STEPS
+    dataset_sha256: str | None = None  # of the dataset file when the search file was read: part of the run key
 
     def settings(self) -> dict:
         """The engine's settings (requests 0: the module's default)."""
         return engine_settings(asdict(self))
+
+    def key_fields(self) -> dict:
+        """What the run key hashes: the settings of a closed-loop workload as before the other settings existed, and
+        every other setting that is not its default (so stored runs of a search from then still resume), the
+        dataset file's sha256 among them (a changed file is measured again)."""
+        values, defaults = asdict(self), asdict(Workload())
+        return {k: v for k, v in values.items() if k in CLOSED_LOOP_KEYS or v != defaults[k]}
 
     def extravars(self) -> dict:
         """The sglang_benchmark role's variables for this workload."""

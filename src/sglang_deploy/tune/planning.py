@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable
 
 from .. import profiles
@@ -103,7 +103,7 @@ def candidate_key(launches: dict, stacks: dict) -> str:
 
 def run_key(cand_key: str, workload: Workload, deploy_vars: dict, repeat: int) -> str:
     """The store key of one measurement: candidate key + workload + deploy vars + repeat number."""
-    doc = {"candidate": cand_key, "workload": asdict(workload), "vars": deploy_vars, "repeat": repeat}
+    doc = {"candidate": cand_key, "workload": workload.key_fields(), "vars": deploy_vars, "repeat": repeat}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 

@@ -189,9 +189,10 @@ def _workload(raw: Any, where: str, base: Workload | None = None) -> Workload:
                 f"{where}.{key}: a {'positive' if key.endswith('len') else 'non-negative'} integer",
             )
     try:
-        bench.check_workload(**engine_settings(values))
+        _, _, data = bench.check_workload(**engine_settings(values))
     except (TypeError, ValueError) as exc:
         raise SearchError(f"{where}: {exc}") from exc
+    values["dataset_sha256"] = data.info["dataset_sha256"]
     if values.get("request_rate") is not None:
         rates = values["request_rate"]
         values["request_rate"] = tuple(
