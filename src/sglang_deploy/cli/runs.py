@@ -94,8 +94,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="METRIC[@LEVEL]<=X",
-        help="a limit as tune's: a profile outside this bound ranks last (repeatable), e.g. ttft_p99_ms@c=32<=2000, "
-        "sla_rate_req_s>=4",
+        help="a limit as tune's: a profile outside this bound ranks last (repeatable), e.g. "
+        "'ttft_p99_ms@c=32<=2000' or 'sla_rate_req_s>=4' (quoted: < and > are the shell's)",
     )
     p.set_defaults(func=compare)
 
