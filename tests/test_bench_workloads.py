@@ -226,6 +226,41 @@ def test_recorded_answers_give_output_lengths_in_the_servers_tokens(tmp_path):
     assert [custom.row(i).output_len for i in range(3)] == [13, 5, 7]
 
 
+def test_recorded_answers_are_counted_by_the_servers_tokenizer(tmp_path):
+    """Where the server tokenizes a list of texts (SGLang's /v1/tokenize), each sharegpt answer asks for exactly its
+    count, as bench_serving's tokenizer does; elsewhere its words x the sample's tokens per word."""
+    from test_bench_hostile import Scripted, good_stream
+
+    def tokenize(lists: bool):
+        def answer(conn, n):
+            doc = {"count": [16, 16, 16] if lists and n > 1 else 1300, "max_model_len": 4096}
+            body = json.dumps(doc).encode()
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+            conn.sendall(head + body)
+
+        return answer
+
+    share = [
+        {"conversations": [{"from": "human", "value": f"question {i} here"}, {"from": "gpt", "value": "w " * 20}]}
+        for i in range(3)
+    ]
+    path = write(tmp_path, "s.json", json.dumps(share))
+    dest = tmp_path / "r.json"
+    argv = ["bench", "--dataset-name", "sharegpt", "--dataset-path", path, "--concurrency", "1", "--requests", "3"]
+    argv += ["--warmup", "0", "--json", str(dest)]
+    for lists, rc, lengths, counted in ((True, 0, 16, "server tokens (/v1/tokenize)"), (False, 1, 26, "words x")):
+        server = Scripted({"/v1/tokenize": tokenize(lists), "/v1/chat/completions": good_stream(16)})
+        try:
+            assert cli.main([*argv, "--url", server.url]) == rc
+        finally:
+            server.close()
+        r = json.loads(dest.read_text())
+        assert r["workload"]["answer_lengths"].startswith(counted) and r["workload"]["tokens_per_word"] == 1.3
+        mismatch = r["levels"][0]["output_len_mismatch"]
+        assert mismatch["count"] == (0 if lists else 3) and mismatch["expected"] == lengths
+        assert server.asked["/v1/tokenize"] == 2  # the sample, then the answers (refused as a list: the ratio)
+
+
 def test_the_emulator_counts_prompt_tokens_as_the_benchmark_plans_them():
     """Both count one token per word (the emulator is copied to lab hosts alone, so each holds the rule)."""
     from sglang_deploy.emulator.generation import prompt_token_count

@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .workload import build_prompt, words
 
@@ -18,6 +18,7 @@ DATASETS = ("random", "sharegpt", "custom", "generated-shared-prefix")
 GSP_DEFAULTS = {"num_groups": 64, "prompts_per_group": 16, "system_prompt_len": 2048, "question_len": 128}
 MIN_TOKENS_PER_SIDE = 2  # bench_serving prunes shorter prompts and answers
 MAX_FILE_BYTES = 1 << 30
+MAX_COUNTED_ANSWERS = 4096  # recorded answers counted by the server's tokenizer; rows past them use the ratio
 
 
 def approx_tokens(text: str) -> int:
@@ -34,18 +35,20 @@ class Row:
     output_len: int
     prompt_len: int  # approx_tokens of the messages' text
     answer_words: int = 0  # > 0: output_len is the recorded answer's length, approx_tokens of its text
+    answer: str = field(default="", compare=False, repr=False)  # that answer, to count in the server's tokens
 
 
-def _row(messages, output_len: int, answer_words: int = 0) -> Row:
+def _row(messages, output_len: int, answer: str | None = None) -> Row:
     text = " ".join(m["content"] for m in messages)
-    return Row(tuple(messages), output_len, approx_tokens(text), answer_words)
+    if answer is None:
+        return Row(tuple(messages), output_len, approx_tokens(text))
+    return Row(tuple(messages), output_len, approx_tokens(text), output_len, answer)
 
 
 def _answer_row(messages, answer: str) -> Row:
     """A row whose output length is the recorded answer's (bench_serving: the answer's tokens), in words until the
-    dataset is calibrated to the server's tokens."""
-    n = approx_tokens(answer)
-    return _row(messages, n, n)
+    server counts it (count_answers) or the dataset is calibrated to the server's tokens."""
+    return _row(messages, approx_tokens(answer), answer)
 
 
 class Dataset:
@@ -57,7 +60,10 @@ class Dataset:
         self.make = make
         self.longest = longest  # (prompt, output) tokens at most, of a generated dataset
         self.tokens_per_word = 1.0
+        self.answer_tokens: dict = {}  # row index -> its recorded answer's length in the server's tokens
         info["tokens_per_word"] = None
+        if rows is not None and any(r.answer_words for r in rows):
+            info["answer_lengths"] = "words"  # how output lengths taken from recorded answers are counted
 
     def calibrate(self, tokens_per_word: float) -> None:
         """Count in the server's tokens from now on: generated prompts get length / tokens_per_word words, output
@@ -65,6 +71,24 @@ class Dataset:
         and the context check counts words x tokens_per_word (the server's /v1/tokenize of a sample text)."""
         self.tokens_per_word = tokens_per_word
         self.info["tokens_per_word"] = round(tokens_per_word, 4)
+        if "answer_lengths" in self.info and not self.answer_tokens:
+            self.info["answer_lengths"] = "words x tokens_per_word"
+
+    def answers(self) -> list:
+        """(row index, answer text) of the rows whose output length is a recorded answer's, the first
+        MAX_COUNTED_ANSWERS rows at most (requests take the rows in order)."""
+        rows = (self.rows or [])[:MAX_COUNTED_ANSWERS]
+        return [(i, r.answer) for i, r in enumerate(rows) if r.answer_words]
+
+    def count_answers(self, counts: dict) -> None:
+        """Row index -> its answer's length in the server's tokens (its /v1/tokenize): those rows ask for exactly
+        that many output tokens, as bench_serving does with its tokenizer."""
+        self.answer_tokens.update(counts)
+        self.info["answer_lengths"] = "server tokens (/v1/tokenize)" + (
+            f", the first {len(self.answer_tokens)} rows; the rest words x tokens_per_word"
+            if len(self.answer_tokens) < sum(1 for r in self.rows or [] if r.answer_words)
+            else ""
+        )
 
     def words(self, tokens: int) -> int:
         """Words of a generated prompt part of about `tokens` of the server's tokens."""
@@ -73,21 +97,31 @@ class Dataset:
     def row(self, i: int) -> Row:
         if self.rows is None:
             return self.make(i)
-        return self._counted(self.rows[i % len(self.rows)])
+        return self._counted(i % len(self.rows))
 
-    def _counted(self, row: Row) -> Row:
-        """The row with an answer's output length in the server's tokens (its words x tokens_per_word)."""
-        if not row.answer_words or self.tokens_per_word == 1.0:
+    def _counted(self, index: int) -> Row:
+        """Row `index` with an answer's output length in the server's tokens: its count by the server when known,
+        else its words x tokens_per_word."""
+        row = self.rows[index]
+        if not row.answer_words:
             return row
-        tokens = max(MIN_TOKENS_PER_SIDE, round(row.answer_words * self.tokens_per_word))
-        return replace(row, output_len=tokens)
+        if index in self.answer_tokens:
+            tokens = self.answer_tokens[index]
+        elif self.tokens_per_word != 1.0:
+            tokens = round(row.answer_words * self.tokens_per_word)
+        else:
+            return row
+        return replace(row, output_len=max(MIN_TOKENS_PER_SIDE, tokens))
 
     def check_context(self, context_len: int | None) -> None:
         """ValueError naming the first request whose prompt and output do not fit the server's context."""
         if not context_len:
             return
         if self.rows is not None:
-            sizes = [(round(r.prompt_len * self.tokens_per_word), self._counted(r).output_len) for r in self.rows]
+            sizes = [
+                (round(r.prompt_len * self.tokens_per_word), self._counted(i).output_len)
+                for i, r in enumerate(self.rows)
+            ]
         else:
             sizes = [self.longest]
         for i, (n_in, n_out) in enumerate(sizes):

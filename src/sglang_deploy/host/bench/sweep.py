@@ -38,6 +38,7 @@ from .workload import WORKLOAD_DEFAULTS, Level, chat_body, check_settings, words
 
 EXAMPLES = 3
 TOKENIZE_SAMPLE_WORDS = 1000  # common words tokenized once to count generated prompts in the server's tokens
+ANSWERS_PER_TOKENIZE = 64  # recorded answers counted per POST /v1/tokenize (its token ids stay under the body cap)
 RATE_PREOPEN = 32  # connections opened before a rate level without a concurrency cap (more open on demand)
 
 
@@ -88,6 +89,35 @@ class _Probe:
         if isinstance(count, int) and not isinstance(count, bool) and count > 0:
             return count / TOKENIZE_SAMPLE_WORDS
         return None
+
+    async def count_answers(self, model: str | None, data: Dataset) -> None:
+        """The recorded answers' lengths in the server's tokens (sharegpt, custom conversations): POST /v1/tokenize
+        of ANSWERS_PER_TOKENIZE answers at a time (SGLang counts a list of texts); a server that answers anything
+        else leaves them at words x tokens_per_word."""
+        answers = data.answers()
+        for start in range(0, len(answers), ANSWERS_PER_TOKENIZE):
+            part = answers[start : start + ANSWERS_PER_TOKENIZE]
+            body = {"prompt": [text for _, text in part], "add_special_tokens": False}
+            if model:
+                body["model"] = model
+            ep = self.target.endpoint
+            try:
+                resp = await asyncio.to_thread(
+                    server_http.request, ep, "POST", "/v1/tokenize", body, self.target.api_key, self.timeout
+                )
+            except server_http.HttpError:  # an answer over the body cap, or not HTTP: the ratio stays
+                return
+            except OSError as exc:
+                raise ServerUnusable(f"POST /v1/tokenize at {ep.url}: {type(exc).__name__}: {exc}") from exc
+            answer = resp.json()
+            counts = answer.get("count") if isinstance(answer, dict) else None
+            if not (
+                isinstance(counts, list)
+                and len(counts) == len(part)
+                and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)
+            ):
+                return
+            data.count_answers({i: c for (i, _), c in zip(part, counts)})
 
     async def metrics(self) -> dict | None:
         """Counters of /metrics, None when the server does not export them (--enable-metrics off)."""
@@ -394,6 +424,7 @@ async def run_benchmark_async(
     ratio = await probe.tokens_per_word(model)
     if ratio:
         data.calibrate(ratio)
+        await probe.count_answers(model, data)
     data.check_context((info or {}).get("context_length") or server_http.first_model_len(models))
     run = _Run(target, model, data, w["timeout"], min_tokens, dummy_weights(info))
 
