@@ -176,3 +176,11 @@ def test_run_keys_of_closed_loop_searches_stay_and_a_changed_dataset_is_measured
     first = run_key("k", tune.parse_search({**SEARCH, "workload": custom}).workload, {}, 0)
     data.write_text(json.dumps({"messages": [{"role": "user", "content": "other words"}]}) + "\n")
     assert run_key("k", tune.parse_search({**SEARCH, "workload": custom}).workload, {}, 0) != first
+
+
+def test_the_sla_example_search_parses():
+    from sglang_deploy.paths import REPO
+
+    s = tune.load_search(REPO / "examples" / "tune-sla.yml")
+    assert [o.name for o in s.objectives] == ["sla_rate_req_s (SLA search)"] and s.workload.levels() == ["sla"]
+    assert s.workload.extravars()["sglang_benchmark_sla_search"] == [1.0, 32.0] and len(tune.expand(s)[0]) == 4
