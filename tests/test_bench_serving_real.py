@@ -1,0 +1,237 @@
+"""Ours against the real `python -m sglang.bench_serving` (sglang 0.5.16) on the emulator, side by side (issue 22
+item 6): the same ShareGPT file, seed, request counts and output length, level by level in alternating order.
+
+The emulator's timing is deterministic: every stream gets its first token TTFT_MS after the request arrives and
+then one token every 1/RATE s on a virtual clock shared by all streams (no aggregate limit, so no stream slows
+another), whatever the prompt or the client. Both tools see the same token schedule; what differs is how each
+client reads it, on a machine shared with other work. Measured here on 2026-12-01 (2 cores, a CI run beside it,
+load average 7-10): per token (TPOT, ITL mean and median) the two agreed within 2% but for one scheduling hiccup
+of ~50 ms in 66 gaps (+2.1% on a mean), so 4%; per request bench_serving starts its clock before it makes a new
+aiohttp session and connection (ours: right before the request is written on a kept-alive connection), which
+added 7-50 ms to its TTFT (up to +25% of 200 ms at c=4) and up to 13% to a level's duration, so TTFT mean and
+output tok/s get 30%. (On a quiet GPU host the goal is 2%, and 5% or 3 ms: issue 22 item 5.) A difference in
+the definitions is larger or exact: a TPOT over n instead of n - 1 tokens is 1/11 = 9% at 12 tokens; output
+and input token counts must be equal.
+
+At a request rate only the per-request figures are compared: ours draws its Poisson arrivals from Python's
+random, bench_serving from numpy's, so the same seed gives other arrival times and so another duration.
+
+Token counts: the emulator counts one token per whitespace-separated word; bench_serving counts the dataset's
+prompts with a tokenizer; this test gives it a word-level tokenizer (tokenizer.json written here) so both count
+the same (checked: its total input tokens equal the emulator's usage counts).
+
+bench_serving runs from a Python with sglang: SGLANG_DEPLOY_BENCH_SERVING_PYTHON, else this interpreter
+(tests/bench_serving-requirements.txt says how to install it). Without it the test skips, naming the install;
+with SGLANG_DEPLOY_CI=1 (CI) it fails instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from emulator_proc import REPO, Emulator
+
+from sglang_deploy.host import bench
+from sglang_deploy.host.bench.workload import build_prompt
+
+PYTHON_ENV = "SGLANG_DEPLOY_BENCH_SERVING_PYTHON"
+REQUIREMENTS = "tests/bench_serving-requirements.txt"
+RATE, TTFT_MS, OUTPUT_LEN, INPUT_LEN, SEED = 25.0, 200.0, 12, 64, 42
+# (label, our arguments, bench_serving's flags): two concurrency levels and one request rate.
+LEVELS = (
+    ("c=1", {"concurrency": [1], "requests": 2}, ["--max-concurrency", "1", "--num-prompts", "2"]),
+    ("c=4", {"concurrency": [4], "requests": 4}, ["--max-concurrency", "4", "--num-prompts", "4"]),
+    ("4 req/s", {"request_rate": [4.0], "requests": 6}, ["--request-rate", "4", "--num-prompts", "6"]),
+)
+# (label, our level key, statistic, bench_serving key, relative tolerance, absolute tolerance ms)
+FIGURES = (
+    ("output tok/s", "output_throughput_tok_s", None, "output_throughput", 0.30, None),
+    ("TPOT mean ms", "tpot_ms", "mean", "mean_tpot_ms", 0.04, None),
+    ("TPOT median ms", "tpot_ms", "p50", "median_tpot_ms", 0.04, None),
+    ("ITL mean ms", "itl_ms", "mean", "mean_itl_ms", 0.04, None),
+    ("ITL median ms", "itl_ms", "p50", "median_itl_ms", 0.04, None),
+    ("TTFT mean ms", "ttft_ms", "mean", "mean_ttft_ms", 0.30, 3.0),
+)
+FAVOUR_NICE = -10
+RATE_FIGURES = tuple(f for f in FIGURES if f[0] != "output tok/s")
+
+
+def bench_serving_python() -> str:
+    """The Python that runs bench_serving; skips (fails under SGLANG_DEPLOY_CI=1) when sglang's is not there."""
+    python = os.environ.get(PYTHON_ENV) or sys.executable
+    probe = (
+        "import importlib.util, pathlib; s = importlib.util.find_spec('sglang'); "
+        "print(s is not None and (pathlib.Path(s.origin).parent / 'benchmark' / 'serving.py').is_file())"
+    )
+    try:
+        found = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60).stdout.strip()
+    except OSError as exc:
+        found = f"cannot run {python}: {exc}"
+    if found != "True":
+        reason = (
+            f"sglang.bench_serving is not importable from {python} ({found or 'no answer'}): make a Python 3.12 venv, "
+            f"`VENV/bin/pip install --no-deps -r {REQUIREMENTS}` and set {PYTHON_ENV}=VENV/bin/python"
+        )
+        if os.environ.get("SGLANG_DEPLOY_CI") == "1":
+            pytest.fail("CI (SGLANG_DEPLOY_CI=1) must run the bench_serving parity test: " + reason)
+        pytest.skip(reason)
+    return python
+
+
+def write_dataset(folder: Path, count: int) -> Path:
+    """Our prompts as a ShareGPT file (the answers are unused: both tools force OUTPUT_LEN)."""
+    rows = [
+        {
+            "id": str(i),
+            "conversations": [{"from": "human", "value": build_prompt(i, INPUT_LEN)}, {"from": "gpt", "value": "ok"}],
+        }
+        for i in range(count)
+    ]
+    path = folder / "sharegpt.json"
+    path.write_text(json.dumps(rows))
+    return path
+
+
+def write_word_tokenizer(folder: Path, dataset: Path) -> Path:
+    """A word-level tokenizer (one token per whitespace-separated word, as the emulator counts) for bench_serving."""
+    words = sorted(
+        {w for row in json.loads(dataset.read_text()) for turn in row["conversations"] for w in turn["value"].split()}
+    )
+    vocab = {"[UNK]": 0} | {w: i + 1 for i, w in enumerate(words)}
+    unk = {"id": 0, "content": "[UNK]", "single_word": False, "lstrip": False, "rstrip": False}
+    tokenizer = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [unk | {"normalized": False, "special": True}],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "WhitespaceSplit"},
+        "post_processor": None,
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": False},
+        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"},
+    }
+    out = folder / "tokenizer"
+    out.mkdir()
+    (out / "tokenizer.json").write_text(json.dumps(tokenizer))
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "model_max_length": 32768}
+    (out / "tokenizer_config.json").write_text(json.dumps(config))
+    return out
+
+
+class BenchServing:
+    """tests/bench_serving_run.py --step: bench_serving imported once, one level per next()."""
+
+    def __init__(self, python: str, tmp_path: Path, url: str, dataset: Path, tokenizer: Path):
+        self.out = tmp_path / "bench_serving.jsonl"
+        self.log = tmp_path / "bench_serving.log"
+        common = ["--backend", "sglang-oai-chat", "--base-url", url, "--model", "qwen", "--tokenizer", str(tokenizer)]
+        common += [
+            "--dataset-name",
+            "sharegpt",
+            "--dataset-path",
+            str(dataset),
+            "--sharegpt-output-len",
+            str(OUTPUT_LEN),
+        ]
+        common += ["--seed", str(SEED), "--warmup-requests", "1", "--disable-tqdm", "--ready-check-timeout-sec", "10"]
+        levels = json.dumps([flags for _, _, flags in LEVELS])
+        cmd = [python, str(REPO / "tests" / "bench_serving_run.py"), "--step", str(self.out), levels, "--", *common]
+        with open(self.log, "wb") as err:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
+
+    def _until(self, marker: str) -> str:
+        for line in self.proc.stdout:
+            if line.startswith(marker):
+                return line
+        self.proc.wait(30)
+        tail = self.log.read_text(errors="replace")[-3000:]
+        raise AssertionError(f"bench_serving exited {self.proc.returncode} before {marker}: {tail}")
+
+    def level(self) -> dict:
+        self._until("READY")
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        self._until("LEVEL")
+        return json.loads(self.out.read_text().splitlines()[-1])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+def favour(*pids: int) -> None:
+    """Raise the scheduling priority of the processes that measure and serve (root only; else unchanged)."""
+    for pid in pids:
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, FAVOUR_NICE)
+        except OSError:
+            pass
+
+
+def ours(url: str, dataset: Path, settings: dict) -> dict:
+    result = bench.run_benchmark(
+        url,
+        dataset_name="sharegpt",
+        dataset_path=str(dataset),
+        sharegpt_output_len=OUTPUT_LEN,
+        seed=SEED,
+        warmup=1,
+        timeout=60,
+        model="qwen",
+        **settings,
+    )
+    return result["levels"][0]
+
+
+def differences(figures, mine: dict, theirs: dict) -> list:
+    out = []
+    for label, key, stat, their_key, rel, abs_ms in figures:
+        a = mine[key] if stat is None else mine[key][stat]
+        b = theirs[their_key]
+        limit = max(rel * abs(b), abs_ms or 0.0)
+        if not abs(a - b) <= limit:
+            out.append(f"{label}: ours {a:.3f}, bench_serving {b:.3f} (limit +-{limit:.3f})")
+    return out
+
+
+def test_our_figures_equal_bench_servings_on_the_emulator(tmp_path):
+    python = bench_serving_python()
+    dataset = write_dataset(tmp_path, 64)
+    tokenizer = write_word_tokenizer(tmp_path, dataset)
+    emu = Emulator(tmp_path, decode_tok_s=RATE, ttft_ms=TTFT_MS).wait_ready()
+    theirs_run = BenchServing(python, tmp_path, emu.url, dataset, tokenizer)
+    favour(0, emu.proc.pid, theirs_run.proc.pid)
+    try:
+        problems, table = [], []
+        for (label, settings, _), mode in zip(LEVELS, ("concurrency", "concurrency", "rate"), strict=True):
+            theirs = theirs_run.level()
+            mine = ours(emu.url, dataset, settings)
+            assert mine["failed"] == 0 and theirs["completed"] == settings["requests"], (mine["errors"], theirs)
+            assert mine["output_len_mismatch"]["count"] == 0, mine["output_len_mismatch"]
+            # the same token counts: output from usage, input by the emulator (ours) and the word tokenizer (theirs)
+            assert theirs["total_output_tokens"] == mine["output_tokens"] == settings["requests"] * OUTPUT_LEN
+            assert theirs["total_input_tokens"] == mine["input_tokens"], (
+                theirs["total_input_tokens"],
+                mine["input_tokens"],
+            )
+            found = differences(RATE_FIGURES if mode == "rate" else FIGURES, mine, theirs)
+            problems += [f"{label} {p}" for p in found]
+            table.append((label, mine, theirs))
+    finally:
+        theirs_run.close()
+        emu.stop()
+    for label, mine, theirs in table:
+        print(
+            label,
+            {
+                f[0]: (round(mine[f[1]] if f[2] is None else mine[f[1]][f[2]], 3), round(theirs[f[3]], 3))
+                for f in FIGURES
+            },
+        )
+    assert not problems, problems
