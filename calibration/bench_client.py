@@ -25,13 +25,13 @@ from pathlib import Path
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 sys.path.insert(0, SRC)
 
-from sglang_deploy import bench  # noqa: E402
+from sglang_deploy.host import bench  # noqa: E402
 from sglang_deploy.host.readiness import wait_ready  # noqa: E402
 
 RATE, TTFT_MS = 172.0, 80.0
 
 
-def _proc_cpu_s(pid: int) -> float:
+def proc_cpu_s(pid: int) -> float:
     """utime + stime of a process from /proc (Linux), seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -42,7 +42,7 @@ def _cpu_self() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _free_port() -> int:
+def free_port() -> int:
     import socket
 
     with socket.socket() as s:
@@ -51,7 +51,7 @@ def _free_port() -> int:
 
 
 def scenario(accept: float, levels: list, output_len: int, input_len: int, factor: int) -> None:
-    port = _free_port()
+    port = free_port()
     flags = [
         "--model-path",
         "emulated/model",
@@ -98,7 +98,7 @@ def scenario(accept: float, levels: list, output_len: int, input_len: int, facto
         )
         for c in levels:
             n = factor * c
-            cpu0, emu0, t0 = _cpu_self(), _proc_cpu_s(emu.pid), time.perf_counter()
+            cpu0, emu0, t0 = _cpu_self(), proc_cpu_s(emu.pid), time.perf_counter()
             result = bench.run_benchmark(
                 url,
                 concurrency=[c],
@@ -109,7 +109,7 @@ def scenario(accept: float, levels: list, output_len: int, input_len: int, facto
                 timeout=120,
             )
             wall = time.perf_counter() - t0
-            cpu, emu_cpu = _cpu_self() - cpu0, _proc_cpu_s(emu.pid) - emu0
+            cpu, emu_cpu = _cpu_self() - cpu0, proc_cpu_s(emu.pid) - emu0
             m = result["levels"][0]
             d = m["decode_tok_s_per_request"]
             chunks = m["output_tokens"] / m["tokens_per_chunk"]["aggregate"]

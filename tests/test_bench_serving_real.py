@@ -34,6 +34,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bench_serving_run import write_sharegpt, write_word_tokenizer
 from emulator_proc import REPO, Emulator
 
 from sglang_deploy.host import bench
@@ -81,46 +82,6 @@ def bench_serving_python() -> str:
             pytest.fail("CI (SGLANG_DEPLOY_CI=1) must run the bench_serving parity test: " + reason)
         pytest.skip(reason)
     return python
-
-
-def write_dataset(folder: Path, count: int) -> Path:
-    """Our prompts as a ShareGPT file (the answers are unused: both tools force OUTPUT_LEN)."""
-    rows = [
-        {
-            "id": str(i),
-            "conversations": [{"from": "human", "value": build_prompt(i, INPUT_LEN)}, {"from": "gpt", "value": "ok"}],
-        }
-        for i in range(count)
-    ]
-    path = folder / "sharegpt.json"
-    path.write_text(json.dumps(rows))
-    return path
-
-
-def write_word_tokenizer(folder: Path, dataset: Path) -> Path:
-    """A word-level tokenizer (one token per whitespace-separated word, as the emulator counts) for bench_serving."""
-    words = sorted(
-        {w for row in json.loads(dataset.read_text()) for turn in row["conversations"] for w in turn["value"].split()}
-    )
-    vocab = {"[UNK]": 0} | {w: i + 1 for i, w in enumerate(words)}
-    unk = {"id": 0, "content": "[UNK]", "single_word": False, "lstrip": False, "rstrip": False}
-    tokenizer = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": [unk | {"normalized": False, "special": True}],
-        "normalizer": None,
-        "pre_tokenizer": {"type": "WhitespaceSplit"},
-        "post_processor": None,
-        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": False},
-        "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "[UNK]"},
-    }
-    out = folder / "tokenizer"
-    out.mkdir()
-    (out / "tokenizer.json").write_text(json.dumps(tokenizer))
-    config = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "model_max_length": 32768}
-    (out / "tokenizer_config.json").write_text(json.dumps(config))
-    return out
 
 
 class BenchServing:
@@ -202,7 +163,7 @@ def differences(figures, mine: dict, theirs: dict) -> list:
 
 def test_our_figures_equal_bench_servings_on_the_emulator(tmp_path):
     python = bench_serving_python()
-    dataset = write_dataset(tmp_path, 64)
+    dataset = write_sharegpt(tmp_path / "sharegpt.json", [build_prompt(i, INPUT_LEN) for i in range(64)])
     tokenizer = write_word_tokenizer(tmp_path, dataset)
     emu = Emulator(tmp_path, decode_tok_s=RATE, ttft_ms=TTFT_MS).wait_ready()
     theirs_run = BenchServing(python, tmp_path, emu.url, dataset, tokenizer)
