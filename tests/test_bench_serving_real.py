@@ -167,6 +167,7 @@ def test_our_figures_equal_bench_servings_on_the_emulator(tmp_path):
     tokenizer = write_word_tokenizer(tmp_path, dataset)
     emu = Emulator(tmp_path, decode_tok_s=RATE, ttft_ms=TTFT_MS).wait_ready()
     theirs_run = BenchServing(python, tmp_path, emu.url, dataset, tokenizer)
+    own_nice = os.getpriority(os.PRIO_PROCESS, 0)
     favour(0, emu.proc.pid, theirs_run.proc.pid)
     try:
         problems, table = [], []
@@ -187,6 +188,10 @@ def test_our_figures_equal_bench_servings_on_the_emulator(tmp_path):
     finally:
         theirs_run.close()
         emu.stop()
+        try:  # the tests after this one run at this process's own priority again
+            os.setpriority(os.PRIO_PROCESS, 0, own_nice)
+        except OSError:
+            pass
     for label, mine, theirs in table:
         print(
             label,
