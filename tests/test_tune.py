@@ -14,6 +14,7 @@ from sglang_deploy import api
 from sglang_deploy import profiles
 from sglang_deploy import rules, tune
 from sglang_deploy.tune import report as tune_report
+from sglang_deploy.tune import measures, searchfile
 from sglang_deploy.paths import REPO
 
 # The rule facts of the lab's stand-in hardware and checkpoint, from the lab role's vars.
@@ -81,6 +82,9 @@ def search(**over) -> tune.Search:
         ({"constraints": [{"exclude": {"nope": 1}}]}, "unknown axis 'nope'"),
         ({"constraints": [{"exclude": {"spec": "fast"}}]}, "fast not among its values (off, nextn, topk)"),
         ({"limits": [{"metric": "ttft_p99_ms", "concurrency": 32}]}, "one numeric bound"),
+        ({"limits": [{"metric": "ttft_p99_ms", "concurrency": 32, "max": float("nan")}]}, "a finite number"),
+        ({"limits": [{"metric": "ttft_p99_ms", "concurrency": 32, "min": float("-inf")}]}, "a finite number"),
+        ({"limits": [{"metric": "ttft_p99_ms", "concurrency": 32, "max": True}]}, "one numeric bound"),
         ({"vars": {"sglang_benchmark_requests": 3}}, "set by the search itself"),
         ({"vars": {1: "x"}}, "each name a variable name"),
         ({"axes": {"a": {"x": {"env": {"V": 1}}}, "env.V": [0, 1]}}, "both set env V"),
@@ -429,3 +433,11 @@ def test_promote_reads_the_target_with_the_profiles_limits(tmp_path):
         f.truncate(profiles.MAX_YAML_BYTES + 1)
     with pytest.raises(tune.SearchError, match="bytes, more than"):
         tune.promote_profile(big, "fastest", {"description": "x"})
+
+
+@pytest.mark.parametrize("text", ["ttft_p99_ms@c=32<=nan", "ttft_p99_ms@c=32<=inf", "ttft_p99_ms@c=32>=-inf"])
+def test_a_limit_of_the_command_line_needs_a_finite_bound(text):
+    """compare's --require goes through the search file's limit(): nan would hold for no value, inf for any."""
+    work = tune.Workload(concurrency=(1, 32))
+    with pytest.raises(tune.SearchError, match="a finite number"):
+        searchfile.limit(measures.parse_measure(text, bounded=True), f"--require {text}", work)

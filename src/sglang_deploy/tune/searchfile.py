@@ -443,8 +443,9 @@ def limit(raw: Any, where: str, workload: Workload) -> Limit:
     metric, conc, rate = _metric(raw, where, workload)
     bounds = {k: raw.get(k) for k in ("max", "min") if raw.get(k) is not None}
     _need(
-        len(bounds) == 1 and all(isinstance(v, (int, float)) for v in bounds.values()),
-        f"{where}: give one numeric bound, max: or min:",
+        len(bounds) == 1
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in bounds.values()),
+        f"{where}: give one numeric bound, max: or min:, a finite number (not nan or inf)",
     )
     return Limit(metric, conc, rate=rate, **{k: float(v) for k, v in bounds.items()})
 
