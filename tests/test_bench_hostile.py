@@ -200,6 +200,7 @@ def test_an_endless_metrics_after_a_level_keeps_the_level(scripted, tmp_path, ca
         (sse([{"choices": [{"delta": {"content": 7}}]}]) + good_stream(), "malformed SSE event: choices[].delta"),
         (sse([[1, 2]]) + good_stream(), "malformed SSE event: a JSON list"),
         (b"data: {not json\n\n" + good_stream(), "unparseable SSE data"),
+        (b"data: " + b"[" * 200000 + b"\n\n" + good_stream(), "unparseable SSE data"),
         (b"data: " + b"x" * (2 << 20), "malformed SSE: a line of over"),
         (good_stream(model="other-model"), "the answer names model 'other-model', not the requested 'tiny'"),
     ],

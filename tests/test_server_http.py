@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sglang_deploy.host.server_http import Endpoint, auth_headers, check_api_key, first_model
+from sglang_deploy.host.server_http import Endpoint, Response, auth_headers, check_api_key, first_model
 
 
 @pytest.mark.parametrize(
@@ -48,3 +48,10 @@ def test_api_key_check_and_header():
 def test_first_model():
     assert first_model({"data": [{"id": "qwen"}, {"id": "other"}]}) == "qwen"
     assert first_model({"data": []}) is None and first_model(None) is None and first_model([1]) is None
+
+
+@pytest.mark.parametrize("body", [b"[" * 200000, b'{"a":' * 200000, b"not json", b"\xff"])
+def test_a_malformed_answer_parses_as_none(body):
+    """JSON nested past Python's recursion limit is a malformed answer like any other, not a RecursionError."""
+    assert Response(200, {}, body).json() is None
+    assert Response(200, {}, b'{"count": [3]}').json() == {"count": [3]} and Response(500, {}, b"{}").json() is None

@@ -124,12 +124,13 @@ class Response:
     body: bytes
 
     def json(self):
-        """The parsed body of a 200 answer, None for anything else."""
+        """The parsed body of a 200 answer, None for anything else (a body that is not JSON, or JSON nested past
+        Python's recursion limit: a malformed answer, never a traceback)."""
         if self.status != 200:
             return None
         try:
             return json.loads(self.body)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
 
 

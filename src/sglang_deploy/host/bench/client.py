@@ -223,7 +223,7 @@ class _SSERecorder:
             return
         try:
             obj = _json_decode(payload.decode("utf-8"))
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: JSON nested past Python's stack
             self.fail("unparseable SSE data")
             return
         if not isinstance(obj, dict):
