@@ -125,6 +125,19 @@ def test_incomparable_workloads_are_not_ranked():
     assert "differs between profiles: dataset_name; not ranked" in compare_report.markdown(comp)
 
 
+def test_answers_counted_otherwise_are_not_ranked():
+    """The same dataset whose recorded answers one host counted with the server's tokenizer and another in words
+    asks for other output lengths: not the same workload."""
+    counted = {}
+    for name, how in (("baseline", "server tokens (/v1/tokenize)"), ("other", "words x tokens_per_word")):
+        counted[name] = result([level(1, 100.0, 0.1)])
+        counted[name]["workload"] = {**counted[name]["workload"], "dataset_name": "sharegpt", "answer_lengths": how}
+    comp = compare_report.build_comparison(
+        ["baseline", "other"], {name: run(name, res) for name, res in counted.items()}
+    )
+    assert comp.workload["differs"] == "answer_lengths" and comp.rows[1]["output_ratio"] is None
+
+
 def test_rate_levels_goodput_and_the_sla_rate_are_compared():
     def rated(rate: float, goodput: float, best: float) -> dict:
         m = level(4, 100.0, 0.1)

@@ -60,6 +60,7 @@ COMPARABLE = (
     "max_concurrency",
     "slo",
     "requests_per_level",
+    "answer_lengths",  # how recorded answers' lengths were counted: the server's /v1/tokenize, or words x a ratio
 )
 
 
