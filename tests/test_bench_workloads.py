@@ -284,6 +284,13 @@ def test_dataset_settings_are_checked():
         dataset.load("random", **{**LOAD, "range_ratio": 1.5})
     with pytest.raises(ValueError, match="--gsp-num-groups must be a positive integer"):
         dataset.load("generated-shared-prefix", **LOAD, gsp={"num_groups": 0})
+    known = "num_groups, prompts_per_group, system_prompt_len, question_len"
+    with pytest.raises(ValueError, match=f"unknown generated-shared-prefix setting 'num_group': use {known}"):
+        bench.check_workload(dataset_name="generated-shared-prefix", gsp={"num_group": 4})
+    with pytest.raises(ValueError, match="unknown generated-shared-prefix setting 'output_len'"):
+        bench.check_workload(gsp={"output_len": 4})  # a typo is named whatever the dataset
+    with pytest.raises(ValueError, match="gsp must be a mapping of num_groups"):
+        bench.check_workload(dataset_name="generated-shared-prefix", gsp=[("num_groups", 4)])
 
 
 def test_a_request_over_the_context_is_named(tmp_path):

@@ -254,6 +254,11 @@ def load(
         raise ValueError(f"unknown dataset {name!r}: use one of {', '.join(DATASETS)}")
     if not 0.0 <= range_ratio <= 1.0:
         raise ValueError(f"--random-range-ratio must be within 0 and 1, got {range_ratio}")
+    if gsp is not None and not isinstance(gsp, dict):
+        raise ValueError(f"gsp must be a mapping of {', '.join(GSP_DEFAULTS)}, got a {type(gsp).__name__}")
+    unknown = sorted(set(gsp or {}) - set(GSP_DEFAULTS), key=str)
+    if unknown:
+        raise ValueError(f"unknown generated-shared-prefix setting {unknown[0]!r}: use {', '.join(GSP_DEFAULTS)}")
     info = {"dataset_name": name, "dataset_path": None, "dataset_sha256": None, "seed": seed}
     if name in ("sharegpt", "custom"):
         text, sha = _read(path)
