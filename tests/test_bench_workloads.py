@@ -284,6 +284,11 @@ def test_dataset_settings_are_checked():
         dataset.load("random", **{**LOAD, "range_ratio": 1.5})
     with pytest.raises(ValueError, match="--gsp-num-groups must be a positive integer"):
         dataset.load("generated-shared-prefix", **LOAD, gsp={"num_groups": 0})
+    with pytest.raises(ValueError, match="1000000000 x 16, over the limit of 1000000 prompts"):
+        bench.check_workload(dataset_name="generated-shared-prefix", gsp={"num_groups": 10**9})
+    assert bench.check_workload(
+        dataset_name="generated-shared-prefix", gsp={"num_groups": 1000, "prompts_per_group": 1000}
+    )
     known = "num_groups, prompts_per_group, system_prompt_len, question_len"
     with pytest.raises(ValueError, match=f"unknown generated-shared-prefix setting 'num_group': use {known}"):
         bench.check_workload(dataset_name="generated-shared-prefix", gsp={"num_group": 4})

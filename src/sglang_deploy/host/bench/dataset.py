@@ -18,6 +18,7 @@ DATASETS = ("random", "sharegpt", "custom", "generated-shared-prefix")
 GSP_DEFAULTS = {"num_groups": 64, "prompts_per_group": 16, "system_prompt_len": 2048, "question_len": 128}
 MIN_TOKENS_PER_SIDE = 2  # bench_serving prunes shorter prompts and answers
 MAX_FILE_BYTES = 1 << 30
+MAX_GSP_PROMPTS = 10**6  # generated-shared-prefix groups x prompts per group (its shuffled order is held in memory)
 MAX_COUNTED_ANSWERS = 4096  # recorded answers counted by the server's tokenizer; rows past them use the ratio
 
 
@@ -289,6 +290,11 @@ def load(
     bad = [k for k, v in g.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1]
     if bad:
         raise ValueError(f"--gsp-{bad[0].replace('_', '-')} must be a positive integer, got {g[bad[0]]!r}")
+    if g["num_groups"] * g["prompts_per_group"] > MAX_GSP_PROMPTS:
+        raise ValueError(
+            f"--gsp-num-groups x --gsp-prompts-per-group is {g['num_groups']} x {g['prompts_per_group']}, over the "
+            f"limit of {MAX_GSP_PROMPTS} prompts (MAX_GSP_PROMPTS): give fewer groups or prompts per group"
+        )
     info.update(output_len=output_len, range_ratio=range_ratio, **{f"gsp_{k}": v for k, v in g.items()})
     order = list(range(g["num_groups"] * g["prompts_per_group"]))
     random.Random(seed).shuffle(order)
