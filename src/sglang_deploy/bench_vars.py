@@ -5,6 +5,7 @@ None). Used by the command line's workload flags (cli/workload.py) and by tune's
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 ROLE_PREFIX = "sglang_benchmark_"
 # Each workload setting the role takes, and the role's value for the engine's None (None: the role has no "none").
@@ -66,3 +67,9 @@ def settings_of(extravars: dict) -> dict:
         if ROLE_PREFIX + name in extravars and not (isinstance(value, str) and "{" in value):
             out[name] = from_role(name, value)
     return out
+
+
+def controller_path(path: str) -> str:
+    """A dataset file on the controller as the absolute path the role copies to each host from (~ expanded, a
+    relative path from the current folder): for the command line's --dataset-path and a search file's workload."""
+    return str(Path(path).expanduser().absolute())

@@ -5,7 +5,6 @@ for the shared concepts."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from sglang_deploy import bench_vars
 from sglang_deploy.host import bench
@@ -175,8 +174,18 @@ def role_vars(extravars: dict, given: dict) -> dict:
         raise ValueError(f"benchmark workload: {exc}") from exc
     out = {**extravars, **bench_vars.role_vars(given)}
     if merged.get("dataset_path"):
-        out[bench_vars.ROLE_PREFIX + "dataset_path"] = str(Path(merged["dataset_path"]).expanduser().absolute())
+        out[bench_vars.ROLE_PREFIX + "dataset_path"] = bench_vars.controller_path(merged["dataset_path"])
     return out
+
+
+def tune_workload(settings: dict) -> tune_measures.Workload:
+    """The engine's workload ``settings`` (bench_vars.settings_of's) as tune's Workload, normalised as a search
+    file's workload is (rates as numbers, levels sorted, the dataset path absolute); the engine's defaults for the
+    settings not given. searchfile.SearchError naming the fix."""
+    raw = {k: v for k, v in settings.items() if k in tune_measures.WORKLOAD_KEYS and v is not None}
+    if "concurrency" not in raw and "request_rate" not in raw and "sla_search" not in raw:
+        raw["concurrency"] = list(bench.DEFAULT_CONCURRENCY)
+    return searchfile._workload(raw, "workload")
 
 
 def measures(extravars: dict, objectives: list, limits: list) -> tuple[list, list]:
@@ -185,13 +194,8 @@ def measures(extravars: dict, objectives: list, limits: list) -> tuple[list, lis
     run, goodput or the SLA rate without SLOs, the SLA rate without an SLA search)."""
     if not objectives and not limits:
         return [], []
-    settings = bench_vars.settings_of(extravars)
-    values = {
-        k: tuple(v) if isinstance(v, list) else v for k, v in settings.items() if k in tune_measures.WORKLOAD_KEYS
-    }
-    values["requests"] = values.get("requests") or 0
-    work = tune_measures.Workload(**values)
     try:
+        work = tune_workload(bench_vars.settings_of(extravars))
         return (
             [searchfile.objective(tune_measures.parse_measure(t), f"--objective {t}", work) for t in objectives],
             [searchfile.limit(tune_measures.parse_measure(t, bounded=True), f"--require {t}", work) for t in limits],
