@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import bench_vars
 from .. import formats
 from .. import profiles
 from ..host import bench
@@ -201,7 +202,7 @@ def _workload(raw: Any, where: str, base: Workload | None = None) -> Workload:
     if values.get("sla_search") is not None:
         values["sla_search"] = tuple(float(r) for r in values["sla_search"])
     if values.get("dataset_path"):  # on the controller; the role copies it from there to each host
-        values["dataset_path"] = str(Path(values["dataset_path"]).expanduser().absolute())
+        values["dataset_path"] = bench_vars.controller_path(values["dataset_path"])
     return Workload(**values)
 
 
