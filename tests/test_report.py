@@ -256,3 +256,66 @@ def test_profiles_are_ranked_by_the_sla_rate_and_goodput_within_the_limits():
     runs["c"].data["sglang_benchmark"][HOST]["workload"]["seed"] = 7  # an incomparable workload: nothing ranked
     comp = compare_report.build_comparison(["a", "b", "c"], runs, objectives=objectives)
     assert comp.rankings == {} and "not ranked, the workloads differ" in compare_report.format_table(comp)
+
+
+def test_only_measurements_on_the_first_profiles_hosts_are_ranked():
+    """tune's rule: a profile whose deploy failed, or with requests that failed at the ranked level, is no
+    measurement; one measured on other hosts averages other hosts. Each is listed as not ranked, with why."""
+    from sglang_deploy import tune
+
+    def measured(decode: float, failed: int = 0) -> dict:
+        m = level(4, decode, 0.1)
+        m.update(failed=failed, completed=m["requests"] - failed)
+        return result([level(1, decode, 0.1), m])
+
+    runs = {
+        "a": run("a", measured(100.0)),
+        "broke": run("broke", measured(900.0), failure="the restart after the benchmark failed"),
+        "partial": run("partial", measured(800.0, failed=3)),
+        "wider": run("wider", measured(700.0)),
+        "slower": run("slower", measured(50.0)),
+    }
+    runs["wider"].data["sglang_benchmark"]["gpu-2"] = measured(10.0)
+    objectives = [tune.Objective("output_tok_s", 4, "max"), tune.Objective("output_tok_s", 1, "max")]
+    comp = compare_report.build_comparison(list(runs), runs, objectives=objectives)
+    at4 = comp.rankings["output_tok_s @ c=4"]
+    assert [(r["profile"], r["rank"]) for r in at4] == [
+        ("a", 1),
+        ("slower", 2),
+        ("broke", None),
+        ("partial", None),
+        ("wider", None),
+    ]
+    assert [r["not_ranked"] for r in at4[2:]] == [
+        "the deploy failed",
+        "3 benchmark requests failed at c=4 (on gpu-1)",
+        "measured on gpu-1, gpu-2, the first profile a on gpu-1",
+    ]
+    at1 = comp.rankings["output_tok_s @ c=1"]  # its requests at c=1 all answered
+    assert [r["profile"] for r in at1 if r["rank"]] == ["partial", "a", "slower"]
+    text = compare_report.format_table(comp)
+    assert "; not ranked: broke (the deploy failed), partial (3 benchmark requests failed at c=4 (on gpu-1))" in text
+    assert "not ranked: broke (the deploy failed)" in compare_report.markdown(comp)
+    assert comp.to_dict()["rankings"]["output_tok_s @ c=4"][3]["not_ranked"].startswith("3 benchmark requests")
+
+
+def test_an_sla_search_that_stopped_early_is_not_ranked_as_zero():
+    from sglang_deploy import tune
+
+    def searched(best: float | None, failed: int = 0) -> dict:
+        m = level(4, 100.0, 0.1)
+        m.update(label="1 req/s (c<=4)", request_rate=1.0, goodput_req_s=0.5, failed=failed)
+        m["completed"] = m["requests"] - failed
+        res = result([m])
+        res["sla_search"] = {"best_rate": best, "probes": [{"rate": 1.0}]}
+        res["stopped"] = "no answer within the timeout" if failed else None
+        return res
+
+    runs = {"a": run("a", searched(None)), "died": run("died", searched(None, failed=4))}
+    comp = compare_report.build_comparison(
+        ["a", "died"], runs, objectives=[tune.Objective("sla_rate_req_s", None, "max")]
+    )
+    ranking = comp.rankings["sla_rate_req_s (SLA search)"]
+    assert [(r["profile"], r["value"], r["rank"]) for r in ranking] == [("a", 0.0, 1), ("died", None, None)]
+    assert ranking[1]["not_ranked"] == "4 benchmark requests failed in the SLA search (on gpu-1)"
+    assert tune.level_metrics(runs["died"].benchmarks[HOST])["sla"] == {"sla_rate_req_s": None}

@@ -199,38 +199,49 @@ def sla_rates(results: dict) -> dict:
     return out
 
 
-def rank_profiles(profiles: list, results: dict, objectives: list, limits: list) -> dict:
-    """objective name -> a row per profile with a value, best first: value (the mean over hosts), ratio to the first
-    profile's, within_limits and limits_broken (a profile outside a limit ranks after those within), rank. The
-    metrics are tune's (goodput_req_s at a level, sla_rate_req_s of the SLA search, ...), read as tune reads them."""
-    from sglang_deploy.tune.store import level_metrics, metric_value
+def rank_profiles(profiles: list, results: dict, objectives: list, limits: list, deployed: dict | None = None) -> dict:
+    """objective name -> a row per profile, best first: value (the mean over hosts), ratio to the first profile's,
+    within_limits and limits_broken (a profile outside a limit ranks after those within), rank. The metrics are
+    tune's (goodput_req_s at a level, sla_rate_req_s of the SLA search, ...), read as tune reads them.
 
+    Ranked are only measurements (tune's rule, store.measurement_problem: the deploy succeeded, ``deployed``:
+    profile -> its run's ok, all when None; no request failed at the objective's level) on the hosts of the first
+    profile measured; the others follow with rank None and not_ranked: why."""
+    from sglang_deploy.tune.measures import level_text
+    from sglang_deploy.tune.store import level_metrics, measurement_problem, metric_value
+
+    deployed = deployed or {}
     records = {
         name: {"metrics": {host: level_metrics(res) for host, res in (results.get(name) or {}).items()}}
         for name in profiles
     }
+    measured = [p for p in profiles if deployed.get(p, True) and results.get(p)]
+    hosts = sorted(results.get(measured[0]) or {}) if measured else []
     out = {}
     for obj in objectives:
-        first = metric_value(records[profiles[0]], obj.metric, obj.level)
-        rows = []
+        rows, left = [], []
         for name in profiles:
             value = metric_value(records[name], obj.metric, obj.level)
-            if value is None:
+            why = measurement_problem(deployed.get(name, True), results.get(name) or {}, obj.level)
+            if why is None and sorted(results.get(name) or {}) != hosts:
+                why = f"measured on {', '.join(sorted(results[name]))}, the first profile {measured[0]} on {', '.join(hosts)}"
+            if why is None and value is None:
+                why = f"no value of {obj.metric} at {level_text(obj.level)}"
+            if why:
+                left.append({"profile": name, "value": value, "rank": None, "not_ranked": why})
                 continue
             broken = []
             for lim in limits:
                 got = metric_value(records[name], lim.metric, lim.level)
                 if not lim.holds(got):
                     broken.append(f"{lim.text} (got {'-' if got is None else format(got, '.2f')})")
-            rows.append(
-                {"profile": name, "value": value, "ratio": _ratio(value, first), "within_limits": not broken}
-                | {"limits_broken": broken}
-            )
+            rows.append({"profile": name, "value": value, "within_limits": not broken, "limits_broken": broken})
+        first = next((r["value"] for r in rows if r["profile"] == profiles[0]), None)
         sign = -1 if obj.goal == "max" else 1
         rows.sort(key=lambda r: (not r["within_limits"], sign * r["value"]))
         for i, r in enumerate(rows, 1):
-            r["rank"] = i
-        out[obj.name] = rows
+            r["ratio"], r["rank"] = _ratio(r["value"], first), i
+        out[obj.name] = rows + left
     return out
 
 
@@ -267,7 +278,9 @@ def build_comparison(
         sla=sla_rates(results),
         objectives=list(objectives),
         limits=list(limits),
-        rankings=rank_profiles(profiles, results, objectives, limits) if workload["same_for_all"] else {},
+        rankings=rank_profiles(profiles, results, objectives, limits, {name: run.ok for name, run in runs.items()})
+        if workload["same_for_all"]
+        else {},
     )
 
 
@@ -288,8 +301,14 @@ def _ranking_lines(comp: Comparison) -> list:
             + (f" (x{r['ratio']:.2f})" if r["ratio"] is not None and r["profile"] != comp.profiles[0] else "")
             + ("" if r["within_limits"] else f" [over: {'; '.join(r['limits_broken'])}]")
             for r in rows or []
+            if r["rank"] is not None
         ]
-        lines.append(f"{head}: " + (", ".join(ranked) or "no profile measured it"))
+        left = [f"{r['profile']} ({r['not_ranked']})" for r in rows or [] if r["rank"] is None]
+        lines.append(
+            f"{head}: "
+            + (", ".join(ranked) or "no profile measured it")
+            + (f"; not ranked: {', '.join(left)}" if left else "")
+        )
     return lines
 
 

@@ -25,6 +25,7 @@ from sglang_deploy.tune import (
     expand,
     level_metrics,
     load_search,
+    measurement_problem,
     plan,
     promotion,
     report,
@@ -231,15 +232,9 @@ def candidate_fields(r: RunResult, ready_failed: list) -> dict:
         message = "\n".join(f"{f.host}: {f.task}: {f.message}" for f in r.failures) or r.error or "deploy failed"
         return {**fields, "status": FAILED, "kind": kind, "error": message, "journal": journal}
     metrics = {host: level_metrics(res) for host, res in r.benchmarks.items()}
-    failed_requests = sum(m.get("failed") or 0 for res in r.benchmarks.values() for m in res.get("levels", []))
-    if not metrics or failed_requests:
-        return {
-            **fields,
-            "status": FAILED,
-            "kind": "benchmark",
-            "metrics": metrics,
-            "error": f"{failed_requests} benchmark requests failed" if failed_requests else "no benchmark",
-        }
+    problem = measurement_problem(r.ok, r.benchmarks)
+    if problem:
+        return {**fields, "status": FAILED, "kind": "benchmark", "metrics": metrics, "error": problem}
     return {
         **fields,
         "status": OK,

@@ -39,6 +39,12 @@ def level_key(concurrency: int | None, rate: float | None) -> str:
     return f"rate={rate:g}"
 
 
+def level_text(key: str) -> str:
+    """A level key (level_key, SLA_LEVEL) as reports name it: c=8, rate=2, the SLA search."""
+    key = str(key)
+    return "the SLA search" if key == SLA_LEVEL else f"c={key}" if key.isdigit() else key
+
+
 def _where_text(metric: str, concurrency: int | None, rate: float | None) -> str:
     if metric in RESULT_METRICS:
         return f"{metric} (SLA search)"

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from ..host.bench.sweep import write_file
-from .measures import METRICS, RESULT_METRICS, SLA_LEVEL, level_key
+from .measures import METRICS, RESULT_METRICS, SLA_LEVEL, level_key, level_text
 from .searchfile import SearchError
 
 OK, FAILED = "ok", "failed"  # a run record's status
@@ -88,8 +88,42 @@ def level_metrics(result: dict) -> dict:
     for metric, (key, field, _) in RESULT_METRICS.items():
         part = result.get(key)
         if isinstance(part, dict) and part.get("probes"):
-            out.setdefault(SLA_LEVEL, {})[metric] = part.get(field) or 0.0
+            value = part.get(field)
+            if value is None and not result.get("stopped"):  # a search that stopped early found no 0
+                value = 0.0
+            out.setdefault(SLA_LEVEL, {})[metric] = value
     return out
+
+
+def unanswered(level: dict) -> int:
+    """Requests of a benchmark level without an answer: those that failed, or that it did not complete."""
+    requests, completed = level.get("requests"), level.get("completed")
+    short = requests - completed if isinstance(requests, int) and isinstance(completed, int) else 0
+    return max(level.get("failed") or 0, short)
+
+
+def measurement_problem(ok: bool, benchmarks: dict, level: str | None = None) -> str | None:
+    """Why a deploy (``ok``: it succeeded) and its benchmarks (host -> bench result) are no measurement, None when
+    they are one: the deploy failed, no benchmark, or requests without an answer (at ``level``, a level key, where
+    SLA_LEVEL is every probe of the SLA search; None: at any level). tune records such a run FAILED, compare does
+    not rank it: the one rule of both."""
+    if not ok:
+        return "the deploy failed"
+    if not benchmarks:
+        return "no benchmark"
+    failed = {}
+    for host, res in sorted(benchmarks.items()):
+        n = sum(
+            unanswered(lv)
+            for lv in res.get("levels") or []
+            if level in (None, SLA_LEVEL) or level_key(lv.get("concurrency"), lv.get("request_rate")) == str(level)
+        )
+        if n:
+            failed[host] = n
+    if not failed:
+        return None
+    where = "" if level is None else " in the SLA search" if level == SLA_LEVEL else f" at {level_text(level)}"
+    return f"{sum(failed.values())} benchmark requests failed{where} (on {', '.join(failed)})"
 
 
 def metric_value(record: dict, metric: str, level) -> float | None:
