@@ -178,6 +178,22 @@ def test_run_keys_of_closed_loop_searches_stay_and_a_changed_dataset_is_measured
     assert run_key("k", tune.parse_search({**SEARCH, "workload": custom}).workload, {}, 0) != first
 
 
+def test_the_same_dataset_file_from_another_folder_keeps_the_run_key(tmp_path, monkeypatch):
+    """The key holds the file's sha256, not its path: a copy in another clone resumes the stored runs."""
+    from sglang_deploy.tune.planning import run_key
+
+    keys = []
+    for folder in ("one", "two"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "t.jsonl").write_text(json.dumps({"messages": [{"role": "user", "content": "a"}]}) + "\n")
+        monkeypatch.chdir(tmp_path / folder)
+        custom = {**SEARCH["workload"], "dataset_name": "custom", "dataset_path": "t.jsonl"}
+        work = tune.parse_search({**SEARCH, "workload": custom}).workload
+        assert work.dataset_path == str(tmp_path / folder / "t.jsonl")  # the role still copies it from there
+        keys.append(run_key("k", work, {}, 0))
+    assert keys[0] == keys[1]
+
+
 def test_the_sla_example_search_parses():
     from sglang_deploy.paths import REPO
 

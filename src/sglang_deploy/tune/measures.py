@@ -121,9 +121,13 @@ class Workload:
     def key_fields(self) -> dict:
         """What the run key hashes: the settings of a closed-loop workload as before the other settings existed, and
         every other setting that is not its default (so stored runs of a search from then still resume), the
-        dataset file's sha256 among them (a changed file is measured again)."""
+        dataset file's sha256 among them (a changed file is measured again) but not its path: the same file from
+        another folder or clone is the same workload."""
         values, defaults = asdict(self), asdict(Workload())
-        return {k: v for k, v in values.items() if k in CLOSED_LOOP_KEYS or v != defaults[k]}
+        fields = {k: v for k, v in values.items() if k in CLOSED_LOOP_KEYS or v != defaults[k]}
+        if self.dataset_sha256:
+            fields.pop("dataset_path", None)
+        return fields
 
     def extravars(self) -> dict:
         """The sglang_benchmark role's variables for this workload."""
