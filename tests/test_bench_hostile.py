@@ -262,3 +262,84 @@ def test_sanity_prompts_refuse_a_message_that_is_not_text(message, scripted):
     with pytest.raises(readiness.SanityError) as exc:
         readiness.sanity_check(server.url, MODEL)
     assert exc.value.check == "response_format"
+
+
+def json_answer(doc) -> callable:
+    body = json.dumps(doc).encode()
+    return lambda conn: conn.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    )
+
+
+def sharegpt_file(tmp_path, rows: int, answer: str = "w " * 20) -> str:
+    share = [{"conversations": [{"value": f"question {i} here"}, {"value": answer}]} for i in range(rows)]
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(share))
+    return str(path)
+
+
+def count_answers(url: str, path: str, timeout: float = 10.0):
+    """The sharegpt dataset at `path`, calibrated to 1.5 tokens per word, its answers counted by the server."""
+    import asyncio
+
+    from sglang_deploy.host.bench import sweep
+    from sglang_deploy.host.bench.client import Target
+
+    _, _, data = sweep.check_workload(dataset_name="sharegpt", dataset_path=path)
+    data.calibrate(1.5)
+    asyncio.run(sweep._Probe(Target(Endpoint.parse(url)), timeout).count_answers(MODEL, data))
+    return data
+
+
+@pytest.mark.parametrize("bad", [10**12, 41 + 17, 0])
+def test_an_implausible_answer_count_keeps_the_ratio_for_its_batch(bad, scripted, tmp_path):
+    """70 answers of 20 words (40 bytes) are counted in batches of 64 and 6: a count no tokenizer gives (over one
+    per byte plus 16, or none) drops its batch, whose rows keep words x tokens_per_word (30); the other batch's
+    counts stand."""
+
+    def tokenize(conn, n):
+        json_answer({"count": [25] * 64 if n == 1 else [25] * 5 + [bad]})(conn)
+
+    server = scripted(**{"/v1/tokenize": tokenize})
+    data = count_answers(server.url, sharegpt_file(tmp_path, 70))
+    assert [data.row(i).output_len for i in (0, 63, 64, 69)] == [25, 25, 30, 30]
+    lengths = data.info["answer_lengths"]
+    assert lengths.startswith("server tokens (/v1/tokenize) for 64 of 70 rows; the rest words x tokens_per_word")
+    assert f"requests 65-70: /v1/tokenize counted {bad} tokens for the 40-byte answer of request 70" in lengths
+    data.check_context(100)  # 3 prompt + 30 output tokens at most
+
+
+def test_answers_counted_under_two_tokens_are_pruned_as_bench_serving_does(scripted, tmp_path):
+    """A row counted 1 token is pruned (bench_serving prunes output_len < 2); an answer without spaces (Chinese,
+    code) is one word of many tokens, and kept: the plausible band is in bytes, not in words."""
+    server = scripted(**{"/v1/tokenize": lambda conn, n: json_answer({"count": [1, 7, 1, 9]})(conn)})
+    data = count_answers(server.url, sharegpt_file(tmp_path, 4))
+    assert data.info["rows"] == 2 and data.info["answers_pruned"] == 2
+    assert sorted(data.row(i).output_len for i in range(2)) == [7, 9] and data.row(2) == data.row(0)
+    assert data.info["answer_lengths"] == (
+        "server tokens (/v1/tokenize); 2 rows pruned: the server counts their answers under 2 tokens"
+    )
+    unspaced = scripted(**{"/v1/tokenize": lambda conn, n: json_answer({"count": [1, 150]})(conn)})
+    data = count_answers(unspaced.url, sharegpt_file(tmp_path, 2, answer="\u4f60\u597d" * 60 + " ok"))
+    assert data.row(0).output_len == 150 and data.info["answers_pruned"] == 1
+    every = scripted(**{"/v1/tokenize": lambda conn, n: json_answer({"count": [1, 1]})(conn)})
+    with pytest.raises(ValueError, match="counts every answer under 2 tokens .* none is left: give longer answers"):
+        count_answers(every.url, sharegpt_file(tmp_path, 2))
+
+
+def test_a_slow_tokenize_keeps_the_ratio_and_the_run_goes_on(scripted, tmp_path):
+    """The sample is counted (1.3 tokens per word), the answers' count never ends: they keep 20 words x 1.3."""
+
+    def tokenize(conn, n):
+        if n == 1:
+            json_answer({"count": 1300})(conn)
+        else:
+            drip(conn, n)
+
+    server = scripted(**{"/v1/tokenize": tokenize, "/v1/chat/completions": good_stream(26)})
+    path = sharegpt_file(tmp_path, 3)
+    rc, result = run_bench(server.url, tmp_path, "--dataset-name", "sharegpt", "--dataset-path", path, "--timeout", "1")
+    assert rc == 0 and result["stopped"] is None and result["levels"][0]["output_len_mismatch"]["expected"] == 26
+    assert result["workload"]["answer_lengths"] == (
+        "words x tokens_per_word; from request 1 on: /v1/tokenize gave no answer within 1 s"
+    )

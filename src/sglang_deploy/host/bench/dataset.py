@@ -18,8 +18,16 @@ DATASETS = ("random", "sharegpt", "custom", "generated-shared-prefix")
 GSP_DEFAULTS = {"num_groups": 64, "prompts_per_group": 16, "system_prompt_len": 2048, "question_len": 128}
 MIN_TOKENS_PER_SIDE = 2  # bench_serving prunes shorter prompts and answers
 MAX_FILE_BYTES = 1 << 30
+SPECIAL_TOKENS_SLACK = 16  # tokens a tokenizer may add to a text beyond one per byte (BOS, EOS, a prefix space)
 MAX_GSP_PROMPTS = 10**6  # generated-shared-prefix groups x prompts per group (its shuffled order is held in memory)
 MAX_COUNTED_ANSWERS = 4096  # recorded answers counted by the server's tokenizer; rows past them use the ratio
+
+
+def implausible_count(text: str, count) -> bool:
+    """Whether `count` cannot be a tokenizer's count of `text` (an answer holding a word): none gives no token for
+    it, nor more than one per UTF-8 byte (byte-level BPE, SentencePiece's byte fallback) plus a few special tokens.
+    A bound in bytes, not in words: code and unspaced scripts (Chinese, Japanese) hold many tokens per word."""
+    return not 1 <= count <= len(text.encode("utf-8")) + SPECIAL_TOKENS_SLACK
 
 
 def approx_tokens(text: str) -> int:
@@ -81,15 +89,37 @@ class Dataset:
         rows = (self.rows or [])[:MAX_COUNTED_ANSWERS]
         return [(i, r.answer) for i, r in enumerate(rows) if r.answer_words]
 
-    def count_answers(self, counts: dict) -> None:
+    def count_answers(self, counts: dict, notes: list = ()) -> None:
         """Row index -> its answer's length in the server's tokens (its /v1/tokenize): those rows ask for exactly
-        that many output tokens, as bench_serving does with its tokenizer."""
-        self.answer_tokens.update(counts)
-        self.info["answer_lengths"] = "server tokens (/v1/tokenize)" + (
-            f", the first {len(self.answer_tokens)} rows; the rest words x tokens_per_word"
-            if len(self.answer_tokens) < sum(1 for r in self.rows or [] if r.answer_words)
-            else ""
-        )
+        that many output tokens, as bench_serving does with its tokenizer, and a row counted under
+        MIN_TOKENS_PER_SIDE is pruned, as bench_serving prunes it (`answers_pruned`). `notes`: why some answers
+        were not counted (they keep words x tokens_per_word); `answer_lengths` records both. ValueError when no row
+        is left."""
+        short = {i for i, c in counts.items() if c < MIN_TOKENS_PER_SIDE}
+        if short:
+            kept = [i for i in range(len(self.rows)) if i not in short]
+            if not kept:
+                raise ValueError(
+                    f"{self.info['dataset_name']} dataset {self.info['dataset_path']}: the server's tokenizer counts "
+                    f"every answer under {MIN_TOKENS_PER_SIDE} tokens and bench_serving prunes such rows, so none "
+                    "is left: give longer answers, or a fixed output length (--sharegpt-output-len, output_len)"
+                )
+            new_index = {old: new for new, old in enumerate(kept)}
+            counts = {new_index[i]: c for i, c in counts.items() if i not in short}
+            self.rows = [self.rows[i] for i in kept]
+            self.info["rows"] = len(self.rows)
+        self.info["answers_pruned"] = len(short)
+        self.answer_tokens = dict(counts)
+        answer_rows = sum(1 for r in self.rows if r.answer_words)
+        if self.answer_tokens:
+            text = "server tokens (/v1/tokenize)"
+            if len(self.answer_tokens) < answer_rows:
+                text += f" for {len(self.answer_tokens)} of {answer_rows} rows; the rest words x tokens_per_word"
+        else:
+            text = "words x tokens_per_word"
+        if short:
+            text += f"; {len(short)} rows pruned: the server counts their answers under {MIN_TOKENS_PER_SIDE} tokens"
+        self.info["answer_lengths"] = "; ".join([text, *notes])
 
     def words(self, tokens: int) -> int:
         """Words of a generated prompt part of about `tokens` of the server's tokens."""

@@ -92,32 +92,53 @@ class _Probe:
 
     async def count_answers(self, model: str | None, data: Dataset) -> None:
         """The recorded answers' lengths in the server's tokens (sharegpt, custom conversations): POST /v1/tokenize
-        of ANSWERS_PER_TOKENIZE answers at a time (SGLang counts a list of texts); a server that answers anything
-        else leaves them at words x tokens_per_word."""
-        answers = data.answers()
+        of ANSWERS_PER_TOKENIZE answers at a time (SGLang counts a list of texts). Answers left uncounted keep
+        words x tokens_per_word: all of them on a server that answers anything else, the rest after an answer that
+        is not HTTP or comes too late, and a batch holding a count no tokenizer gives (dataset.implausible_count).
+        Data.count_answers records which, and prunes the rows counted under 2 tokens as bench_serving does."""
+        answers, counts, notes = data.answers(), {}, []
+        if not answers:
+            return
+        ep = self.target.endpoint
         for start in range(0, len(answers), ANSWERS_PER_TOKENIZE):
             part = answers[start : start + ANSWERS_PER_TOKENIZE]
             body = {"prompt": [text for _, text in part], "add_special_tokens": False}
             if model:
                 body["model"] = model
-            ep = self.target.endpoint
             try:
                 resp = await asyncio.to_thread(
                     server_http.request, ep, "POST", "/v1/tokenize", body, self.target.api_key, self.timeout
                 )
-            except server_http.HttpError:  # an answer over the body cap, or not HTTP: the ratio stays
-                return
+            except server_http.HttpError as exc:  # an answer over the body cap, or not HTTP
+                notes.append(f"from request {part[0][0] + 1} on: /v1/tokenize answered no HTTP ({exc})")
+                break
+            except TimeoutError:  # SlowAnswer too: counting is worth no more than the timeout
+                notes.append(f"from request {part[0][0] + 1} on: /v1/tokenize gave no answer within {self.timeout:g} s")
+                break
             except OSError as exc:
                 raise ServerUnusable(f"POST /v1/tokenize at {ep.url}: {type(exc).__name__}: {exc}") from exc
             answer = resp.json()
-            counts = answer.get("count") if isinstance(answer, dict) else None
+            got = answer.get("count") if isinstance(answer, dict) else None
             if not (
-                isinstance(counts, list)
-                and len(counts) == len(part)
-                and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)
+                isinstance(got, list)
+                and len(got) == len(part)
+                and all(isinstance(c, int) and not isinstance(c, bool) for c in got)
             ):
-                return
-            data.count_answers({i: c for (i, _), c in zip(part, counts)})
+                if start:
+                    notes.append(f"from request {part[0][0] + 1} on: /v1/tokenize answered no list of counts")
+                break
+            bad = next(((i, text, c) for (i, text), c in zip(part, got) if dataset.implausible_count(text, c)), None)
+            if bad:
+                i, text, c = bad
+                notes.append(
+                    f"requests {part[0][0] + 1}-{part[-1][0] + 1}: /v1/tokenize counted {c} tokens for the "
+                    f"{len(text.encode())}-byte answer of request {i + 1}, which no tokenizer gives"
+                )
+                continue
+            counts.update({i: c for (i, _), c in zip(part, got)})
+        if len(notes) > EXAMPLES:
+            notes[EXAMPLES:] = [f"{len(notes) - EXAMPLES} more lists not used"]
+        data.count_answers(counts, notes)
 
     async def metrics(self) -> dict | None:
         """Counters of /metrics, None when the server does not export them (--enable-metrics off)."""
