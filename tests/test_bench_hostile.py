@@ -42,6 +42,7 @@ class Scripted:
             **routes,
         }
         self.asked: dict = {}
+        self.bodies: dict = {}  # path -> the request bodies it got, in order
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.stop = threading.Event()
@@ -77,6 +78,7 @@ class Scripted:
                 while len(body) < length:
                     body += conn.recv(65536)
                 n = self.asked[path] = self.asked.get(path, 0) + 1
+                self.bodies.setdefault(path, []).append(body)
                 route = self.routes.get(path)
                 if callable(route):
                     route(conn, n)
@@ -343,3 +345,12 @@ def test_a_slow_tokenize_keeps_the_ratio_and_the_run_goes_on(scripted, tmp_path)
     assert result["workload"]["answer_lengths"] == (
         "words x tokens_per_word; from request 1 on: /v1/tokenize gave no answer within 1 s"
     )
+
+
+def test_answers_are_counted_with_special_tokens_as_bench_serving_counts_them(scripted, tmp_path):
+    """bench_serving's output length is len(tokenizer.encode(answer)), special tokens added (a BOS on Llama-3 and
+    DeepSeek tokenizers): the answers' /v1/tokenize asks for the same; the sample of prompt words does not."""
+    server = scripted(**{"/v1/tokenize": lambda conn, n: json_answer({"count": [26, 26]})(conn)})
+    count_answers(server.url, sharegpt_file(tmp_path, 2))
+    body = json.loads(server.bodies["/v1/tokenize"][0])
+    assert body["add_special_tokens"] is True and body["prompt"] == ["w " * 20] * 2 and body["model"] == MODEL

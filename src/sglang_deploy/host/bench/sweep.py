@@ -102,7 +102,8 @@ class _Probe:
         ep = self.target.endpoint
         for start in range(0, len(answers), ANSWERS_PER_TOKENIZE):
             part = answers[start : start + ANSWERS_PER_TOKENIZE]
-            body = {"prompt": [text for _, text in part], "add_special_tokens": False}
+            # bench_serving's output length: len(tokenizer.encode(answer)), special tokens added (a BOS on Llama-3)
+            body = {"prompt": [text for _, text in part], "add_special_tokens": True}
             if model:
                 body["model"] = model
             try:
