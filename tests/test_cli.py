@@ -450,9 +450,9 @@ def test_compare_ranks_by_the_objectives_and_limits_it_is_given(monkeypatch, cap
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--objective", "sla_rate_req_s"], "give the workload its slo"),
-        (["--slo", "ttft_p99_ms=9", "--objective", "sla_rate_req_s"], "give the workload sla_search"),
-        (["--objective", "goodput_req_s@c=8"], "give the workload its slo"),
+        (["--objective", "sla_rate_req_s"], "give --slo"),
+        (["--slo", "ttft_p99_ms=9", "--objective", "sla_rate_req_s"], "give --sla-search"),
+        (["--objective", "goodput_req_s@c=8"], "give --slo"),
         (["--objective", "output_tok_s@c=4"], "not a level of the workload [1, 8, 32]"),
         (["--request-rate", "2", "--objective", "output_tok_s@rate=3"], "not a request rate of the workload [2.0]"),
         (["--objective", "speed"], "use one of output_tok_s"),

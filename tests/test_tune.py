@@ -441,3 +441,27 @@ def test_a_limit_of_the_command_line_needs_a_finite_bound(text):
     work = tune.Workload(concurrency=(1, 32))
     with pytest.raises(tune.SearchError, match="a finite number"):
         searchfile.limit(measures.parse_measure(text, bounded=True), f"--require {text}", work)
+
+
+@pytest.mark.parametrize(
+    "text, work, says, not_says",
+    [
+        ("output_tok_s@c=8", {}, "@c=8: not a level of the workload [1, 32]; add it to --concurrency", "concurrency 8"),
+        ("goodput_req_s@c=1", {}, "give --slo, e.g. --slo ttft_p99_ms=2000", "slo: {"),
+        ("sla_rate_req_s", {"slo": {"ttft_p99_ms": 9}}, "give --sla-search LOW,HIGH", "sla_search: ["),
+        ("output_tok_s", {}, "give the level, @c=N (a closed-loop level) or @rate=R", "concurrency: N"),
+        ("output_tok_s@rate=3", {"request_rate": (2.0,)}, "@rate=3: not a request rate", "add it there"),
+        ("ttft_p99_ms@c=1<=nan", {}, "give one bound, <=X or >=X, X a finite number", "max: or min:"),
+    ],
+)
+def test_objectives_of_the_command_line_are_told_the_command_lines_fix(text, work, says, not_says):
+    """compare's --objective and --require go through the search file's checks; their messages name the flags."""
+    raw = measures.parse_measure(text, bounded="<=" in text)
+    check = searchfile.limit if "<=" in text else searchfile.objective
+    workload = tune.Workload(**({"concurrency": (1, 32)} | work))
+    with pytest.raises(tune.SearchError) as err:
+        check(raw, f"--objective {text}", workload)
+    assert says in str(err.value) and not_says not in str(err.value)
+    with pytest.raises(tune.SearchError) as err:  # the same check in a search file: its own syntax
+        check(raw, "objectives[0]", workload)
+    assert not_says in str(err.value)

@@ -206,35 +206,60 @@ def _workload(raw: Any, where: str, base: Workload | None = None) -> Workload:
     return Workload(**values)
 
 
+# How a message about an objective or a limit names its parts and fixes: (in a search file, on compare's command
+# line). A `where` that starts with -- is compare's --objective or --require text (cli/workload.py).
+_SAY = {
+    "metric": ("{where}.metric {value}", "{where}: metric {value}"),
+    "concurrency": ("{where}.concurrency {value}", "{where}: @c={value}"),
+    "rate": ("{where}.rate {value}", "{where}: @rate={value}"),
+    "give level": (
+        "give the level, concurrency: N (a closed-loop level) or rate: R (a request-rate level)",
+        "give the level, @c=N (a closed-loop level) or @rate=R (a request-rate level)",
+    ),
+    "no level": ("no concurrency or rate", "no @c=N or @rate=R"),
+    "slo": (
+        "give the workload its slo, e.g. slo: {ttft_p99_ms: 2000, tpot_p99_ms: 50}",
+        "give --slo, e.g. --slo ttft_p99_ms=2000,tpot_p99_ms=50",
+    ),
+    "sla_search": (
+        "give the workload sla_search: [LOW, HIGH] (requests per second)",
+        "give --sla-search LOW,HIGH (requests per second), e.g. --sla-search 1,32",
+    ),
+    "add concurrency": ("add it there", "add it to --concurrency"),
+    "add rate": ("add it there", "add it to --request-rate"),
+    "bound": (
+        "give one numeric bound, max: or min:, a finite number (not nan or inf)",
+        "give one bound, <=X or >=X, X a finite number (not nan or inf)",
+    ),
+}
+
+
+def _say(where: str, part: str, value: Any = "") -> str:
+    """A part of a message about an objective or a limit (_SAY) in the syntax of where it was written."""
+    return _SAY[part][where.startswith("--")].replace("{where}", where).replace("{value}", str(value))
+
+
 def _metric(raw: dict, where: str, workload: Workload) -> tuple[str, int | None, float | None]:
     """(metric, concurrency, rate) of an objective or a limit: a level of the workload (concurrency: N or rate: R),
     or none for a metric of the SLA search."""
     _need(isinstance(raw, dict), f"{where}: a mapping {{metric: ..., concurrency: N}} (or rate: R)")
     metric, conc, rate = raw.get("metric"), raw.get("concurrency"), raw.get("rate")
     known = [*METRICS, *RESULT_METRICS]
-    _need(metric in known, f"{where}.metric {metric!r}: use one of {', '.join(known)}")
+    _need(metric in known, f"{_say(where, 'metric', repr(metric))}: use one of {', '.join(known)}")
     if metric in ("goodput_req_s", *RESULT_METRICS):
-        _need(
-            bool(workload.slo),
-            f"{where}: {metric} counts against the SLOs: give the workload its slo, e.g. "
-            "slo: {ttft_p99_ms: 2000, tpot_p99_ms: 50}",
-        )
+        _need(bool(workload.slo), f"{where}: {metric} counts against the SLOs: {_say(where, 'slo')}")
     if metric in RESULT_METRICS:
         _need(
             workload.sla_search is not None,
-            f"{where}: {metric} is the SLA search's highest rate: give the workload sla_search: [LOW, HIGH] "
-            "(requests per second)",
+            f"{where}: {metric} is the SLA search's highest rate: {_say(where, 'sla_search')}",
         )
-        _need(conc is None and rate is None, f"{where}: {metric} is one value per run: no concurrency or rate")
+        _need(conc is None and rate is None, f"{where}: {metric} is one value per run: {_say(where, 'no level')}")
         return metric, None, None
-    _need(
-        (conc is None) != (rate is None),
-        f"{where}: give the level, concurrency: N (a closed-loop level) or rate: R (a request-rate level)",
-    )
+    _need((conc is None) != (rate is None), f"{where}: {_say(where, 'give level')}")
     if rate is not None:
         _need(
             isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0,
-            f"{where}.rate {rate!r}: requests per second above 0",
+            f"{_say(where, 'rate', repr(rate))}: requests per second above 0",
         )
         rate = float(rate)
     levels = workload.levels()
@@ -242,13 +267,15 @@ def _metric(raw: dict, where: str, workload: Workload) -> tuple[str, int | None,
         rates = [float(k.removeprefix("rate=")) for k in levels if k.startswith("rate=")]
         _need(
             level_key(conc, rate) in levels,
-            f"{where}.rate {rate:g}: not a request rate of the workload {rates or '(none)'}; add it there",
+            f"{_say(where, 'rate', format(rate, 'g'))}: not a request rate of the workload {rates or '(none)'}; "
+            + _say(where, "add rate"),
         )
     else:
         concs = [int(k) for k in levels if k.isdigit()]
         _need(
             level_key(conc, rate) in levels,
-            f"{where}.concurrency {conc!r}: not a level of the workload {concs or '(none)'}; add it there",
+            f"{_say(where, 'concurrency', repr(conc))}: not a level of the workload {concs or '(none)'}; "
+            + _say(where, "add concurrency"),
         )
     return metric, conc, rate
 
@@ -446,7 +473,7 @@ def limit(raw: Any, where: str, workload: Workload) -> Limit:
     _need(
         len(bounds) == 1
         and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in bounds.values()),
-        f"{where}: give one numeric bound, max: or min:, a finite number (not nan or inf)",
+        f"{where}: {_say(where, 'bound')}",
     )
     return Limit(metric, conc, rate=rate, **{k: float(v) for k, v in bounds.items()})
 
