@@ -246,6 +246,10 @@ def test_prompts_are_counted_in_the_servers_tokens_where_it_can_tokenize(scripte
     plain = scripted(**{"/v1/chat/completions": good_stream()})
     rc, result = run_bench(plain.url, tmp_path)
     assert rc == 0 and result["workload"]["tokens_per_word"] is None
+    huge = json.dumps({"count": 10**12}).encode()  # no tokenizer gives it: one token per word stays
+    wrong = scripted(**{"/v1/tokenize": huge, "/v1/chat/completions": good_stream()})
+    rc, result = run_bench(wrong.url, tmp_path)
+    assert rc == 0 and result["workload"]["tokens_per_word"] is None
 
 
 def test_sanity_prompts_refuse_an_answer_naming_another_model(scripted):

@@ -73,9 +73,11 @@ class _Probe:
 
     async def tokens_per_word(self, model: str | None) -> float | None:
         """Tokens per common word in the server's tokenizer: POST /v1/tokenize (SGLang) of TOKENIZE_SAMPLE_WORDS
-        words; None when the server has no such endpoint or answers something else."""
+        words; None when the server has no such endpoint or answers something else, a count no tokenizer gives
+        (dataset.implausible_count) included."""
         ep = self.target.endpoint
-        body = {"prompt": words(random.Random(0), TOKENIZE_SAMPLE_WORDS), "add_special_tokens": False}
+        sample = words(random.Random(0), TOKENIZE_SAMPLE_WORDS)
+        body = {"prompt": sample, "add_special_tokens": False}
         if model:
             body["model"] = model
         try:
@@ -86,7 +88,7 @@ class _Probe:
             raise ServerUnusable(f"POST /v1/tokenize at {ep.url}: {type(exc).__name__}: {exc}") from exc
         answer = resp.json()
         count = answer.get("count") if isinstance(answer, dict) else None
-        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+        if isinstance(count, int) and not isinstance(count, bool) and not dataset.implausible_count(sample, count):
             return count / TOKENIZE_SAMPLE_WORDS
         return None
 
