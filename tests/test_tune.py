@@ -256,6 +256,34 @@ def test_search_ranks_resumes_and_runs_nothing_twice(tmp_path):
     assert tune.run_search(s, planned, excluded, third, store).counts()["run"] == 8 and third.calls == []
 
 
+def test_a_run_whose_benchmark_counted_answers_otherwise_is_not_ranked(tmp_path):
+    """compare's comparability list (measures.COMPARABLE) holds in a search too: a candidate whose server did not
+    tokenize the recorded answers (counted in words: other output lengths) is no run of the same workload."""
+
+    class Counting(ModelDeploy):
+        def __call__(self, p, workload, stage, repeat):
+            fields = super().__call__(p, workload, stage, repeat)
+            if fields["status"] == tune.OK:
+                how = "words" if p.candidate.choices["spec"] == "nextn" else "server tokens (/v1/tokenize)"
+                fields["measured"] = {"lab-1": measures.comparable({"workload": {"answer_lengths": how}})}
+            return fields
+
+    s, planned, excluded = planned_lab()
+    out = tune.run_search(s, planned, excluded, Counting(), tune.Store(tmp_path))
+    nextn = [r for r in out.records if r["choices"]["spec"] == "nextn" and r.get("kind") != "garbage"]
+    assert nextn and all(r["status"] == tune.FAILED and r["kind"] == "workload" for r in nextn)
+    assert "its benchmark's answer_lengths was 'words' on lab-1, 'server tokens (/v1/tokenize)'" in nextn[0]["error"]
+    ranked = {r["label"] for rows in out.rankings.values() for r in rows}
+    assert ranked and not any("spec=nextn" in label for label in ranked)
+    # the deploy's record keeps what each host's benchmark did
+    from sglang_deploy.api import HostOutcome, RunResult
+    from sglang_deploy.api.search import candidate_fields
+
+    res = {"levels": [], "workload": {"answer_lengths": "words", "seed": 3}}
+    r = RunResult("site.yml", "successful", 0, {"h": HostOutcome(ok=1)}, data={"sglang_benchmark": {"h": res}})
+    assert candidate_fields(r, [])["measured"] == {"h": measures.comparable(res)}
+
+
 def test_budget_of_candidates_and_of_time(tmp_path):
     s, planned, excluded = planned_lab()
     out = tune.run_search(s, planned, excluded, ModelDeploy(), tune.Store(tmp_path / "a"), tune.Budget.parse("3"))

@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from sglang_deploy.host.bench import table
+from sglang_deploy.tune import measures
 
 SYNTHETIC_NOTE = "LAB: emulated SGLang server, these numbers are synthetic"
 
@@ -46,22 +47,8 @@ COLUMNS = (
     ("goodput_req_s", "good/s", 2),
     ("accept_length", "accept", 2),
 )
-# What makes two results comparable: the same workload in each of these (bench result's `workload`).
-COMPARABLE = (
-    "dataset_name",
-    "dataset_sha256",
-    "seed",
-    "input_len",
-    "output_len",
-    "random_range_ratio",
-    "forced_length",
-    "mode",
-    "request_rates",
-    "max_concurrency",
-    "slo",
-    "requests_per_level",
-    "answer_lengths",  # how recorded answers' lengths were counted: the server's /v1/tokenize, or words x a ratio
-)
+# What makes two results comparable: the same workload in each of these (bench result's `workload`); tune's list.
+COMPARABLE = measures.COMPARABLE
 
 
 @dataclass
@@ -182,11 +169,10 @@ def comparison_rows(profiles: list, results: dict, via: str = "host", ranked: bo
 def _workload(results: dict) -> dict:
     """The workload of the first result (COMPARABLE's settings), `same_for_all` when every result had it, and
     `differs`: the first setting that differs (None when comparable)."""
-    workloads = [r.get("workload", {}) for per_host in results.values() for r in per_host.values()]
-    first = workloads[0] if workloads else {}
-    workload = {k: first.get(k) for k in COMPARABLE}
-    differs = next((k for k in COMPARABLE for w in workloads if w.get(k) != workload[k]), None)
-    return {**workload, "same_for_all": differs is None, "differs": differs}
+    workloads = [measures.comparable(r) for per_host in results.values() for r in per_host.values()]
+    differs = measures.first_difference(workloads)
+    first = workloads[0] if workloads else measures.comparable({})
+    return {**first, "same_for_all": differs is None, "differs": differs}
 
 
 def sla_rates(results: dict) -> dict:

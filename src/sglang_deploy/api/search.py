@@ -32,6 +32,8 @@ from sglang_deploy.tune import (
     run_search,
 )
 
+from sglang_deploy.tune.measures import comparable
+
 from . import runner
 from .results import RunResult
 from .rollout import Rollout
@@ -240,6 +242,7 @@ def candidate_fields(r: RunResult, ready_failed: list) -> dict:
         "status": OK,
         "metrics": metrics,
         "results": {h: res.get("started_at") for h, res in r.benchmarks.items()},
+        "measured": {h: comparable(res) for h, res in r.benchmarks.items()},
     }
 
 

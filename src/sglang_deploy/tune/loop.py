@@ -16,7 +16,8 @@ from .outcome import Outcome, evaluate
 from .planning import Planned, run_key
 from .ranking import ranking
 from .searchfile import Search, Workload
-from .store import FAILED, Store
+from .measures import first_difference
+from .store import FAILED, OK, Store
 
 
 @dataclass
@@ -110,10 +111,31 @@ class _Run:
         self.by_key.setdefault(p.key, []).append(rec)
         return rec
 
+    def _comparable(self, fields: dict, stage: str) -> dict:
+        """A run's fields, FAILED (kind workload) when what its benchmark did (measures.COMPARABLE, per host) differs
+        from what the first run of its stage measured: e.g. recorded answers counted in words on a candidate whose
+        server does not tokenize, in the server's tokens on the others. Runs stored without it are not checked."""
+        first = next(
+            (r for r in self.out.records if r["stage"] == stage and r["status"] == OK and r.get("measured")), None
+        )
+        if fields.get("status") != OK or not fields.get("measured") or first is None:
+            return fields
+        mine, theirs = fields["measured"], first["measured"]
+        hosts = sorted(set(mine) & set(theirs))
+        differs = first_difference([theirs[h] for h in hosts] + [mine[h] for h in hosts])
+        if differs is None:
+            return fields
+        got = {h: mine[h][differs] for h in hosts if mine[h][differs] != theirs[h][differs]}
+        error = (
+            f"not comparable: its benchmark's {differs} was {', '.join(f'{v!r} on {h}' for h, v in got.items())}, "
+            f"{theirs[hosts[0]][differs]!r} for candidate {first['candidate']}"
+        )
+        return {**fields, "status": FAILED, "kind": "workload", "error": error}
+
     def _run(self, key: str, p: Planned, workload: Workload, stage: str, repeat: int, label: str) -> dict:
         self.say(f"{label}: candidate {p.candidate.index} [{p.key}] {p.candidate.label}")
         started = self.clock()
-        fields = self.deploy(p, workload, stage, repeat)
+        fields = self._comparable(self.deploy(p, workload, stage, repeat), stage)
         rec = {
             "key": key,
             "candidate_key": p.key,

@@ -31,6 +31,39 @@ RESULT_METRICS = {"sla_rate_req_s": ("sla_search", "best_rate", "max")}
 SLA_LEVEL = "sla"  # the level key of RESULT_METRICS
 
 
+# What makes two benchmark results comparable: the same value of each of these in their `workload` (what the
+# benchmark did: the dataset and its sha256, the lengths, how recorded answers were counted...). compare ranks only
+# such results; tune does not rank a run whose result differs from the first of its stage.
+COMPARABLE = (
+    "dataset_name",
+    "dataset_sha256",
+    "seed",
+    "input_len",
+    "output_len",
+    "random_range_ratio",
+    "forced_length",
+    "mode",
+    "request_rates",
+    "max_concurrency",
+    "slo",
+    "requests_per_level",
+    "answer_lengths",  # how recorded answers' lengths were counted: the server's /v1/tokenize, or words x a ratio
+)
+
+
+def comparable(result: dict) -> dict:
+    """The COMPARABLE settings of a benchmark result's workload."""
+    workload = result.get("workload") or {}
+    return {k: workload.get(k) for k in COMPARABLE}
+
+
+def first_difference(workloads: list) -> str | None:
+    """The first COMPARABLE setting in which one of ``workloads`` (comparable()'s) differs from the first one;
+    None when they are comparable."""
+    first = workloads[0] if workloads else {}
+    return next((k for k in COMPARABLE for w in workloads if w.get(k) != first.get(k)), None)
+
+
 def level_key(concurrency: int | None, rate: float | None) -> str:
     """The key of a benchmark level: its concurrency for a closed-loop level (as before request rates), else
     rate=R (R requests per second, inf: all at once without a cap)."""
