@@ -467,3 +467,75 @@ def test_compare_refuses_objectives_its_workload_cannot_measure(argv, message, m
     monkeypatch.setattr(api.runner, "run_playbook", refuse)
     assert cli.main(["compare", "a", "b", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+# An inventory outside the project: the project's group_vars reach it through playbooks/group_vars, as they reach a
+# playbook's hosts (group_vars/sglang_replicas.yml: sglang_benchmark_concurrency [4] on a fleet's replicas).
+BENCH_INVENTORY = """
+all:
+  children:
+    gpus:
+      hosts:
+        g1: {sglang_benchmark_concurrency: [1, 8], sglang_benchmark_slo: {ttft_p99_ms: 2000}}
+        g2: {sglang_benchmark_concurrency: [4]}
+        g3: {sglang_benchmark_concurrency: "{{ levels }}"}
+        g4: {sglang_benchmark_max_concurrency: -3}
+    sglang_replicas:
+      hosts: {r1: {}, r2: {}}
+    sglang_router:
+      hosts: {rt: {}}
+"""
+
+
+def _compare_measures(monkeypatch, tmp_path, argv: list):
+    """(rc, the objectives api.compare was given or None) of `sglang-deploy compare a b -i BENCH_INVENTORY <argv>`."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(BENCH_INVENTORY)
+    seen = {}
+
+    def compare(profiles, **kwargs):
+        seen.update(kwargs)
+        raise KeyboardInterrupt  # stop before any deploy: the checks ran
+
+    monkeypatch.setattr(api, "compare", compare)
+    monkeypatch.setattr(api.runner, "run_playbook", lambda *a, **k: pytest.fail("a playbook ran"))
+    return cli.main(["compare", "a", "b", "-i", str(inventory), *argv]), seen.get("objectives")
+
+
+@pytest.mark.parametrize(
+    "argv, refused",
+    [
+        (["--limit", "g1", "--objective", "output_tok_s@c=32"], "not a level of the workload [1, 8]"),
+        (["--limit", "g1", "--objective", "output_tok_s@c=8"], None),
+        (["--limit", "g1", "-e", "sglang_benchmark_concurrency=[32]", "--objective", "output_tok_s@c=32"], None),
+        (["--limit", "g1", "--concurrency", "32", "--objective", "output_tok_s@c=32"], None),
+        # the fleet's replicas run group_vars' [4] (and the router's workload is checked too)
+        (["--limit", "sglang_replicas:sglang_router", "--objective", "output_tok_s@c=4"], None),
+        (["--limit", "sglang_replicas", "--objective", "output_tok_s@c=8"], "not a level of the workload [4]"),
+        # SLOs from the inventory: an SLA search and goodput are measurable
+        (["--limit", "g1", "--sla-search", "1,8", "--objective", "sla_rate_req_s"], None),
+        (["--limit", "g1", "--objective", "goodput_req_s@c=8"], None),
+        (["--limit", "g2", "--objective", "goodput_req_s@c=4"], "counts against the SLOs"),
+        # levels that are a template are known on the run only: not refused
+        (["--limit", "g3", "--objective", "output_tok_s@c=5"], None),
+        (["--limit", "g1:g2", "--objective", "output_tok_s@c=4"], "the hosts run different workloads (g1: concurrency"),
+        (["--limit", "g4"], "benchmark workload of g4: max_concurrency must be at least 1"),
+    ],
+)
+def test_compare_checks_the_workload_and_objectives_each_host_runs(argv, refused, monkeypatch, tmp_path, capsys):
+    """The workload and the objectives are checked with each host's settings as Ansible resolves them (the role's
+    defaults < the inventory and group_vars < -e < the flags), before any deploy."""
+    rc, objectives = _compare_measures(monkeypatch, tmp_path, argv)
+    err = capsys.readouterr().err
+    if refused:
+        assert rc == 2 and refused in err, err
+    else:
+        assert rc == 130, err
+        assert [o.metric for o in objectives] == [argv[-1].partition("@")[0]]
+
+
+def test_deploy_takes_the_slos_of_the_inventory_for_an_sla_search(monkeypatch, tmp_path):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(BENCH_INVENTORY)
+    got = _deploy_vars(monkeypatch, ["deploy", "baseline", "-i", str(inventory), "-l", "g1", "--sla-search", "1,8"])
+    assert got["sglang_benchmark_sla_search"] == [1.0, 8.0]

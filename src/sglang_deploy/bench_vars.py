@@ -4,6 +4,7 @@ None). Used by the command line's workload flags (cli/workload.py) and by tune's
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -58,13 +59,31 @@ def role_vars(settings: dict) -> dict:
     return {ROLE_PREFIX + name: to_role(name, value) for name, value in settings.items()}
 
 
+def is_template(value) -> bool:
+    """Whether a variable's value holds a template Ansible evaluates later (a string with "{", or "{{" / "{%"
+    anywhere inside a list or mapping): its value is unknown before the run."""
+    if isinstance(value, str):
+        return "{" in value
+    if isinstance(value, (list, dict)):
+        text = json.dumps(value, default=str)
+        return "{{" in text or "{%" in text
+    return False
+
+
+def templated(variables: dict) -> set:
+    """The workload settings whose sglang_benchmark_* variable in ``variables`` is a template (is_template)."""
+    return {
+        name for name in ROLE_NONE if ROLE_PREFIX + name in variables and is_template(variables[ROLE_PREFIX + name])
+    }
+
+
 def settings_of(extravars: dict) -> dict:
-    """The workload settings that extra variables set (sglang_benchmark_*), skipping any value that holds a
-    template (Ansible evaluates it later)."""
+    """The workload settings that variables set (sglang_benchmark_*: -e, or a host's inventory variables), skipping
+    any value that holds a template (is_template: Ansible evaluates it later)."""
     out = {}
     for name in ROLE_NONE:
         value = extravars.get(ROLE_PREFIX + name)
-        if ROLE_PREFIX + name in extravars and not (isinstance(value, str) and "{" in value):
+        if ROLE_PREFIX + name in extravars and not is_template(value):
             out[name] = from_role(name, value)
     return out
 

@@ -139,8 +139,8 @@ def _phases(text: str) -> str:
 
 
 def _extravars(args: argparse.Namespace) -> dict:
-    """Check the inventory and read the -e items before anything runs; for a command with the workload flags, the
-    workload they make with -e is checked and they become the role's variables."""
+    """Check the inventory and read the -e items before anything runs; for a command with the workload flags, they
+    become the role's variables (deploy and compare then check the workload on each host: workload.check)."""
     try:
         if args.inventory:
             api.inventory_path(args.inventory)
@@ -208,6 +208,10 @@ def _recap(result: api.RunResult) -> str:
 
 def deploy(args: argparse.Namespace) -> int:
     extravars = _extravars(args)
+    try:
+        workload.check(extravars, args.inventory, args.limit)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
     with Progress() as progress:
         result = api.deploy(
             args.profile,
@@ -252,7 +256,9 @@ def compare(args: argparse.Namespace) -> int:
         raise UsageError("give at least two profiles to compare")
     extravars = _extravars(args)
     try:
-        objectives, limits = workload.measures(extravars, args.objective, args.limits)
+        objectives, limits = workload.check(
+            extravars, args.inventory, args.limit, args.objective, args.limits, fleet=True
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     with Progress() as progress:
