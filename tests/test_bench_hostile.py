@@ -270,6 +270,15 @@ def test_sanity_prompts_refuse_a_message_that_is_not_text(message, scripted):
     assert exc.value.check == "response_format"
 
 
+def test_sanity_prompts_name_an_answer_nested_past_the_recursion_limit(scripted):
+    """JSON nested deeper than Python's recursion limit is a malformed answer, not a RecursionError out of the
+    module (the role would print a traceback instead of the verdict)."""
+    server = scripted(**{"/v1/chat/completions": b"[" * 200_000})
+    with pytest.raises(readiness.SanityError) as exc:
+        readiness.sanity_check(server.url, MODEL)
+    assert exc.value.check == "response_format"
+
+
 def json_answer(doc) -> callable:
     body = json.dumps(doc).encode()
     return lambda conn: conn.sendall(

@@ -365,7 +365,7 @@ def sanity_check(
             answer = json.loads(text)
             choice = answer["choices"][0]
             message = choice.get("message") or {}
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        except (ValueError, RecursionError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise SanityError("response_format", prompt, text, "not a chat completion", outputs) from exc
         named = answer.get("model")
         if model and named is not None and named != model:
