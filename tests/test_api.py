@@ -3,7 +3,6 @@ against the lab container (skipped, with the reason, where there is no lab)."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import subprocess
 from pathlib import Path
@@ -258,14 +257,6 @@ def test_parse_status():
 
 
 lab = pytest.mark.lab
-
-
-@pytest.fixture(scope="module", autouse=True)
-def lab_exclusive():
-    """Hold the lab container for this module: two test runs deploying to sglang-lab-1 at once fail each other."""
-    with open("/tmp/sglang-lab-1.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -504,7 +504,6 @@ def test_the_role_runs_a_custom_dataset_at_request_rates_and_an_sla_search_on_th
     """End to end on the lab, through `sglang-deploy deploy` and its workload flags: the dataset file goes from the
     controller to the host, the levels are request rates and the probes of an SLA search, and the fetched result
     records the workload."""
-    import fcntl
 
     path = write(
         tmp_path, "traffic.jsonl", "\n".join(chat_line(f"question {i} " + "w " * 20, max_tokens=16) for i in range(8))
@@ -518,10 +517,8 @@ def test_the_role_runs_a_custom_dataset_at_request_rates_and_an_sla_search_on_th
         assert rc == 0, out[-3000:]
         return json.loads(out)["data"]["sglang_benchmark"]["sglang-lab-1"]
 
-    with open("/tmp/sglang-lab-1.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # test_api deploys to the same container
-        r = deploy("--request-rate", "20,inf")
-        s = deploy("--sla-search", "5,40", "--sla-search-steps", "1")["sla_search"]
+    r = deploy("--request-rate", "20,inf")  # the lab lock is held: tests/conftest.py's lab_exclusive
+    s = deploy("--sla-search", "5,40", "--sla-search-steps", "1")["sla_search"]
     assert [lv["label"] for lv in r["levels"]] == ["20 req/s (c<=4)", "c=4"]
     assert all(lv["completed"] == 8 and lv["output_tokens"] == 128 and lv["slo"]["met"] for lv in r["levels"])
     w = r["workload"]

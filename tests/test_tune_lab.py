@@ -11,7 +11,7 @@ import pytest
 from sglang_deploy import api, cli
 from sglang_deploy import profiles
 from sglang_deploy.paths import REPO
-from test_api import LAB_HOST, lab, lab_exclusive  # noqa: F401 (autouse: holds the lab container)
+from test_api import LAB_HOST, lab
 
 SEARCH = REPO / "tests" / "fixtures" / "tune" / "small.yml"
 pytestmark = lab
