@@ -71,21 +71,25 @@ class _Probe:
     async def json(self, path: str):
         return (await self.get(path)).json()
 
+    async def tokenize(self, model: str | None, prompt, add_special_tokens: bool):
+        """POST /v1/tokenize (SGLang) of a text or a list of texts; the server_http response, its errors raised."""
+        body = {"prompt": prompt, "add_special_tokens": add_special_tokens}
+        if model:
+            body["model"] = model
+        return await asyncio.to_thread(
+            server_http.request, self.target.endpoint, "POST", "/v1/tokenize", body, self.target.api_key, self.timeout
+        )
+
     async def tokens_per_word(self, model: str | None) -> float | None:
         """Tokens per common word in the server's tokenizer: POST /v1/tokenize (SGLang) of TOKENIZE_SAMPLE_WORDS
         words; None when the server has no such endpoint or answers something else, a count no tokenizer gives
         (dataset.implausible_count) included."""
-        ep = self.target.endpoint
         sample = words(random.Random(0), TOKENIZE_SAMPLE_WORDS)
-        body = {"prompt": sample, "add_special_tokens": False}
-        if model:
-            body["model"] = model
         try:
-            resp = await asyncio.to_thread(
-                server_http.request, ep, "POST", "/v1/tokenize", body, self.target.api_key, self.timeout
-            )
+            resp = await self.tokenize(model, sample, add_special_tokens=False)
         except OSError as exc:
-            raise ServerUnusable(f"POST /v1/tokenize at {ep.url}: {type(exc).__name__}: {exc}") from exc
+            url = self.target.endpoint.url
+            raise ServerUnusable(f"POST /v1/tokenize at {url}: {type(exc).__name__}: {exc}") from exc
         answer = resp.json()
         count = answer.get("count") if isinstance(answer, dict) else None
         if isinstance(count, int) and not isinstance(count, bool) and not dataset.implausible_count(sample, count):
@@ -101,17 +105,11 @@ class _Probe:
         answers, counts, notes = data.answers(), {}, []
         if not answers:
             return
-        ep = self.target.endpoint
         for start in range(0, len(answers), ANSWERS_PER_TOKENIZE):
             part = answers[start : start + ANSWERS_PER_TOKENIZE]
-            # bench_serving's output length: len(tokenizer.encode(answer)), special tokens added (a BOS on Llama-3)
-            body = {"prompt": [text for _, text in part], "add_special_tokens": True}
-            if model:
-                body["model"] = model
             try:
-                resp = await asyncio.to_thread(
-                    server_http.request, ep, "POST", "/v1/tokenize", body, self.target.api_key, self.timeout
-                )
+                # bench_serving's output length: len(tokenizer.encode(answer)), special tokens added (a BOS on Llama-3)
+                resp = await self.tokenize(model, [text for _, text in part], add_special_tokens=True)
             except server_http.HttpError as exc:  # an answer over the body cap, or not HTTP
                 notes.append(f"from request {part[0][0] + 1} on: /v1/tokenize answered no HTTP ({exc})")
                 break
@@ -119,7 +117,8 @@ class _Probe:
                 notes.append(f"from request {part[0][0] + 1} on: /v1/tokenize gave no answer within {self.timeout:g} s")
                 break
             except OSError as exc:
-                raise ServerUnusable(f"POST /v1/tokenize at {ep.url}: {type(exc).__name__}: {exc}") from exc
+                url = self.target.endpoint.url
+                raise ServerUnusable(f"POST /v1/tokenize at {url}: {type(exc).__name__}: {exc}") from exc
             answer = resp.json()
             got = answer.get("count") if isinstance(answer, dict) else None
             if not (
