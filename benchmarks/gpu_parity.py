@@ -5,7 +5,9 @@ Run on a GPU host where sglang imports (docs/gpu.md says how to stage it):
 
     python benchmarks/gpu_parity.py --out results/gpu-parity
 
-One server of the GPU suite's small dense model (dummy weights, tests/gpu/harness.py); one dataset for both: our
+One server of tools/make_models.py's dense-large model (Qwen3-8B's shape, dummy weights, the GPU suite's launch
+settings of tests/gpu/harness.py): decoding bound by the GPU, not by the host's CPU as with the suite's small
+model, whose 1-2 ms steps moved each tool's repeats by up to 35% (results/gpu-h200/parity-2026-12-01). One dataset for both: our
 benchmark's own prompts (bench.workload.build_prompt) written as a ShareGPT file that bench_serving reads
 (`--dataset-name sharegpt --sharegpt-output-len`); the same request count, input and output length per level and
 the same warm-up. Per level, REPEATS runs of each tool in alternating order, the radix cache flushed before each
@@ -167,9 +169,15 @@ def table(runs: list[dict], levels: list[tuple[str, object]]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="folder for parity-raw.json, parity-table.md, logs")
-    ap.add_argument("--model", type=Path, help="model folder (default: OUT/models/dense, made by tools/make_models.py)")
-    ap.add_argument("--levels", default="1:16,8:64,32:256", help="concurrency:requests,... (1:16,8:64,32:256)")
-    ap.add_argument("--rates", default="8:64,32:128", help="request-rate:requests,... when ours takes --request-rate")
+    ap.add_argument(
+        "--model",
+        type=Path,
+        help="model folder (default: OUT/models/dense-large, made by tools/make_models.py --large)",
+    )
+    ap.add_argument("--levels", default="1:8,8:32,32:128", help="concurrency:requests,... (1:8,8:32,32:128)")
+    ap.add_argument(
+        "--rates", default="4:48,16:96", help="request-rate:requests,... when ours takes --request-rate (4:48,16:96)"
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--input-len", type=int, default=256)
     ap.add_argument("--output-len", type=int, default=256)
@@ -181,9 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     work = out / "runs"
     work.mkdir(parents=True, exist_ok=True)
     if args.model is None:
-        if not (out / "models" / "dense" / "config.json").exists():
-            subprocess.run([sys.executable, str(REPO / "tools" / "make_models.py"), str(out / "models")], check=True)
-        args.model = out / "models" / "dense"
+        if not (out / "models" / "dense-large" / "config.json").exists():
+            subprocess.run(
+                [sys.executable, str(REPO / "tools" / "make_models.py"), str(out / "models"), "--large"], check=True
+            )
+        args.model = out / "models" / "dense-large"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))}
     help_text = subprocess.run(
         [sys.executable, "-m", "sglang_deploy.cli", "bench", "--help"],

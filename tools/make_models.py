@@ -2,10 +2,14 @@
 """Make small model folders that real SGLang serves with ``--load-format dummy`` (no weights are fetched).
 
     python tools/make_models.py OUT_DIR        # writes OUT_DIR/dense and OUT_DIR/hybrid
+    python tools/make_models.py OUT_DIR --large   # and OUT_DIR/dense-large
     python tools/make_models.py OUT_DIR --shards 3 --shard-mb 4 --no-tokenizer   # with weight files (below)
 
 * ``dense``: a Qwen3-style dense model (Qwen3ForCausalLM): hidden 1024, 8 layers, 16 heads, 8 KV heads,
   head_dim 128. For the readiness stages and the benchmark.
+* ``dense-large`` (only with ``--large``): the same architecture in Qwen3-8B's shape (hidden 4096, 36 layers, 32
+  heads, 8 KV heads; 14 GB in bf16), so decoding is bound by the GPU's memory bandwidth rather than by the host's
+  CPU: the benchmark-parity figures (benchmarks/gpu_parity.py) use it.
 * ``hybrid``: a Qwen3-Next-style hybrid model (Qwen3NextForCausalLM): Gated DeltaNet layers with a full
   attention layer every 4th (``full_attention_interval``), a small MoE, and one MTP layer
   (``mtp_num_hidden_layers``), so NEXTN speculative decoding and the mamba radix-cache strategies run.
@@ -294,6 +298,19 @@ def dense_config(tok) -> dict:
     }
 
 
+def dense_large_config(tok) -> dict:
+    """dense_config in Qwen3-8B's shape (its vocabulary stays the small trained one)."""
+    return {
+        **dense_config(tok),
+        "hidden_size": 4096,
+        "intermediate_size": 12288,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "max_window_layers": 36,
+    }
+
+
 def hybrid_config(tok) -> dict:
     """Qwen3NextForCausalLM (sglang/srt/models/qwen3_next.py, configs/qwen3_next.py): the Qwen3-Next-80B-A3B
     config's keys, shrunk. Layers 0-2 are Gated DeltaNet (linear attention), layer 3 full attention."""
@@ -384,10 +401,14 @@ def write_config_only(folder: Path, config: dict) -> Path:
     return folder
 
 
-def make_models(out: Path, shards: int = 0, shard_bytes: int = 4 << 20, tokenizer: bool = True) -> dict[str, Path]:
+def make_models(
+    out: Path, shards: int = 0, shard_bytes: int = 4 << 20, tokenizer: bool = True, large: bool = False
+) -> dict[str, Path]:
     tok = train_tokenizer() if tokenizer else _NoTokenizer()
     write = (lambda folder, config: write_model(folder, config, tok)) if tokenizer else write_config_only
     made = {"dense": write(out / "dense", dense_config(tok)), "hybrid": write(out / "hybrid", hybrid_config(tok))}
+    if large:
+        made["dense-large"] = write(out / "dense-large", dense_large_config(tok))
     for seed, folder in enumerate(made.values()):
         if shards:
             write_weights(folder, shards, shard_bytes, seed)
@@ -400,8 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shards", type=int, default=0, help="safetensors files of stand-in weights per model (0)")
     ap.add_argument("--shard-mb", type=float, default=4, help="size of each, in MiB (4)")
     ap.add_argument("--no-tokenizer", action="store_true", help="write no tokenizer (no tokenizers package needed)")
+    ap.add_argument("--large", action="store_true", help="also write dense-large (Qwen3-8B's shape)")
     args = ap.parse_args(argv)
-    made = make_models(args.out, args.shards, int(args.shard_mb * (1 << 20)), not args.no_tokenizer)
+    made = make_models(args.out, args.shards, int(args.shard_mb * (1 << 20)), not args.no_tokenizer, args.large)
     for name, path in made.items():
         print(f"{name}: {path}")
     return 0

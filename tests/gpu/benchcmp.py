@@ -136,6 +136,19 @@ def side_by_side(our_result: dict, theirs: dict) -> list[dict]:
     return rows
 
 
+def mean_rows(pairs: list[list[dict]]) -> list[dict]:
+    """side_by_side rows of several runs -> one row per level, each figure the mean over the runs."""
+    rows = []
+    for level_rows in zip(*pairs):
+        row = {}
+        for key, value in level_rows[0].items():
+            values = [r[key] for r in level_rows]
+            numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+            row[key] = sum(values) / len(values) if numeric and key != "concurrency" else value
+        rows.append(row)
+    return rows
+
+
 def plot(rows: list[dict], path: Path, title: str) -> Path:
     import matplotlib
 

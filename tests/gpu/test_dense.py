@@ -204,33 +204,47 @@ def test_output_sanity_check_on_real_responses(dense, rec_dir):
 
 
 def test_bench_side_by_side_with_bench_serving(dense, out_dir, models, rec_dir):
+    """Both tools on one server, after a warm-up of each, in the order ours, theirs, theirs, ours (a drift of the
+    server over the four runs weighs on both alike); each tool's figure is the mean of its two runs. One run each,
+    ours first on a fresh server, read 0.66 at c=8 (results/gpu-h200/suite-2026-12-01): on this small model a
+    decode step is 1-2 ms and the host's jitter moves single runs by up to 35%. The bound is a sanity check of the
+    comparison; the parity figures (within 2%) come from benchmarks/gpu_parity.py on a GPU-bound model."""
     bench_dir = out_dir / "bench"
     bench_dir.mkdir(exist_ok=True)
-    mine = benchcmp.ours(dense, LEVELS, bench_dir / "dense-ours.json", INPUT_LEN, OUTPUT_LEN)
-    requests = {c: level["requests"] for c, level in zip(LEVELS, mine["levels"])}
-    theirs = benchcmp.bench_serving(
-        dense,
-        models["dense"],
-        LEVELS,
-        requests,
-        bench_dir / "dense-bench_serving.json",
-        INPUT_LEN,
-        OUTPUT_LEN,
-    )
-    rows = benchcmp.side_by_side(mine, theirs)
-    harness.write_json(bench_dir / "dense-side-by-side.json", rows)
+    benchcmp.ours(dense, (8,), bench_dir / "dense-ours-warmup.json", INPUT_LEN, OUTPUT_LEN)
+    runs = {"ours": [], "theirs": []}
+    requests = None
+    for i, tool in enumerate(("theirs-warmup", "ours", "theirs", "theirs", "ours")):
+        name = f"dense-{tool}" if tool.endswith("warmup") else f"dense-{tool}-{i}"
+        if tool == "ours":
+            mine = benchcmp.ours(dense, LEVELS, bench_dir / f"{name}.json", INPUT_LEN, OUTPUT_LEN)
+            requests = {c: level["requests"] for c, level in zip(LEVELS, mine["levels"])}
+            runs["ours"].append(mine)
+            continue
+        levels = (8,) if tool.endswith("warmup") else LEVELS
+        counts = requests or {8: 16}
+        theirs = benchcmp.bench_serving(
+            dense, models["dense"], levels, counts, bench_dir / f"{name}.json", INPUT_LEN, OUTPUT_LEN
+        )
+        if not tool.endswith("warmup"):
+            runs["theirs"].append(theirs)
+    pairs = [benchcmp.side_by_side(mine, theirs) for mine, theirs in zip(runs["ours"], runs["theirs"])]
+    rows = benchcmp.mean_rows(pairs)
+    harness.write_json(bench_dir / "dense-side-by-side.json", {"runs": pairs, "means": rows})
     benchcmp.plot(
         rows,
         bench_dir / "dense-side-by-side.png",
-        "H200, small Qwen3-style model (dummy weights), sglang 0.5.16, 256 in / 256 out",
+        "H200, small Qwen3-style model (dummy weights), sglang 0.5.16, 256 in / 256 out, mean of 2 runs (ABBA)",
     )
     (rec_dir / "metrics_after.txt").write_text(dense.request("GET", "/metrics")[2].decode())
-    assert mine["server_emulated"] is False
+    assert all(mine["server_emulated"] is False for mine in runs["ours"])
     assert not [p.name for p in bench_dir.iterdir() if p.is_file() and harness.API_KEY in p.read_text(errors="replace")]
-    for level in mine["levels"]:
-        assert level["failed"] == 0 and level["output_len_mismatch"]["count"] == 0, level
-    for row in rows:
+    for mine in runs["ours"]:
+        for level in mine["levels"]:
+            assert level["failed"] == 0 and level["output_len_mismatch"]["count"] == 0, level
+    for row in (row for pair in pairs for row in pair):
         assert row["requests_bench_serving"] == row["requests_ours"], row
+    for row in rows:
         ratio = row["output_throughput_tok_s_ours"] / row["output_throughput_tok_s_bench_serving"]
         assert 0.7 < ratio < 1.3, row
 
