@@ -22,6 +22,7 @@ import argparse
 import datetime
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -184,8 +185,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--source", help="what code ran, for the record (e.g. the commit)")
+    ap.add_argument(
+        "--table-only", action="store_true", help="only write OUT/parity-table.md from OUT/parity-raw.json (a cut run)"
+    )
     args = ap.parse_args(argv)
     out = args.out.resolve()
+    if args.table_only:
+        raw = json.loads((out / "parity-raw.json").read_text())
+        return write_table(out, raw, raw["runs"])
+    # A timeout's SIGTERM ends the run through the finally below, which stops the server: killed outright, it left
+    # a 72 GB server on the GPU that the next test found as a stray process.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = out / "runs"
     work.mkdir(parents=True, exist_ok=True)
     if args.model is None:
@@ -236,18 +246,33 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         meta["stop"] = server.stop()
         (out / "parity-raw.json").write_text(json.dumps({**meta, "runs": runs}, indent=1))
-    lines = table(runs, [(mode, level) for mode, level, _ in plan])
+    write_table(out, meta, runs)
+    return 0 if all(r["rc"] == 0 for r in runs) else 1
+
+
+def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
+    """parity-table.md (and stdout): the levels that ran, in their order; a run cut short says which it missed."""
+    settings = meta["settings"]
+    levels = list(dict.fromkeys((r["mode"], r["level"]) for r in runs))
+    planned = [("concurrency", level) for level, _ in pairs(settings["levels"])]
+    if meta.get("ours_takes_request_rate"):
+        planned += [("rate", level) for level, _ in pairs(settings["rates"])]
+    missing = [f"{mode} {level}" for mode, level in planned if (mode, level) not in levels]
     header = [
         f"# sglang-deploy bench vs sglang.bench_serving, {meta['date_utc']}",
         "",
-        f"`{meta['command']}`; {meta['gpu']}; {args.repeats} repeats per level, "
+        f"`{meta['command']}`; {meta['gpu']}; {settings['repeats']} repeats per level, "
         "alternating order, radix cache flushed before each run; same prompts (ShareGPT file of our prompts), "
-        f"{args.input_len}-word prompts, {args.output_len} output tokens forced, warm-up {args.warmup}.",
+        f"{settings['input_len']}-word prompts, {settings['output_len']} output tokens forced, "
+        f"warm-up {settings['warmup']}.",
         "",
     ]
-    (out / "parity-table.md").write_text("\n".join(header + lines) + "\n")
-    print("\n".join(header + lines))
-    return 0 if all(r["rc"] == 0 for r in runs) else 1
+    if missing:
+        header += [f"Not measured (the run ended first): {', '.join(missing)}.", ""]
+    lines = header + table(runs, levels)
+    (out / "parity-table.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
 
 
 if __name__ == "__main__":
