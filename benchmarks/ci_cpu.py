@@ -12,7 +12,8 @@ Docker's containers are in):
 work outside its parts (the venv, the packages). A container is counted under
 the part whose name it carries (molecule-SCENARIO-* under molecule-SCENARIO, sglang-lab-* under pytest-lab); others
 under "other containers". "the rest" is the machine's busy time that no part and no container took (dockerd,
-containerd, runc; anything else running beside it).
+containerd, runc; anything else running beside it). Container figures are lower bounds: read every 3 s, a
+container loses what it used after its last reading.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def usage_s(folder: Path) -> float | None:
 
 def busy_s() -> float:
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    return (sum(values) - values[3] - values[4]) / CLOCK  # all but idle and iowait
+    return sum(values[i] for i in (0, 1, 2, 5, 6)) / CLOCK  # user, nice, system, irq, softirq
 
 
 def owner(container: str, parts: list[str]) -> str:
@@ -61,8 +62,8 @@ def owner(container: str, parts: list[str]) -> str:
 class Sampler:
     """The highest CPU seen per part cgroup and per container (less what a container had used before the run)."""
 
-    def __init__(self, parts_dir: Path, docker: Path) -> None:
-        self.parts_dir, self.docker = parts_dir, docker
+    def __init__(self, parts_dir: Path, root: Path) -> None:
+        self.parts_dir, self.root = parts_dir, root
         self.names: dict[str, str] = {}
         self.before: dict[str, float] = {}
         self.containers: dict[str, float] = {}
@@ -70,16 +71,19 @@ class Sampler:
         self.sample(first=True)
 
     def sample(self, first: bool = False) -> None:
-        for folder in self.docker.iterdir() if self.docker.is_dir() else []:
+        # Docker's cgroupfs driver: docker/ID; its systemd driver: system.slice/docker-ID.scope.
+        folders = [*self.root.glob("docker/*"), *self.root.glob("system.slice/docker-*.scope")]
+        for folder in folders:
             used = usage_s(folder) if folder.is_dir() else None
+            cid = folder.name.removeprefix("docker-").removesuffix(".scope")
             if used is None:
                 continue
-            if folder.name not in self.names:
-                inspect = ["docker", "inspect", "-f", "{{.Name}}", folder.name]
+            if cid not in self.names:
+                inspect = ["docker", "inspect", "-f", "{{.Name}}", cid]
                 got = subprocess.run(inspect, capture_output=True, text=True, check=False).stdout
-                self.names[folder.name] = got.strip().lstrip("/") or folder.name[:12]
-                self.before[folder.name] = used if first else 0.0
-            self.containers[folder.name] = max(self.containers.get(folder.name, 0.0), used - self.before[folder.name])
+                self.names[cid] = got.strip().lstrip("/") or cid[:12]
+                self.before[cid] = used if first else 0.0
+            self.containers[cid] = max(self.containers.get(cid, 0.0), used - self.before[cid])
         for folder in self.parts_dir.iterdir():
             if folder.is_dir():
                 self.parts[folder.name] = max(self.parts.get(folder.name, 0.0), usage_s(folder) or 0.0)
@@ -103,6 +107,8 @@ def report(args, rc: int, wall: float, busy: float, sampler: Sampler) -> None:
         mine, theirs = parts.get(part, 0.0), by_part.get(part, 0.0)
         print(f"| {part} | {mine:.0f} | {theirs:.0f} | {mine + theirs:.0f} |")
     print(f"| the rest | | | {busy - sum(parts.values()) - sum(by_part.values()):.0f} |")
+    if not sampler.names:
+        print("\nNo container was seen: their CPU is in 'the rest'.")
     if args.json:
         record = {"date_utc": f"{now:%Y-%m-%dT%H:%M:%SZ}", "command": args.command, "rc": rc, "wall_s": wall}
         record |= {"busy_s": busy, "parts": parts, "containers": by_part}
@@ -117,24 +123,26 @@ def main(argv: list[str] | None = None) -> int:
     root = unified_root()
     parts_dir = root / f"sglang-ci-{os.getpid()}"
     (parts_dir / "setup").mkdir(parents=True)  # the command's own work outside its parts (venv, packages)
-    sampler = Sampler(parts_dir, root / "docker")
+    sampler = Sampler(parts_dir, root)
     started, busy0 = time.monotonic(), busy_s()
 
     def join_setup() -> None:
         (parts_dir / "setup" / "cgroup.procs").write_text(str(os.getpid()))
 
     env = {**os.environ, "SGLANG_DEPLOY_CGROUP_DIR": str(parts_dir)}
-    proc = subprocess.Popen(args.command, env=env, preexec_fn=join_setup)  # noqa: S603,PLW1509 - the command given
-    while proc.poll() is None:
-        time.sleep(3)
+    try:
+        proc = subprocess.Popen(args.command, env=env, preexec_fn=join_setup)  # noqa: S603,PLW1509 - the command
+        while proc.poll() is None:
+            time.sleep(3)
+            sampler.sample()
         sampler.sample()
-    sampler.sample()
-    report(args, proc.returncode, time.monotonic() - started, busy_s() - busy0, sampler)
-    for folder in [*parts_dir.iterdir(), parts_dir]:
-        try:
-            folder.rmdir()
-        except OSError:
-            pass  # a cgroup file, or a cgroup with a process still in it: left for the system
+        report(args, proc.returncode, time.monotonic() - started, busy_s() - busy0, sampler)
+    finally:
+        for folder in [*parts_dir.iterdir(), parts_dir]:
+            try:
+                folder.rmdir()
+            except OSError:
+                pass  # a cgroup file, or a cgroup with a process still in it: left for the system
     return proc.returncode
 
 

@@ -167,6 +167,11 @@ def table(runs: list[dict], levels: list[tuple[str, object]]) -> list[str]:
     return lines
 
 
+def _end_on_sigterm(*_) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM (timeout signals the group) must not cut the stop
+    sys.exit(143)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="folder for parity-raw.json, parity-table.md, logs")
@@ -195,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         return write_table(out, raw, raw["runs"])
     # A timeout's SIGTERM ends the run through the finally below, which stops the server: killed outright, it left
     # a 72 GB server on the GPU that the next test found as a stray process.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGTERM, _end_on_sigterm)
     work = out / "runs"
     work.mkdir(parents=True, exist_ok=True)
     if args.model is None:

@@ -137,14 +137,20 @@ def side_by_side(our_result: dict, theirs: dict) -> list[dict]:
 
 
 def mean_rows(pairs: list[list[dict]]) -> list[dict]:
-    """side_by_side rows of several runs -> one row per level, each figure the mean over the runs."""
+    """side_by_side rows of several runs -> one row per level, each figure the mean over the runs (None where a run
+    lacks it). Every run must have the same levels in the same order."""
+    levels = [[row["concurrency"] for row in pair] for pair in pairs]
+    assert all(lv == levels[0] for lv in levels), levels
     rows = []
     for level_rows in zip(*pairs):
         row = {}
         for key, value in level_rows[0].items():
             values = [r[key] for r in level_rows]
-            numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-            row[key] = sum(values) / len(values) if numeric and key != "concurrency" else value
+            numeric = [isinstance(v, (int, float)) and not isinstance(v, bool) for v in values]
+            if key == "concurrency" or not any(numeric):
+                row[key] = value
+            else:
+                row[key] = sum(values) / len(values) if all(numeric) else None
         rows.append(row)
     return rows
 
