@@ -44,8 +44,8 @@ def test_a_test_part_that_never_finishes_counts_as_failed(tmp_path):
     """./lab test runs parts at once in the background, and its summary reads what each part wrote when it ended: a
     part whose shell died first (killed, a full disk) left nothing, and the summary said "all tests passed"."""
     script = (REPO / "lab").read_text()
-    start = script.index("part() {")
-    part = script[start : script.index("\n}\n", start) + 3]
+    start = script.index("cgroup_join() {")  # part() and the helper it calls
+    part = script[start : script.index("\n}\n", script.index("part() {")) + 3]
     run = f"""{part}
 set -euo pipefail
 part good true
@@ -54,7 +54,11 @@ sleep 0.5; kill -9 $victim; wait || true
 cat "$TESTLOG"/*.result
 """
     out = subprocess.run(
-        ["bash", "-c", run], env={**os.environ, "TESTLOG": str(tmp_path)}, capture_output=True, text=True, timeout=60
+        ["bash", "-c", run],
+        env={**{k: v for k, v in os.environ.items() if k != "SGLANG_DEPLOY_CGROUP_DIR"}, "TESTLOG": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert "good               passed" in out.stdout, out.stderr
     assert "victim             FAILED (did not finish)" in out.stdout, out.stdout
