@@ -73,6 +73,7 @@ def write_dataset(path: Path, count: int, input_len: int) -> Path:
 def ours_cmd(server, mode: str, level, count: int, args, out: Path) -> list[str]:
     cmd = [sys.executable, "-m", "sglang_deploy.cli", "bench", "--url", server.url, "--api-key-env", "PARITY_KEY"]
     cmd += ["--input-len", str(args.input_len), "--output-len", str(args.output_len), "--warmup", str(args.warmup)]
+    cmd += ["--seed", str(args.seed)]  # bench_serving's: at a request rate, both then send at the same times
     cmd += ["--request-rate", str(level)] if mode == "rate" else ["--concurrency", str(level)]
     return cmd + [args.ours_count_flag, str(count), "--json", str(out)]
 
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="model folder (default: OUT/models/dense-large, made by tools/make_models.py --large)",
     )
-    ap.add_argument("--levels", default="1:8,8:32,32:128", help="concurrency:requests,... (1:8,8:32,32:128)")
+    ap.add_argument("--levels", default="1:16,8:64,32:128", help="concurrency:requests,... (1:16,8:64,32:128)")
     ap.add_argument(
         "--rates", default="4:48,16:96", help="request-rate:requests,... when ours takes --request-rate (4:48,16:96)"
     )

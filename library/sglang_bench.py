@@ -87,7 +87,7 @@ options:
     type: float
     default: 1.0
   seed:
-    description: Seed of the prompts, their order and the arrivals.
+    description: Seed of the prompts, their order and the arrivals (bench_serving's arrival times for the same seed; 0 to 4294967295).
     type: int
     default: 42
   sharegpt_output_len:

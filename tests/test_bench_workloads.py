@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import random
 import socket
 
 import pytest
@@ -109,6 +108,27 @@ def test_an_unknown_setting_is_refused_with_the_known_ones():
         bench.check_workload(request_rates=[1])
     w, levels, data = bench.check_workload(max_concurrency=3)
     assert w["seed"] == bench.DEFAULT_SEED and levels == [workload.Level(3)] and data.info["dataset_name"] == "random"
+
+
+# numpy 2.5.5: np.random.seed(SEED); [np.random.exponential(1 / RATE) for _ in range(n)] -- what bench_serving draws
+# (tests/test_bench_serving_real.py compares 1000 gaps with the numpy beside the real bench_serving).
+NUMPY_GAPS = {
+    (42, 4.0): [0.11731702249421477, 0.7525303577293803, 0.32918642338636234, 0.2282356384439883, 0.04240621761558657],
+    (0, 16.0): [0.049742156760194375, 0.07849567268536486, 0.0577014466127543],
+    (4294967295, 0.5): [0.20546578398207474, 4.869556940666425, 3.112128933714502],
+}
+
+
+@pytest.mark.parametrize(("seed", "rate"), list(NUMPY_GAPS))
+def test_arrival_gaps_are_bench_servings_for_the_same_seed(seed, rate):
+    gaps = workload.arrival_gaps(seed, rate)
+    assert [next(gaps) for _ in NUMPY_GAPS[seed, rate]] == NUMPY_GAPS[seed, rate]  # bit for bit
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 1.5, True, "42"])
+def test_a_seed_bench_serving_cannot_take_is_refused(seed):
+    with pytest.raises(ValueError, match="seed must be a whole number from 0 to 4294967295"):
+        bench.check_workload(seed=seed)
 
 
 # ------------------------------------------------------------------------------------------------ datasets
@@ -386,12 +406,13 @@ def test_request_rate_levels_arrive_as_a_seeded_poisson_process(emulator, tmp_pa
     paced, burst = r["levels"]
     assert (paced["label"], paced["request_rate"], paced["concurrency"]) == ("25 req/s (c<=4)", 25.0, 4)
     assert (burst["label"], burst["request_rate"]) == ("c=4", None)
-    rng = random.Random("42:arrivals")
-    span = sum(rng.expovariate(25.0) for _ in range(19))  # the gaps between 20 arrivals
+    gaps = workload.arrival_gaps(42, 25.0)
+    span = sum(next(gaps) for _ in range(19))  # the gaps between 20 arrivals
     assert paced["wall_s"] == pytest.approx(span + 0.1, abs=0.4)  # + the last request's own time
     assert burst["wall_s"] < paced["wall_s"]
     assert paced["slo"]["met"] and paced["goodput_req_s"] == pytest.approx(paced["request_throughput_req_s"])
     assert r["workload"]["request_rates"] == [25.0, "inf"] and r["workload"]["mode"] == "request_rate"
+    assert r["workload"]["arrivals"] == workload.ARRIVALS
     assert "SLA met" in capsys.readouterr().out
 
 

@@ -253,6 +253,12 @@ def test_profiles_are_ranked_by_the_sla_rate_and_goodput_within_the_limits():
     assert "3. b 8.00 (x2.00) [over: decode_tok_s @ 8 req/s >= 50 (got 20.00)]" in text
     assert "- Ranked by goodput_req_s @ 8 req/s (max)" in compare_report.markdown(comp)
     assert comp.to_dict()["rankings"]["goodput_req_s @ 8 req/s"][0]["profile"] == "a"
+    for name in "ab":  # rates drawn as bench_serving draws them, c's by an older release (no `arrivals`)
+        runs[name].data["sglang_benchmark"][HOST]["workload"]["arrivals"] = bench.ARRIVALS
+    comp = compare_report.build_comparison(["a", "b", "c"], runs, objectives=objectives)
+    assert comp.rankings == {} and comp.workload["differs"] == "arrivals"
+    runs["c"].data["sglang_benchmark"][HOST]["workload"]["arrivals"] = bench.ARRIVALS
+    assert compare_report.build_comparison(["a", "b", "c"], runs, objectives=objectives).rankings
     runs["c"].data["sglang_benchmark"][HOST]["workload"]["seed"] = 7  # an incomparable workload: nothing ranked
     comp = compare_report.build_comparison(["a", "b", "c"], runs, objectives=objectives)
     assert comp.rankings == {} and "not ranked, the workloads differ" in compare_report.format_table(comp)

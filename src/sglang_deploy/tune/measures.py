@@ -44,6 +44,7 @@ COMPARABLE = (
     "forced_length",
     "mode",
     "request_rates",
+    "arrivals",
     "max_concurrency",
     "slo",
     "requests_per_level",

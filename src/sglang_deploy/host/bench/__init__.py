@@ -17,6 +17,7 @@ from .metrics import DEFINITIONS, Timeline, level_metrics
 from .sweep import ServerUnusable, check_dest, check_workload, run_benchmark, run_benchmark_async, write_result
 from .table import format_table
 from .workload import (
+    ARRIVALS,
     DEFAULT_CONCURRENCY,
     DEFAULT_INPUT_LEN,
     DEFAULT_OUTPUT_LEN,
@@ -26,6 +27,7 @@ from .workload import (
     DEFAULT_TIMEOUT_S,
     DEFAULT_WARMUP,
     WORKLOAD_DEFAULTS,
+    check_seed,
     check_settings,
     default_requests,
     parse_concurrency,
@@ -34,6 +36,7 @@ from .workload import (
 )
 
 __all__ = [
+    "ARRIVALS",
     "BENCH_VERSION",
     "DATASETS",
     "DEFAULT_CONCURRENCY",
@@ -49,6 +52,7 @@ __all__ = [
     "ServerUnusable",
     "Timeline",
     "check_dest",
+    "check_seed",
     "check_settings",
     "check_workload",
     "default_requests",

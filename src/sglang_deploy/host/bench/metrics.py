@@ -60,7 +60,7 @@ DEFINITIONS = {
     "(token id 0, what NaN logits produce) counts, and `tolerated` counts the answers real weights would fail",
     "level": "closed loop `c=N`: N requests in flight, a new one as soon as one ends (bench_serving's "
     "--max-concurrency N at the default --request-rate inf); rate `R req/s`: arrivals with exponential gaps of "
-    "mean 1/R seconds from a generator seeded by --seed (bench_serving's Poisson process), at most "
+    "mean 1/R seconds, those bench_serving draws for --seed (its Poisson process: same seed, same arrivals), at most "
     "`concurrency` in flight when capped (--max-concurrency), requests waiting for a slot start their clock "
     "when they get it",
     "goodput_req_s": "completed requests that meet every SLO / wall_s; each request is judged by its own TTFT, "

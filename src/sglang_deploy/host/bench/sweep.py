@@ -34,7 +34,7 @@ from .metrics import (
     spec_accept_from_counters,
 )
 from .table import format_level_line
-from .workload import WORKLOAD_DEFAULTS, Level, chat_body, check_settings, words
+from .workload import ARRIVALS, WORKLOAD_DEFAULTS, Level, arrival_gaps, chat_body, check_seed, check_settings, words
 
 EXAMPLES = 3
 TOKENIZE_SAMPLE_WORDS = 1000  # common words tokenized once to count generated prompts in the server's tokens
@@ -183,10 +183,10 @@ class _Run:
             self.next_index += 1
         return bodies, lens
 
-    async def level(self, level: Level, bodies: list, rng: random.Random) -> tuple:
-        """Send the bodies as `level` says: arrivals at its rate (Poisson from rng; inf: all at once), at most its
-        concurrency in flight, each on a kept-alive connection (as many opened before the clock as the cap
-        allows). (timelines, stop reason or None): the first request without an answer within the timeout stops
+    async def level(self, level: Level, bodies: list, seed: int) -> tuple:
+        """Send the bodies as `level` says: arrivals at its rate (Poisson: bench_serving's gaps for seed, see
+        arrival_gaps; inf: all at once), at most its concurrency in flight, each on a kept-alive connection (as
+        many opened before the clock as the cap allows). (timelines, stop reason or None): the first request without an answer within the timeout stops
         the level; requests cut short or never sent then count as failed."""
         n = len(bodies)
         timelines: list = [None] * n
@@ -224,9 +224,10 @@ class _Run:
                             task.cancel()
 
         async def dispatch():
+            gaps = None if math.isinf(level.rate) else arrival_gaps(seed, level.rate)
             for i in range(n):
-                if i and not math.isinf(level.rate):
-                    await asyncio.sleep(rng.expovariate(level.rate))
+                if i and gaps:
+                    await asyncio.sleep(next(gaps))
                 tasks.append(asyncio.create_task(one(i)))
 
         tasks.append(asyncio.create_task(dispatch()))
@@ -299,7 +300,7 @@ async def _measure(run: _Run, probe: _Probe, level: Level, bodies: list, lens: l
     """One level; its `stopped` says why the sweep cannot go on after it (None: it can)."""
     before = await probe.metrics()
     cum_before = None if before else server_info_accept_length(await probe.json("/server_info"))
-    timelines, stopped = await run.level(level, bodies, random.Random(f"{seed}:arrivals"))
+    timelines, stopped = await run.level(level, bodies, seed)
     m = level_metrics(timelines, level.concurrency, _expected(lens), slo=slo)
     m.update(_level_fields(level))
     m["output_check"] = output_check(timelines, run.dummy)
@@ -390,6 +391,7 @@ def check_workload(**settings) -> tuple:
     if unknown:
         raise ValueError(f"unknown benchmark setting {unknown[0]!r}: use {', '.join(WORKLOAD_DEFAULTS)}")
     w = {**WORKLOAD_DEFAULTS, **settings}
+    check_seed(w["seed"])
     levels = check_settings(
         w["concurrency"],
         w["requests"],
@@ -456,7 +458,7 @@ async def run_benchmark_async(
         cap = min(
             warmup, max_concurrency or warmup, max((lv.concurrency or warmup for lv in fixed_levels), default=warmup)
         )
-        warm, warm_stop = await run.level(Level(cap), bodies, random.Random(seed))
+        warm, warm_stop = await run.level(Level(cap), bodies, seed)
     else:
         warm, warm_stop = [], None
     warm_failed = [t.error for t in warm if not t.ok]
@@ -496,6 +498,8 @@ async def run_benchmark_async(
             "request_rates": [lv.rate if math.isfinite(lv.rate) else "inf" for lv in fixed_levels]
             if w["request_rate"] is not None
             else None,
+            # Rates only: results made before ARRIVALS drew other gaps for the same seed (none recorded: not comparable).
+            "arrivals": ARRIVALS if sla_search or w["request_rate"] is not None else None,
             "warmup_requests": warmup,
             "warmup_failed": len(warm_failed),
             "requests_per_level": {m["label"]: m["requests"] for m in sweep.levels},

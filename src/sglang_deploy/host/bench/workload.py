@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .metrics import slo_name
@@ -15,6 +17,7 @@ DEFAULT_OUTPUT_LEN = 256
 DEFAULT_WARMUP = 2  # requests, once before the first level
 DEFAULT_TIMEOUT_S = 600.0  # per request
 DEFAULT_SEED = 42  # bench_serving's
+SEED_MAX = 2**32 - 1  # numpy's legacy seeding (bench_serving's np.random.seed) takes 0 to 2**32 - 1
 DEFAULT_RANGE_RATIO = 1.0  # fixed lengths (bench_serving's default 0.0 draws them from [1, L])
 DEFAULT_SLA_STEPS = 5  # bisections of the SLA search after its two bounds
 
@@ -157,6 +160,34 @@ def parse_slo(text: str) -> dict:
     if not slo:
         raise ValueError("no SLO given: e.g. --slo ttft_p99_ms=2000,tpot_p99_ms=50")
     return slo
+
+
+# How a rate level's arrivals are drawn (results' workload.arrivals; compare refuses to rank other draws).
+ARRIVALS = "bench_serving: np.random.seed(seed), np.random.exponential(1 / rate)"
+
+
+def arrival_gaps(seed: int, rate: float) -> Iterator[float]:
+    """The gaps in seconds between a rate level's arrivals, as `sglang.bench_serving --seed SEED --request-rate
+    RATE` draws them (np.random.seed(SEED), then np.random.exponential(1 / RATE) per gap): same seed, same arrival
+    times, so a level's duration and output tok/s compare with bench_serving's. numpy's legacy seeding of a 32-bit
+    seed is MT19937's init_genrand, and its doubles are Python's random() (both genrand_res53), so Python's
+    Mersenne Twister set to that state draws the same numbers. (bench_serving's random dataset draws its lengths
+    from numpy first, which moves its gaps; its sharegpt and custom datasets do not.)"""
+    state = [seed & 0xFFFFFFFF]
+    for i in range(1, 624):
+        prev = state[-1]
+        state.append((1812433253 * (prev ^ (prev >> 30)) + i) & 0xFFFFFFFF)
+    rng = random.Random()
+    rng.setstate((3, (*state, 624), None))
+    scale = 1.0 / rate
+    while True:
+        yield scale * -math.log(1.0 - rng.random())
+
+
+def check_seed(seed) -> None:
+    """ValueError unless seed is one bench_serving takes (its arrivals are drawn the same way: arrival_gaps)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise ValueError(f"seed must be a whole number from 0 to {SEED_MAX} (bench_serving's range), got {seed!r}")
 
 
 def check_settings(
