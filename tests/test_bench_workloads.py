@@ -61,6 +61,10 @@ def test_rates_and_slos_parse_or_name_the_fix():
     for bad in ("0", "-1", "nan", "x", "", "2,0"):
         with pytest.raises(ValueError, match="above 0"):
             workload.parse_rates(bad)
+    for same in ("2,2", "1.0000001,1.0000002", "inf,1e400"):  # one label, one level key: the second would be lost
+        with pytest.raises(ValueError, match="are one level .* give each rate once"):
+            workload.parse_rates(same)
+    assert workload.parse_rates("1.00001,1.00002") == [1.00001, 1.00002]
     assert workload.parse_slo("ttft_p99_ms=2000, tpot_mean_ms=50") == {"ttft_p99_ms": 2000.0, "tpot_mean_ms": 50.0}
     with pytest.raises(ValueError, match="unknown SLO metric 'ttft_p42_ms'.*ttft_p99_ms"):
         workload.parse_slo("ttft_p42_ms=1")

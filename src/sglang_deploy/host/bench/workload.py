@@ -139,6 +139,14 @@ def parse_rates(text: str) -> list:
         rates = []
     if not rates or not all(r > 0 for r in rates):  # also refuses NaN
         raise ValueError(f"bad request rate {text!r}: give requests per second above 0, e.g. 2 or 1,2,4 or inf")
+    named = {}  # results name a level by its rate to 6 significant digits (Level.label, level_key)
+    for r in rates:
+        if f"{r:g}" in named:
+            raise ValueError(
+                f"request rates {named[f'{r:g}']!r} and {r!r} are one level ({r:g} req/s to 6 significant digits): "
+                "give each rate once, differing within 6 digits"
+            )
+        named[f"{r:g}"] = r
     return rates
 
 
