@@ -45,6 +45,7 @@ FIGURES = (
     ("ITL mean ms", "itl_ms", "mean", "mean_itl_ms", 0.02, None),
     ("ITL median ms", "itl_ms", "p50", "median_itl_ms", 0.02, None),
     ("TTFT mean ms", "ttft_ms", "mean", "mean_ttft_ms", 0.05, 3.0),
+    ("accept length", "spec_accept_length", None, "accept_length", 0.02, None),  # --nextn only: no row without it
 )
 
 
@@ -153,6 +154,8 @@ def table(runs: list[dict], levels: list[tuple[str, object]]) -> list[str]:
         }
         for label, *_, rel, absolute in FIGURES:
             vals = {t: [f[label] for f in sel[t] if f.get(label) is not None] for t in sel}
+            if not vals["ours"] and not vals["theirs"]:  # a figure neither tool has here (accept length, no NEXTN)
+                continue
             if not vals["ours"] or not vals["theirs"]:
                 lines.append(f"| {mode} | {level} | {label} | {vals['ours']} | {vals['theirs']} | n/a | not measured |")
                 continue
@@ -179,7 +182,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--model",
         type=Path,
-        help="model folder (default: OUT/models/dense-large, made by tools/make_models.py --large)",
+        help="model folder (default: OUT/models/dense-large, made by tools/make_models.py --large; with --nextn "
+        "OUT/models/hybrid)",
+    )
+    ap.add_argument(
+        "--nextn",
+        action="store_true",
+        help="NEXTN speculative decoding on the small hybrid model (tests/gpu's launch; CUDA graphs up to 16 "
+        "requests: give --levels 1:16,8:64 --rates ''); the table adds the accept length",
     )
     ap.add_argument("--levels", default="1:16,8:64,32:128", help="concurrency:requests,... (1:16,8:64,32:128)")
     ap.add_argument(
@@ -205,11 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     work = out / "runs"
     work.mkdir(parents=True, exist_ok=True)
     if args.model is None:
-        if not (out / "models" / "dense-large" / "config.json").exists():
-            subprocess.run(
-                [sys.executable, str(REPO / "tools" / "make_models.py"), str(out / "models"), "--large"], check=True
-            )
-        args.model = out / "models" / "dense-large"
+        name = "hybrid" if args.nextn else "dense-large"
+        if not (out / "models" / name / "config.json").exists():
+            make = [sys.executable, str(REPO / "tools" / "make_models.py"), str(out / "models")]
+            subprocess.run(make + ([] if args.nextn else ["--large"]), check=True)
+        args.model = out / "models" / name
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))}
     help_text = subprocess.run(
         [sys.executable, "-m", "sglang_deploy.cli", "bench", "--help"],
@@ -232,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {k: str(v) for k, v in vars(args).items()},
         "dataset": str(dataset),
     }
-    server = harness.Server(harness.render(harness.DENSE_ARGS, args.model), out / "logs", "parity")
+    launch_args = harness.NEXTN_ARGS if args.nextn else harness.DENSE_ARGS
+    server = harness.Server(harness.render(launch_args, args.model), out / "logs", "parity")
     runs: list[dict] = []
     try:
         meta["ready"] = server.wait_ready(timeout=600)

@@ -44,6 +44,17 @@ DENSE_ARGS = {
 }
 
 
+# NEXTN (MTP) on the small hybrid model: the dense launch plus speculative decoding, graphs up to 16 requests.
+NEXTN_ARGS = {
+    **DENSE_ARGS,
+    "cuda-graph-max-bs": 16,
+    "speculative-algorithm": "NEXTN",
+    "speculative-num-steps": 3,
+    "speculative-eagle-topk": 1,
+    "speculative-num-draft-tokens": 4,
+}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -13,18 +13,7 @@ from sglang_deploy import rules
 
 LEVELS = (1, 8)
 INPUT_LEN = OUTPUT_LEN = 256
-ARGS = {
-    "load-format": "dummy",
-    "mem-fraction-static": 0.5,
-    "sampling-backend": "pytorch",
-    "disable-prefill-cuda-graph": True,
-    "cuda-graph-max-bs": 16,
-    "enable-metrics": True,
-    "speculative-algorithm": "NEXTN",
-    "speculative-num-steps": 3,
-    "speculative-eagle-topk": 1,
-    "speculative-num-draft-tokens": 4,
-}
+ARGS = harness.NEXTN_ARGS
 
 
 def test_nextn_on_the_hybrid_model(out_dir, models):
