@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import random
 import socket
 
 import pytest
@@ -129,10 +130,28 @@ def test_arrival_gaps_are_bench_servings_for_the_same_seed(seed, rate):
     assert [next(gaps) for _ in NUMPY_GAPS[seed, rate]] == NUMPY_GAPS[seed, rate]  # bit for bit
 
 
-@pytest.mark.parametrize("seed", [-1, 2**32, 1.5, True, "42"])
+def test_arrival_gaps_equal_numpys_for_many_seeds_and_rates():
+    import numpy as np  # matplotlib's dependency, so in every venv of the project
+
+    rng = random.Random(7)
+    cases = [(0, 1), (2**32 - 1, 3.5), (1, 1e-9), (42, 1e9)] + [
+        (rng.randrange(2**32), rng.uniform(0.1, 500)) for _ in range(20)
+    ]
+    for seed, rate in cases:
+        np.random.seed(seed)
+        theirs = [float(np.random.exponential(1.0 / rate)) for _ in range(300)]
+        gaps = workload.arrival_gaps(seed, rate)
+        assert [next(gaps) for _ in theirs] == theirs, (seed, rate)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 1.5, True, "4x", "-3", " "])
 def test_a_seed_bench_serving_cannot_take_is_refused(seed):
     with pytest.raises(ValueError, match="seed must be a whole number from 0 to 4294967295"):
         bench.check_workload(seed=seed)
+
+
+def test_a_seed_of_digits_is_that_number():  # an INI inventory's value, which Ansible's int type takes too
+    assert bench.check_workload(seed="7")[0]["seed"] == 7 and bench.check_seed(" 42 ") == 42
 
 
 # ------------------------------------------------------------------------------------------------ datasets

@@ -4,7 +4,9 @@ objectives and limits."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 
 import pytest
 
@@ -160,8 +162,6 @@ def test_a_limit_on_the_sla_rate():
 
 
 def test_run_keys_of_closed_loop_searches_stay_and_a_changed_dataset_is_measured_again(tmp_path):
-    import hashlib
-
     from sglang_deploy.tune.planning import run_key
 
     w = tune.parse_search(SEARCH).workload
@@ -176,6 +176,25 @@ def test_run_keys_of_closed_loop_searches_stay_and_a_changed_dataset_is_measured
     first = run_key("k", tune.parse_search({**SEARCH, "workload": custom}).workload, {}, 0)
     data.write_text(json.dumps({"messages": [{"role": "user", "content": "other words"}]}) + "\n")
     assert run_key("k", tune.parse_search({**SEARCH, "workload": custom}).workload, {}, 0) != first
+
+
+def test_runs_of_rates_stored_before_the_arrivals_were_bench_servings_are_measured_again():
+    """A rate or SLA workload's run key names how its arrivals are drawn (bench.ARRIVALS), so runs stored before
+    (other gaps for the same seed) are not resumed into a comparison with new ones; closed-loop keys stay."""
+    import dataclasses
+
+    from sglang_deploy.host import bench
+    from sglang_deploy.tune.planning import run_key
+
+    for work in (rate_search().workload, sla_search().workload):
+        assert work.key_fields()["arrivals"] == bench.ARRIVALS
+        old = {k: v for k, v in work.key_fields().items() if k != "arrivals"}
+        doc = {"candidate": "k", "workload": old, "vars": {}, "repeat": 0}
+        stored = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:20]
+        assert run_key("k", work, {}, 0) != stored
+    assert "arrivals" not in tune.parse_search(SEARCH).workload.key_fields()
+    only_inf = dataclasses.replace(rate_search().workload, request_rate=(math.inf,))
+    assert "arrivals" not in only_inf.key_fields()  # all at once: no gap is drawn
 
 
 def test_the_same_dataset_file_from_another_folder_keeps_the_run_key(tmp_path, monkeypatch):

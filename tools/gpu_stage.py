@@ -242,8 +242,11 @@ def install(stage: Path, site: Path) -> None:
         check=True,
     )
     # Bytecode once, on every core: the H200 image sets PYTHONDONTWRITEBYTECODE=1, so without it every process that
-    # imports sglang compiled its 14,441 modules again (an import of sglang.launch_server: 17-33 s, 2026-12-02).
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(site)], check=True)
+    # imports sglang compiles its 14,441 modules again. A file that does not compile (a wheel's template or example)
+    # is only reported: Python never imports it, or compiles it as before.
+    done = subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(site)], check=False)
+    if done.returncode:
+        print(f"gpu_stage install: compileall could not compile some files of {site} (above); installed anyway")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -125,10 +125,10 @@ class _Run:
         differs = first_difference([theirs[h] for h in hosts] + [mine[h] for h in hosts])
         if differs is None:
             return fields
-        got = {h: mine[h][differs] for h in hosts if mine[h][differs] != theirs[h][differs]}
+        got = {h: mine[h].get(differs) for h in hosts if mine[h].get(differs) != theirs[h].get(differs)}
         error = (
             f"not comparable: its benchmark's {differs} was {', '.join(f'{v!r} on {h}' for h, v in got.items())}, "
-            f"{theirs[hosts[0]][differs]!r} for candidate {first['candidate']}"
+            f"{theirs[hosts[0]].get(differs)!r} for candidate {first['candidate']}"
         )
         return {**fields, "status": FAILED, "kind": "workload", "error": error}
 

@@ -156,11 +156,14 @@ class Workload:
         """What the run key hashes: the settings of a closed-loop workload as before the other settings existed, and
         every other setting that is not its default (so stored runs of a search from then still resume), the
         dataset file's sha256 among them (a changed file is measured again) but not its path: the same file from
-        another folder or clone is the same workload."""
+        another folder or clone is the same workload. A workload that draws arrivals also names how (bench.ARRIVALS):
+        runs stored before arrivals were drawn as bench_serving draws them are measured again."""
         values, defaults = asdict(self), asdict(Workload())
         fields = {k: v for k, v in values.items() if k in CLOSED_LOOP_KEYS or v != defaults[k]}
         if self.dataset_sha256:
             fields.pop("dataset_path", None)
+        if self.sla_search or any(math.isfinite(float(r)) for r in self.request_rate or ()):
+            fields["arrivals"] = bench.ARRIVALS
         return fields
 
     def extravars(self) -> dict:

@@ -391,7 +391,7 @@ def check_workload(**settings) -> tuple:
     if unknown:
         raise ValueError(f"unknown benchmark setting {unknown[0]!r}: use {', '.join(WORKLOAD_DEFAULTS)}")
     w = {**WORKLOAD_DEFAULTS, **settings}
-    check_seed(w["seed"])
+    w["seed"] = check_seed(w["seed"])
     levels = check_settings(
         w["concurrency"],
         w["requests"],
@@ -498,8 +498,8 @@ async def run_benchmark_async(
             "request_rates": [lv.rate if math.isfinite(lv.rate) else "inf" for lv in fixed_levels]
             if w["request_rate"] is not None
             else None,
-            # Rates only: results made before ARRIVALS drew other gaps for the same seed (none recorded: not comparable).
-            "arrivals": ARRIVALS if sla_search or w["request_rate"] is not None else None,
+            # Where gaps are drawn: results made before ARRIVALS drew others for the same seed (none recorded).
+            "arrivals": ARRIVALS if sla_search or any(math.isfinite(lv.rate) for lv in fixed_levels) else None,
             "warmup_requests": warmup,
             "warmup_failed": len(warm_failed),
             "requests_per_level": {m["label"]: m["requests"] for m in sweep.levels},

@@ -179,8 +179,8 @@ def arrival_gaps(seed: int, rate: float) -> Iterator[float]:
     RATE` draws them (np.random.seed(SEED), then np.random.exponential(1 / RATE) per gap): same seed, same arrival
     times, so a level's duration and output tok/s compare with bench_serving's. numpy's legacy seeding of a 32-bit
     seed is MT19937's init_genrand, and its doubles are Python's random() (both genrand_res53), so Python's
-    Mersenne Twister set to that state draws the same numbers. (bench_serving's random dataset draws its lengths
-    from numpy first, which moves its gaps; its sharegpt and custom datasets do not.)"""
+    Mersenne Twister set to that state draws the same numbers. (bench_serving's random and generated-shared-prefix
+    datasets draw their lengths from numpy first when --random-range-ratio is below 1, which moves its gaps.)"""
     state = [seed & 0xFFFFFFFF]
     for i in range(1, 624):
         prev = state[-1]
@@ -192,10 +192,13 @@ def arrival_gaps(seed: int, rate: float) -> Iterator[float]:
         yield scale * -math.log(1.0 - rng.random())
 
 
-def check_seed(seed) -> None:
-    """ValueError unless seed is one bench_serving takes (its arrivals are drawn the same way: arrival_gaps)."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+def check_seed(seed) -> int:
+    """The seed as an int (a string of digits too, as an INI inventory gives it and Ansible's int type takes it);
+    ValueError unless it is one bench_serving takes (its arrivals are drawn the same way: arrival_gaps)."""
+    value = int(seed.strip()) if isinstance(seed, str) and seed.strip().isdigit() else seed
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SEED_MAX:
         raise ValueError(f"seed must be a whole number from 0 to {SEED_MAX} (bench_serving's range), got {seed!r}")
+    return value
 
 
 def check_settings(
