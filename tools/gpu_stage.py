@@ -161,9 +161,10 @@ def pack(work: Path, parts: Path, part_bytes: int = PART_BYTES) -> list[Path]:
 
 
 TRANSFER_BYTES = 64 * 2**20  # what one device call carries: the working tree and the carried paths
-# The device counts more than the files' sizes: it refused a tree of 6,751,500 bytes with a 60,000,000-byte part
-# (2026-12-02), 356 KB under the limit by this count.
-HEADROOM = 2 * 2**20
+# The device counts more than the files' sizes (an archive's headers and padding, so per file): it refused a tree of
+# 6,751,500 bytes in 599 files with a 60,000,000-byte part (2026-12-02), 356 KB under the limit by sizes alone.
+PER_FILE = 1024
+HEADROOM = 2**20
 
 
 class PlanError(ValueError):
@@ -175,9 +176,11 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def tree_bytes(repo: Path) -> int:
-    """Bytes of what travels with every call: tracked files and untracked files git does not ignore."""
+    """Bytes of what travels with every call (tracked files and untracked files git does not ignore), with
+    PER_FILE for each file's share of the transfer's archive."""
     listed = _git(repo, "ls-files", "-z", "--cached", "--others", "--exclude-standard").stdout
-    return sum((repo / name).stat().st_size for name in listed.split("\0") if name and (repo / name).is_file())
+    files = [repo / name for name in listed.split("\0") if name and (repo / name).is_file()]
+    return sum(f.stat().st_size + PER_FILE for f in files)
 
 
 def plan(parts: Path) -> list[str]:
@@ -202,7 +205,7 @@ def plan(parts: Path) -> list[str]:
         )
     tree = tree_bytes(repo)
     largest = max((parts / n).stat().st_size for n in names)
-    if tree + largest > TRANSFER_BYTES - HEADROOM:
+    if tree + largest + PER_FILE > TRANSFER_BYTES - HEADROOM:
         raise PlanError(
             f"the working tree ({tree} bytes) and a part ({largest} bytes) exceed the {TRANSFER_BYTES - HEADROOM} bytes a "
             "call carries: pack with a smaller --part-bytes"
