@@ -207,8 +207,8 @@ def plan(parts: Path) -> list[str]:
     largest = max((parts / n).stat().st_size for n in names)
     if tree + largest + PER_FILE > TRANSFER_BYTES - HEADROOM:
         raise PlanError(
-            f"the working tree ({tree} bytes) and a part ({largest} bytes) exceed the {TRANSFER_BYTES - HEADROOM} bytes a "
-            "call carries: pack with a smaller --part-bytes"
+            f"the working tree ({tree} bytes) and a part ({largest} bytes) exceed the {TRANSFER_BYTES - HEADROOM} "
+            "bytes a call carries: pack with a smaller --part-bytes"
         )
     lines = [
         f"# from the repository root {repo}; PARTS = {rel} (git-ignored); working tree {tree} bytes per call",

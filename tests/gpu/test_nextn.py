@@ -13,11 +13,10 @@ from sglang_deploy import rules
 
 LEVELS = (1, 8)
 INPUT_LEN = OUTPUT_LEN = 256
-ARGS = harness.NEXTN_ARGS
 
 
 def test_nextn_on_the_hybrid_model(out_dir, models):
-    launch = harness.render(ARGS, models["hybrid"])
+    launch = harness.render(harness.NEXTN_ARGS, models["hybrid"])
     facts = {
         **rules.gpu_facts(harness.gpu_facts()),
         **rules.model_facts_from_path(models["hybrid"]),

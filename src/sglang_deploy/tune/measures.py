@@ -162,8 +162,9 @@ class Workload:
         fields = {k: v for k, v in values.items() if k in CLOSED_LOOP_KEYS or v != defaults[k]}
         if self.dataset_sha256:
             fields.pop("dataset_path", None)
-        if self.sla_search or any(math.isfinite(float(r)) for r in self.request_rate or ()):
-            fields["arrivals"] = bench.ARRIVALS
+        drawn = bench.arrivals(self.request_rate or (), self.sla_search)
+        if drawn:
+            fields["arrivals"] = drawn
         return fields
 
     def extravars(self) -> dict:

@@ -34,7 +34,7 @@ from .metrics import (
     spec_accept_from_counters,
 )
 from .table import format_level_line
-from .workload import ARRIVALS, WORKLOAD_DEFAULTS, Level, arrival_gaps, chat_body, check_seed, check_settings, words
+from .workload import WORKLOAD_DEFAULTS, Level, arrival_gaps, arrivals, chat_body, check_seed, check_settings, words
 
 EXAMPLES = 3
 TOKENIZE_SAMPLE_WORDS = 1000  # common words tokenized once to count generated prompts in the server's tokens
@@ -186,8 +186,9 @@ class _Run:
     async def level(self, level: Level, bodies: list, seed: int) -> tuple:
         """Send the bodies as `level` says: arrivals at its rate (Poisson: bench_serving's gaps for seed, see
         arrival_gaps; inf: all at once), at most its concurrency in flight, each on a kept-alive connection (as
-        many opened before the clock as the cap allows). (timelines, stop reason or None): the first request without an answer within the timeout stops
-        the level; requests cut short or never sent then count as failed."""
+        many opened before the clock as the cap allows). (timelines, stop reason or None): the first request
+        without an answer within the timeout stops the level; requests cut short or never sent then count as
+        failed."""
         n = len(bodies)
         timelines: list = [None] * n
         cap = level.concurrency
@@ -498,8 +499,8 @@ async def run_benchmark_async(
             "request_rates": [lv.rate if math.isfinite(lv.rate) else "inf" for lv in fixed_levels]
             if w["request_rate"] is not None
             else None,
-            # Where gaps are drawn: results made before ARRIVALS drew others for the same seed (none recorded).
-            "arrivals": ARRIVALS if sla_search or any(math.isfinite(lv.rate) for lv in fixed_levels) else None,
+            # Results made before ARRIVALS drew other gaps for the same seed (none recorded).
+            "arrivals": arrivals([lv.rate for lv in fixed_levels], sla_search),
             "warmup_requests": warmup,
             "warmup_failed": len(warm_failed),
             "requests_per_level": {m["label"]: m["requests"] for m in sweep.levels},

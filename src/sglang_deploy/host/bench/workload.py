@@ -141,12 +141,13 @@ def parse_rates(text: str) -> list:
         raise ValueError(f"bad request rate {text!r}: give requests per second above 0, e.g. 2 or 1,2,4 or inf")
     named = {}  # results name a level by its rate to 6 significant digits (Level.label, level_key)
     for r in rates:
-        if f"{r:g}" in named:
+        label = Level(None, r).label
+        if label in named:
             raise ValueError(
-                f"request rates {named[f'{r:g}']!r} and {r!r} are one level ({r:g} req/s to 6 significant digits): "
-                "give each rate once, differing within 6 digits"
+                f"request rates {named[label]!r} and {r!r} are one level {label!r} (a level is named by its rate "
+                "to 6 significant digits): give each rate once, differing within 6 digits"
             )
-        named[f"{r:g}"] = r
+        named[label] = r
     return rates
 
 
@@ -190,6 +191,12 @@ def arrival_gaps(seed: int, rate: float) -> Iterator[float]:
     scale = 1.0 / rate
     while True:
         yield scale * -math.log(1.0 - rng.random())
+
+
+def arrivals(rates, sla_search) -> str | None:
+    """What a workload records of its arrivals (results' workload.arrivals, tune's run key): ARRIVALS where gaps
+    are drawn (a finite rate, an SLA search), None where every level sends all at once or keeps a concurrency."""
+    return ARRIVALS if sla_search or any(math.isfinite(float(r)) for r in rates) else None
 
 
 def check_seed(seed) -> int:
