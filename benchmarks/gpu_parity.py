@@ -45,7 +45,7 @@ FIGURES = (
     ("ITL mean ms", "itl_ms", "mean", "mean_itl_ms", 0.02, None),
     ("ITL median ms", "itl_ms", "p50", "median_itl_ms", 0.02, None),
     ("TTFT mean ms", "ttft_ms", "mean", "mean_ttft_ms", 0.05, 3.0),
-    ("accept length", "spec_accept_length", None, "accept_length", 0.02, None),  # --nextn only: no row without it
+    ("accept length", "spec_accept_length", "value", "accept_length", 0.02, None),  # --nextn only: no row without it
 )
 
 
@@ -96,7 +96,10 @@ def theirs_cmd(server, mode: str, level, count: int, args, dataset: Path, out: P
 def figures(tool: str, out: Path) -> dict:
     if tool == "ours":
         level = json.loads(out.read_text())["levels"][0]
-        got = {label: level[key] if stat is None else (level[key] or {}).get(stat) for label, key, stat, *_ in FIGURES}
+        got = {
+            label: level.get(key) if stat is None else (level.get(key) or {}).get(stat)
+            for label, key, stat, *_ in FIGURES
+        }
         got["completed"] = level["completed"]
         got["prompt_tokens_mean"] = level.get("prompt_tokens_mean")
         return got
@@ -286,6 +289,19 @@ def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
     ]
     if missing:
         header += [f"Not measured (the run ended first): {', '.join(missing)}.", ""]
+    short = [
+        f"{mode} {level} ({n} of {settings['repeats']})"
+        for mode, level in levels
+        if (
+            n := min(
+                sum(r["mode"] == mode and r["level"] == level and r["tool"] == t for r in runs)
+                for t in ("ours", "theirs")
+            )
+        )
+        < int(settings["repeats"])
+    ]
+    if short:
+        header += [f"Fewer runs than asked (the run ended first): {', '.join(short)}.", ""]
     lines = header + table(runs, levels)
     (out / "parity-table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 22 item 5, the levels the 2026-12-01 run (../parity-2026-12-01-s8) left out, on one H200 in one 10-minute
 # device call. From the repository root of the device's copy, after tools/gpu_stage.py's parts are in /root/stage:
-#   bash run.sh SOURCE LEVEL-FLAGS...   # e.g. bash run.sh "commit X" --levels ''   (the request rates only)
+#   [PARITY_TIMEOUT=S] bash run.sh SOURCE LEVEL-FLAGS...   # e.g. bash run.sh "commit X" --levels ''   (the request rates only)
 # Figures, raw runs, the server log and the table go to $OUT/NAME (a run cut by the timeout keeps parity-raw.json).
 set -u
 SITE=/root/site P=/root/parity-$(date +%s)
@@ -11,7 +11,7 @@ SITE=/root/site P=/root/parity-$(date +%s)
 export PYTHONPATH=$SITE
 src=$1; shift
 t0=$(date +%s)
-PYTHONUNBUFFERED=1 timeout 470 /opt/torch/.venv/bin/python benchmarks/gpu_parity.py --out $P --source "$src" "$@" \
+PYTHONUNBUFFERED=1 timeout ${PARITY_TIMEOUT:-470} /opt/torch/.venv/bin/python benchmarks/gpu_parity.py --out $P --source "$src" "$@" \
   > $OUT/parity-stdout.log 2>&1
 echo "gpu_parity.py $*: rc $? in $(( $(date +%s) - t0 )) s, started $(date -u -d @$t0 +%FT%TZ)" | tee $OUT/files.txt
 cp $P/parity-raw.json $P/parity-table.md $OUT/ 2>/dev/null

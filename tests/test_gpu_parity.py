@@ -1,0 +1,52 @@
+"""benchmarks/gpu_parity.py's reading of the two tools' results and its table (the GPU run itself is tests/gpu's)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import gpu_parity  # noqa: E402
+
+
+def _ours(tmp_path: Path, accept) -> Path:
+    level = {
+        "output_throughput_tok_s": 100.0,
+        "tpot_ms": {"mean": 5.0, "p50": 5.1},
+        "itl_ms": {"mean": 5.0, "p50": 4.9},
+        "ttft_ms": {"mean": 40.0},
+        "spec_accept_length": accept,
+        "completed": 16,
+    }
+    path = tmp_path / "ours.json"
+    path.write_text(json.dumps({"levels": [level]}))
+    return path
+
+
+def test_ours_accept_length_is_its_value_and_absent_without_nextn(tmp_path):
+    got = gpu_parity.figures("ours", _ours(tmp_path, {"value": 1.25, "source": "metrics_delta"}))
+    assert got["accept length"] == 1.25 and got["TPOT median ms"] == 5.1
+    assert gpu_parity.figures("ours", _ours(tmp_path, None))["accept length"] is None
+
+
+def _run(tool: str, level: int, value: float, accept=None) -> dict:
+    figures = {label: value for label, *_ in gpu_parity.FIGURES}
+    figures["accept length"] = accept
+    return {"tool": tool, "mode": "concurrency", "level": level, "figures": figures}
+
+
+def test_table_ranks_accept_length_and_names_levels_cut_short(tmp_path):
+    runs = [_run("ours", 1, 10.0, 1.0), _run("theirs", 1, 10.1, 1.0), _run("ours", 1, 10.0, 1.0)]
+    runs += [_run("theirs", 1, 10.1, 1.0), _run("ours", 8, 20.0), _run("theirs", 8, 30.0)]
+    settings = {"repeats": "2", "levels": "1:16,8:64,32:128", "rates": "", "input_len": 256, "output_len": 256}
+    meta = {"date_utc": "d", "command": "c", "gpu": "g", "settings": {**settings, "warmup": 2}}
+    gpu_parity.write_table(tmp_path, meta, runs)
+    text = (tmp_path / "parity-table.md").read_text()
+    assert "Not measured (the run ended first): concurrency 32." in text
+    assert "Fewer runs than asked (the run ended first): concurrency 8 (1 of 2)." in text
+    assert "| concurrency | 1 | accept length | 1 / 1 / 1 | 1 / 1 / 1 | 1.000 | met (±2%) |" in text
+    assert "| concurrency | 8 | output tok/s | 20 / 20 / 20 | 30 / 30 / 30 | 0.667 | MISSED (±2%) |" in text
+    assert "| concurrency | 8 | accept length" not in text
