@@ -6,8 +6,9 @@ Run on a GPU host where sglang imports (docs/gpu.md says how to stage it):
     python benchmarks/gpu_parity.py --out results/gpu-parity
 
 One server of tools/make_models.py's dense-large model (Qwen3-8B's shape, dummy weights, the GPU suite's launch
-settings of tests/gpu/harness.py): decoding bound by the GPU, not by the host's CPU as with the suite's small
-model, whose 1-2 ms steps moved each tool's repeats by up to 35% (results/gpu-h200/parity-2026-12-01). One dataset for both: our
+settings of tests/gpu/harness.py; with --nextn its hybrid-large and the suite's NEXTN launch): decoding bound by
+the GPU, not by the host's CPU as with the suite's small models, whose 1-2 ms steps moved each tool's repeats by up
+to 35% (results/gpu-h200/parity-2026-12-01). One dataset for both: our
 benchmark's own prompts (bench.workload.build_prompt) written as a ShareGPT file that bench_serving reads
 (`--dataset-name sharegpt --sharegpt-output-len`); the same request count, input and output length per level and
 the same warm-up. Per level, REPEATS runs of each tool in alternating order, the radix cache flushed before each
@@ -186,13 +187,14 @@ def main(argv: list[str] | None = None) -> int:
         "--model",
         type=Path,
         help="model folder (default: OUT/models/dense-large, made by tools/make_models.py --large; with --nextn "
-        "OUT/models/hybrid)",
+        "OUT/models/hybrid-large)",
     )
     ap.add_argument(
         "--nextn",
         action="store_true",
-        help="NEXTN speculative decoding on the small hybrid model (tests/gpu's launch; CUDA graphs up to 16 "
-        "requests: give --levels 1:16,8:64 --rates ''); the table adds the accept length",
+        help="NEXTN speculative decoding (tests/gpu's launch; CUDA graphs up to 16 requests: give --levels "
+        "1:16,8:64 --rates '') on make_models.py's hybrid-large, GPU-bound where the suite's small hybrid model left "
+        "both tools' repeats 13-30%% apart; the table adds the accept length",
     )
     ap.add_argument("--levels", default="1:16,8:64,32:128", help="concurrency:requests,... (1:16,8:64,32:128)")
     ap.add_argument(
@@ -218,10 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     work = out / "runs"
     work.mkdir(parents=True, exist_ok=True)
     if args.model is None:
-        name = "hybrid" if args.nextn else "dense-large"
+        name = "hybrid-large" if args.nextn else "dense-large"
         if not (out / "models" / name / "config.json").exists():
-            make = [sys.executable, str(REPO / "tools" / "make_models.py"), str(out / "models")]
-            subprocess.run(make + ([] if args.nextn else ["--large"]), check=True)
+            subprocess.run(
+                [sys.executable, str(REPO / "tools" / "make_models.py"), str(out / "models"), "--large"], check=True
+            )
         args.model = out / "models" / name
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))}
     help_text = subprocess.run(

@@ -2,7 +2,7 @@
 """Make small model folders that real SGLang serves with ``--load-format dummy`` (no weights are fetched).
 
     python tools/make_models.py OUT_DIR        # writes OUT_DIR/dense and OUT_DIR/hybrid
-    python tools/make_models.py OUT_DIR --large   # and OUT_DIR/dense-large
+    python tools/make_models.py OUT_DIR --large   # and OUT_DIR/dense-large, OUT_DIR/hybrid-large
     python tools/make_models.py OUT_DIR --shards 3 --shard-mb 4 --no-tokenizer   # with weight files (below)
 
 * ``dense``: a Qwen3-style dense model (Qwen3ForCausalLM): hidden 1024, 8 layers, 16 heads, 8 KV heads,
@@ -10,6 +10,10 @@
 * ``dense-large`` (only with ``--large``): the same architecture in Qwen3-8B's shape (hidden 4096, 36 layers, 32
   heads, 8 KV heads; 14 GB in bf16), so decoding is bound by the GPU's memory bandwidth rather than by the host's
   CPU: the benchmark-parity figures (benchmarks/gpu_parity.py) use it.
+* ``hybrid-large`` (only with ``--large``): the hybrid architecture in Qwen3-Next-80B-A3B's shape (hidden 2048, 48
+  layers, head_dim 256, 16/32 linear-attention key/value heads, 10 of the experts per token) but 64 experts instead
+  of 512: about 11.4B parameters (23 GB in bf16), so NEXTN's draft and verify steps are bound by the GPU, not by the
+  host's CPU as with ``hybrid`` (benchmarks/gpu_parity.py --nextn).
 * ``hybrid``: a Qwen3-Next-style hybrid model (Qwen3NextForCausalLM): Gated DeltaNet layers with a full
   attention layer every 4th (``full_attention_interval``), a small MoE, and one MTP layer
   (``mtp_num_hidden_layers``), so NEXTN speculative decoding and the mamba radix-cache strategies run.
@@ -347,6 +351,25 @@ def hybrid_config(tok) -> dict:
     }
 
 
+def hybrid_large_config(tok) -> dict:
+    """hybrid_config in Qwen3-Next-80B-A3B's shape (its config.json), with 64 experts of its 512."""
+    return {
+        **hybrid_config(tok),
+        "hidden_size": 2048,
+        "intermediate_size": 5120,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32,
+        "num_experts": 64,
+        "num_experts_per_tok": 10,
+        "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
+    }
+
+
 def write_model(folder: Path, config: dict, tok) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
@@ -409,6 +432,7 @@ def make_models(
     made = {"dense": write(out / "dense", dense_config(tok)), "hybrid": write(out / "hybrid", hybrid_config(tok))}
     if large:
         made["dense-large"] = write(out / "dense-large", dense_large_config(tok))
+        made["hybrid-large"] = write(out / "hybrid-large", hybrid_large_config(tok))
     for seed, folder in enumerate(made.values()):
         if shards:
             write_weights(folder, shards, shard_bytes, seed)
@@ -421,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shards", type=int, default=0, help="safetensors files of stand-in weights per model (0)")
     ap.add_argument("--shard-mb", type=float, default=4, help="size of each, in MiB (4)")
     ap.add_argument("--no-tokenizer", action="store_true", help="write no tokenizer (no tokenizers package needed)")
-    ap.add_argument("--large", action="store_true", help="also write dense-large (Qwen3-8B's shape)")
+    ap.add_argument("--large", action="store_true", help="also write dense-large and hybrid-large (GPU-bound shapes)")
     args = ap.parse_args(argv)
     made = make_models(args.out, args.shards, int(args.shard_mb * (1 << 20)), not args.no_tokenizer, args.large)
     for name, path in made.items():
