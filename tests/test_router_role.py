@@ -52,18 +52,48 @@ def settings_check(tmp_path: Path, replicas: dict | None = None, **router_vars) 
     return check[0]["hosts"]["localhost"]
 
 
-@pytest.mark.parametrize(
-    ("settings", "named"),
-    [
-        ({"sglang_router_api_key": "short-key"}, "sglang_router_api_key has 9 characters: use at least 16"),
-        ({"sglang_router_admin_api_key": "admin-pw"}, "sglang_router_admin_api_key has 8 characters: use at least 16"),
-        ({"sglang_router_api_key": "a key with spaces!"}, "sglang_router_api_key holds whitespace"),
-    ],
-)
-def test_a_key_the_launcher_refuses_or_cannot_mask_stops_the_role_before_the_router_restarts(tmp_path, settings, named):
+def settings_checks(tmp_path: Path, cases: dict[str, dict]) -> dict[str, dict]:
+    """settings_check for many router settings in one ansible-playbook run (one costs about 2.5 CPU s): each case an
+    inventory host of its own (connection local) with the case's variables as host variables, localhost its worker.
+    Only for settings refused at the role's first task: a case that passes goes on to the role's next tasks."""
+    defaults = {
+        "ansible_connection": "local",
+        "sglang_router_workers": ["localhost"],
+        "sglang_router_admin_api_key": KEY,
+    }
+    hosts = {"localhost": {"sglang_router_worker_url": "http://10.0.0.2:30000"}}
+    hosts |= {name: {**defaults, **router_vars} for name, router_vars in cases.items()}
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    play = [
+        {
+            "name": "Router settings",
+            "hosts": ":".join(cases),
+            "gather_facts": False,
+            "tasks": [{"name": "Run the role", "ansible.builtin.include_role": {"name": "sglang_router"}}],
+        }
+    ]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
+    _, doc = run_playbook(
+        ["-i", "hosts.yml", "--check", "play.yml"], tmp_path, {"ANSIBLE_ROLES_PATH": str(REPO / "roles")}
+    )
+    check = [t for t in doc["plays"][0]["tasks"] if t["task"]["name"].endswith("Check the router settings")]
+    return check[0]["hosts"]
+
+
+# Settings the check refuses: (the router's variables, what the refusal names), checked in one run (refused below).
+BAD_KEYS = [
+    ({"sglang_router_api_key": "short-key"}, "sglang_router_api_key has 9 characters: use at least 16"),
+    ({"sglang_router_admin_api_key": "admin-pw"}, "sglang_router_admin_api_key has 8 characters: use at least 16"),
+    ({"sglang_router_api_key": "a key with spaces!"}, "sglang_router_api_key holds whitespace"),
+]
+
+
+@pytest.mark.parametrize(("case", "named"), [(f"key{i}", named) for i, (_, named) in enumerate(BAD_KEYS)])
+def test_a_key_the_launcher_refuses_or_cannot_mask_stops_the_role_before_the_router_restarts(refused, case, named):
     """launch.py refuses an SMG_API_KEY under 16 characters (the restarted router would never come back: every
     replica unreachable) and masks a control-plane key in the journal only from 16 characters."""
-    result = settings_check(tmp_path, **settings)
+    settings = BAD_KEYS[int(case[3:])][0]
+    result = refused[case]
     assert result.get("failed") and named in result["msg"], result
     assert all(value not in result["msg"] for value in settings.values())
 
@@ -158,62 +188,74 @@ def test_the_installed_smg_parser_refuses_a_typo_and_a_bad_value_before_the_rout
     assert refused["abbreviation"] == "unrecognized arguments: --api-ke" and KEY not in out.stdout + out.stderr
 
 
-@pytest.mark.parametrize(
-    ("extra", "named"),
-    [
-        ({"api-key": KEY}, "sets api-key, a secret"),
-        ({f"api-key={KEY}": True}, "has 'api-key…', not a flag name"),
-        ({"--api-key": KEY}, "has '--api-key', not a flag name"),
-        ({"api-ke": KEY}, "sets api-ke, an abbreviation of --api-key"),
-        (
-            {"control-plane-api-key": f"a:b:admin:{KEY}"},
-            "sets control-plane-api-key, an abbreviation of --control-plane-api-keys",
-        ),
-        ({"control-plane-api-keys": f"a:b:admin:{KEY}"}, "sets control-plane-api-keys, a secret"),
-        ({"tenant-api-key": f"t:{KEY}"}, "sets tenant-api-key, a secret"),
-        ({"oracle-password": KEY}, "sets oracle-password, a secret"),
-        ({"mesh-tls-key": KEY}, "sets mesh-tls-key, a secret"),
-        # abbreviations that smg's parser takes for its other secret flags (no name rule sees them)
-        ({"oracle-pass": KEY}, "sets oracle-pass, an abbreviation of --oracle-password"),
-        ({"tenant-api": f"t:{KEY}"}, "sets tenant-api, an abbreviation of --tenant-api-key"),
-        ({"mesh-tls-k": KEY}, "sets mesh-tls-k, an abbreviation of --mesh-tls-key"),
-        # a list value smuggled flags past the name check, and smg's own parser took them
-        ({"log-dir": ["/tmp", "--port", "9999", "--api-key", KEY]}, "log-dir begins with '-'"),
-        ({"postgres-db-url": f"postgres://smg:{KEY}@db:5432/smg"}, "postgres-db-url is a URL with a password"),
-        ({"redis-url": [f"redis://:{KEY}@cache:6379"]}, "redis-url is a URL with a password"),
-        ({"postgres-db-url": f"postgres://svc@corp:{KEY}@db/smg"}, "postgres-db-url is a URL with a password"),
-        ({"log-dir": {"a": KEY}}, "log-dir takes one value or a list of values"),
-    ],
-)
-def test_a_key_in_the_routers_extra_flags_is_refused_before_it_reaches_argv(tmp_path, extra, named):
+SECRET_FLAGS = [
+    ({"api-key": KEY}, "sets api-key, a secret"),
+    ({f"api-key={KEY}": True}, "has 'api-key…', not a flag name"),
+    ({"--api-key": KEY}, "has '--api-key', not a flag name"),
+    ({"api-ke": KEY}, "sets api-ke, an abbreviation of --api-key"),
+    (
+        {"control-plane-api-key": f"a:b:admin:{KEY}"},
+        "sets control-plane-api-key, an abbreviation of --control-plane-api-keys",
+    ),
+    ({"control-plane-api-keys": f"a:b:admin:{KEY}"}, "sets control-plane-api-keys, a secret"),
+    ({"tenant-api-key": f"t:{KEY}"}, "sets tenant-api-key, a secret"),
+    ({"oracle-password": KEY}, "sets oracle-password, a secret"),
+    ({"mesh-tls-key": KEY}, "sets mesh-tls-key, a secret"),
+    # abbreviations that smg's parser takes for its other secret flags (no name rule sees them)
+    ({"oracle-pass": KEY}, "sets oracle-pass, an abbreviation of --oracle-password"),
+    ({"tenant-api": f"t:{KEY}"}, "sets tenant-api, an abbreviation of --tenant-api-key"),
+    ({"mesh-tls-k": KEY}, "sets mesh-tls-k, an abbreviation of --mesh-tls-key"),
+    # a list value smuggled flags past the name check, and smg's own parser took them
+    ({"log-dir": ["/tmp", "--port", "9999", "--api-key", KEY]}, "log-dir begins with '-'"),
+    ({"postgres-db-url": f"postgres://smg:{KEY}@db:5432/smg"}, "postgres-db-url is a URL with a password"),
+    ({"redis-url": [f"redis://:{KEY}@cache:6379"]}, "redis-url is a URL with a password"),
+    ({"postgres-db-url": f"postgres://svc@corp:{KEY}@db/smg"}, "postgres-db-url is a URL with a password"),
+    ({"log-dir": {"a": KEY}}, "log-dir takes one value or a list of values"),
+]
+
+
+@pytest.mark.parametrize(("case", "named"), [(f"secret{i}", named) for i, (_, named) in enumerate(SECRET_FLAGS)])
+def test_a_key_in_the_routers_extra_flags_is_refused_before_it_reaches_argv(refused, case, named):
     """smg's parser takes these (argparse also takes an abbreviation for the flag), so only this check keeps a secret
     given in sglang_router_extra_args out of the unit's command line, which every user of the host can read."""
-    result = settings_check(tmp_path, sglang_router_extra_args={**extra, "max-concurrent-requests": 64})
+    result = refused[case]
     assert result.get("failed") and named in result["msg"], result
     assert KEY not in json.dumps(result)
 
 
-@pytest.mark.parametrize(
-    ("extra", "fix"),
-    [
-        ({"port": 9000}, "sets port, which the role sets itself: set sglang_router_port instead"),
-        ({"host": "127.0.0.1"}, "sets host, which the role sets itself: set sglang_router_host instead"),
-        ({"policy": "random"}, "sets policy, which the role sets itself: set sglang_router_policy instead"),
-        ({"discovery-file": "/tmp/w.json"}, "sets discovery-file, which the role sets itself: remove it"),
-        ({"prometheus-port": 1}, "sets prometheus-port, which the role sets itself: set sglang_router_prometheus_port"),
-        (
-            {"hos": "0.0.0.0"},
-            "sets hos (an abbreviation of --host), which the role sets itself: set sglang_router_host",
-        ),
-        (
-            {"worker-urls": ["http://10.0.0.9:1"]},
-            "sets worker-urls, which the role sets itself: set sglang_router_workers",
-        ),
-    ],
-)
-def test_a_flag_the_role_sets_is_refused_in_the_extra_flags_with_its_variable(tmp_path, extra, fix):
+OWN_FLAGS = [
+    ({"port": 9000}, "sets port, which the role sets itself: set sglang_router_port instead"),
+    ({"host": "127.0.0.1"}, "sets host, which the role sets itself: set sglang_router_host instead"),
+    ({"policy": "random"}, "sets policy, which the role sets itself: set sglang_router_policy instead"),
+    ({"discovery-file": "/tmp/w.json"}, "sets discovery-file, which the role sets itself: remove it"),
+    ({"prometheus-port": 1}, "sets prometheus-port, which the role sets itself: set sglang_router_prometheus_port"),
+    (
+        {"hos": "0.0.0.0"},
+        "sets hos (an abbreviation of --host), which the role sets itself: set sglang_router_host",
+    ),
+    (
+        {"worker-urls": ["http://10.0.0.9:1"]},
+        "sets worker-urls, which the role sets itself: set sglang_router_workers",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory) -> dict[str, dict]:
+    """The check's result for BAD_KEYS (key0...), SECRET_FLAGS (secret0...) and OWN_FLAGS (own0...)."""
+    cases = {f"key{i}": settings for i, (settings, _) in enumerate(BAD_KEYS)}
+    cases |= {
+        f"secret{i}": {"sglang_router_extra_args": {**extra, "max-concurrent-requests": 64}}
+        for i, (extra, _) in enumerate(SECRET_FLAGS)
+    }
+    cases |= {f"own{i}": {"sglang_router_extra_args": extra} for i, (extra, _) in enumerate(OWN_FLAGS)}
+    return settings_checks(tmp_path_factory.mktemp("router-settings"), cases)
+
+
+@pytest.mark.parametrize(("case", "fix"), [(f"own{i}", fix) for i, (_, fix) in enumerate(OWN_FLAGS)])
+def test_a_flag_the_role_sets_is_refused_in_the_extra_flags_with_its_variable(refused, case, fix):
     """An extra flag would win over the role's own, and the recorded router URL and worker list would be wrong."""
-    result = settings_check(tmp_path, sglang_router_extra_args=extra)
+    result = refused[case]
     assert result.get("failed") and f"sglang_router_extra_args {fix}" in result["msg"], result
 
 
