@@ -20,6 +20,7 @@ prints the table.
 from __future__ import annotations
 
 import argparse
+import collections
 import datetime
 import json
 import os
@@ -294,16 +295,10 @@ def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
     ]
     if missing:
         header += [f"Not measured (the run ended first): {', '.join(missing)}.", ""]
+    measured = collections.Counter((r["mode"], r["level"], r["tool"]) for r in runs if "figures" in r)
+    fewest = {(mode, level): min(measured[mode, level, t] for t in ("ours", "theirs")) for mode, level in levels}
     short = [
-        f"{mode} {level} ({n} of {settings['repeats']})"
-        for mode, level in levels
-        if (
-            n := min(
-                sum(r["mode"] == mode and r["level"] == level and r["tool"] == t and "figures" in r for r in runs)
-                for t in ("ours", "theirs")
-            )
-        )
-        < int(settings["repeats"])
+        f"{m} {lv} ({n} of {settings['repeats']})" for (m, lv), n in fewest.items() if n < int(settings["repeats"])
     ]
     if short:
         header += [

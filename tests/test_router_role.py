@@ -20,64 +20,50 @@ pytestmark = needs_playbook
 KEY = "k" * 24
 
 
-def settings_check(tmp_path: Path, replicas: dict | None = None, **router_vars) -> dict:
-    """The result of the role's first task (Check the router settings) for these settings; ``replicas``: inventory
-    hosts -> their variables, besides localhost (the router host, its own worker at 10.0.0.2)."""
+ROUTER_DEFAULTS = {"sglang_router_workers": ["localhost"], "sglang_router_admin_api_key": KEY}
+
+
+def router_checks(tmp_path: Path, hosts: dict, play_hosts: list, play_vars: dict) -> dict[str, dict]:
+    """The role's first task (Check the router settings) in check mode, connection local: its result per play host.
+    ``hosts``: inventory hosts -> their variables, besides localhost (a worker at 10.0.0.2)."""
+    inventory = {"localhost": {"sglang_router_worker_url": "http://10.0.0.2:30000"}}
+    for host, host_vars in hosts.items():
+        inventory[host] = {**inventory.get(host, {}), **host_vars}
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": inventory}}))
     play = [
         {
             "name": "Router settings",
-            "hosts": "localhost",
+            "hosts": ":".join(play_hosts),
             "gather_facts": False,
-            "vars": {
-                "sglang_router_workers": ["localhost"],
-                "sglang_router_admin_api_key": KEY,
-                **router_vars,
-            },
-            "tasks": [{"name": "Run the role", "ansible.builtin.include_role": {"name": "sglang_router"}}],
-        }
-    ]
-    hosts = {"localhost": {"sglang_router_worker_url": "http://10.0.0.2:30000"}}
-    for host, host_vars in (replicas or {}).items():
-        hosts[host] = {**hosts.get(host, {}), **host_vars}
-    inventory = {"all": {"hosts": hosts}}
-    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
-    path = tmp_path / "play.yml"
-    path.write_text(yaml.safe_dump(play, sort_keys=False))
-    _, doc = run_playbook(
-        ["-i", "hosts.yml", "-c", "local", "--check", str(path)],
-        tmp_path,
-        {"ANSIBLE_ROLES_PATH": str(REPO / "roles")},
-    )
-    check = [t for t in doc["plays"][0]["tasks"] if t["task"]["name"].endswith("Check the router settings")]
-    return check[0]["hosts"]["localhost"]
-
-
-def settings_checks(tmp_path: Path, cases: dict[str, dict]) -> dict[str, dict]:
-    """settings_check for many router settings in one ansible-playbook run (one costs about 2.5 CPU s): each case an
-    inventory host of its own (connection local) with the case's variables as host variables, localhost its worker.
-    Only for settings refused at the role's first task: a case that passes goes on to the role's next tasks."""
-    defaults = {
-        "ansible_connection": "local",
-        "sglang_router_workers": ["localhost"],
-        "sglang_router_admin_api_key": KEY,
-    }
-    hosts = {"localhost": {"sglang_router_worker_url": "http://10.0.0.2:30000"}}
-    hosts |= {name: {**defaults, **router_vars} for name, router_vars in cases.items()}
-    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
-    play = [
-        {
-            "name": "Router settings",
-            "hosts": ":".join(cases),
-            "gather_facts": False,
+            "vars": play_vars,
             "tasks": [{"name": "Run the role", "ansible.builtin.include_role": {"name": "sglang_router"}}],
         }
     ]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
     _, doc = run_playbook(
-        ["-i", "hosts.yml", "--check", "play.yml"], tmp_path, {"ANSIBLE_ROLES_PATH": str(REPO / "roles")}
+        ["-i", "hosts.yml", "-c", "local", "--check", "play.yml"], tmp_path, {"ANSIBLE_ROLES_PATH": str(REPO / "roles")}
     )
     check = [t for t in doc["plays"][0]["tasks"] if t["task"]["name"].endswith("Check the router settings")]
     return check[0]["hosts"]
+
+
+def settings_check(tmp_path: Path, replicas: dict | None = None, **router_vars) -> dict:
+    """The check's result for these settings on localhost, the router host and its own worker; ``replicas``:
+    inventory hosts -> their variables."""
+    return router_checks(tmp_path, replicas or {}, ["localhost"], {**ROUTER_DEFAULTS, **router_vars})["localhost"]
+
+
+def settings_checks(tmp_path: Path, cases: dict[str, dict]) -> dict[str, dict]:
+    """settings_check for many router settings in one ansible-playbook run (one costs about 2.5 CPU s): each case an
+    inventory host of its own with the case's variables as host variables, localhost its worker. Only for settings
+    refused at the role's first task: a case that passes goes on to the role's next tasks."""
+    hosts = {name: {**ROUTER_DEFAULTS, **router_vars} for name, router_vars in cases.items()}
+    return router_checks(tmp_path, hosts, list(cases), {})
+
+
+def named_cases(prefix: str, rows: list) -> list[tuple]:
+    """(case name, given, expected) per row: the names settings_checks' hosts and the tests share."""
+    return [(f"{prefix}{i}", given, expected) for i, (given, expected) in enumerate(rows)]
 
 
 # Settings the check refuses: (the router's variables, what the refusal names), checked in one run (refused below).
@@ -88,11 +74,12 @@ BAD_KEYS = [
 ]
 
 
-@pytest.mark.parametrize(("case", "named"), [(f"key{i}", named) for i, (_, named) in enumerate(BAD_KEYS)])
-def test_a_key_the_launcher_refuses_or_cannot_mask_stops_the_role_before_the_router_restarts(refused, case, named):
+@pytest.mark.parametrize(("case", "settings", "named"), named_cases("key", BAD_KEYS))
+def test_a_key_the_launcher_refuses_or_cannot_mask_stops_the_role_before_the_router_restarts(
+    refused, case, settings, named
+):
     """launch.py refuses an SMG_API_KEY under 16 characters (the restarted router would never come back: every
     replica unreachable) and masks a control-plane key in the journal only from 16 characters."""
-    settings = BAD_KEYS[int(case[3:])][0]
     result = refused[case]
     assert result.get("failed") and named in result["msg"], result
     assert all(value not in result["msg"] for value in settings.values())
@@ -214,8 +201,8 @@ SECRET_FLAGS = [
 ]
 
 
-@pytest.mark.parametrize(("case", "named"), [(f"secret{i}", named) for i, (_, named) in enumerate(SECRET_FLAGS)])
-def test_a_key_in_the_routers_extra_flags_is_refused_before_it_reaches_argv(refused, case, named):
+@pytest.mark.parametrize(("case", "extra", "named"), named_cases("secret", SECRET_FLAGS))
+def test_a_key_in_the_routers_extra_flags_is_refused_before_it_reaches_argv(refused, case, extra, named):
     """smg's parser takes these (argparse also takes an abbreviation for the flag), so only this check keeps a secret
     given in sglang_router_extra_args out of the unit's command line, which every user of the host can read."""
     result = refused[case]
@@ -243,17 +230,17 @@ OWN_FLAGS = [
 @pytest.fixture(scope="module")
 def refused(tmp_path_factory) -> dict[str, dict]:
     """The check's result for BAD_KEYS (key0...), SECRET_FLAGS (secret0...) and OWN_FLAGS (own0...)."""
-    cases = {f"key{i}": settings for i, (settings, _) in enumerate(BAD_KEYS)}
+    cases = {case: settings for case, settings, _ in named_cases("key", BAD_KEYS)}
     cases |= {
-        f"secret{i}": {"sglang_router_extra_args": {**extra, "max-concurrent-requests": 64}}
-        for i, (extra, _) in enumerate(SECRET_FLAGS)
+        case: {"sglang_router_extra_args": {**extra, "max-concurrent-requests": 64}}
+        for case, extra, _ in named_cases("secret", SECRET_FLAGS)
     }
-    cases |= {f"own{i}": {"sglang_router_extra_args": extra} for i, (extra, _) in enumerate(OWN_FLAGS)}
+    cases |= {case: {"sglang_router_extra_args": extra} for case, extra, _ in named_cases("own", OWN_FLAGS)}
     return settings_checks(tmp_path_factory.mktemp("router-settings"), cases)
 
 
-@pytest.mark.parametrize(("case", "fix"), [(f"own{i}", fix) for i, (_, fix) in enumerate(OWN_FLAGS)])
-def test_a_flag_the_role_sets_is_refused_in_the_extra_flags_with_its_variable(refused, case, fix):
+@pytest.mark.parametrize(("case", "extra", "fix"), named_cases("own", OWN_FLAGS))
+def test_a_flag_the_role_sets_is_refused_in_the_extra_flags_with_its_variable(refused, case, extra, fix):
     """An extra flag would win over the role's own, and the recorded router URL and worker list would be wrong."""
     result = refused[case]
     assert result.get("failed") and f"sglang_router_extra_args {fix}" in result["msg"], result
