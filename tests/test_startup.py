@@ -235,18 +235,6 @@ def test_path_has_the_venvs_bin_with_and_without_the_cuda_fact():
     assert (env["CUDA_HOME"], env["LD_LIBRARY_PATH"]) == ("/usr/local/cuda-13.0", "/x/lib64")
 
 
-def test_only_a_stack_layered_on_an_images_interpreter_gets_a_bytecode_prefix_in_its_cache():
-    """The image's root-owned site-packages are partly without bytecode, compiled again at every start unless the
-    account may write it somewhere; a stack of its own is compiled whole at install and needs no prefix."""
-    cache = "/var/cache/sglang/dense-0123abcd"
-    layered = startup.run_env(
-        cache, "/h", "/b", None, {"venv": "/v", "base": {"python": "/opt/torch/.venv/bin/python"}}
-    )
-    assert layered["PYTHONPYCACHEPREFIX"] == cache + "/pycache"
-    for own in (None, {}, {"venv": "/v", "base": {}}):
-        assert "PYTHONPYCACHEPREFIX" not in startup.run_env(cache, "/h", "/b", None, own)
-
-
 def test_the_stack_venv_is_byte_compiled_at_install():
     """The service account cannot write __pycache__ in the root-owned venv: compiled site-packages saved about 13 s
     of imports per start on the H200. pip compiles unless told --no-compile; uv only with --compile-bytecode."""

@@ -297,21 +297,12 @@ def cache_dir(root: str, stack: dict | None) -> str:
     return posixpath.join(root, name)
 
 
-def run_env(cache: str, home: str, venv_bin: str, cuda: dict | None = None, stack: dict | None = None) -> dict:
+def run_env(cache: str, home: str, venv_bin: str, cuda: dict | None = None) -> dict:
     """The variables the role gives every server: the caches under ``cache``, Hugging Face's folder kept in the
     account's ``home`` (XDG_CACHE_HOME would move downloads into the stack's folder), PATH with the stack venv's
     bin/ (FlashInfer's JIT runs `ninja` from there: without it a start dies at graph capture) after the CUDA
-    toolkit's, and CUDA_HOME and LD_LIBRARY_PATH from the cuda role's local fact ``cuda`` where there is one.
-
-    A stack layered on an image's interpreter (its local fact ``stack`` has a ``base``) also gets
-    PYTHONPYCACHEPREFIX in ``cache``: the image's site-packages are root's and partly without bytecode (a fifth of
-    the H200 image's modules), so the account compiled those again at every start. With the prefix the first start
-    writes the bytecode of everything it imports and later starts read it: on the H200 `import
-    sglang.launch_server` 19-23 s -> 12-14 s, the scheduler's module 31 s -> 15 s
-    (results/gpu-h200/pycache-2026-12-02)."""
+    toolkit's, and CUDA_HOME and LD_LIBRARY_PATH from the cuda role's local fact ``cuda`` where there is one."""
     env = {name: posixpath.join(cache, sub) if sub else cache for name, sub in CACHE_ENV.items()}
-    if (stack or {}).get("base"):
-        env["PYTHONPYCACHEPREFIX"] = posixpath.join(cache, "pycache")
     env["HF_HOME"] = posixpath.join(home, ".cache", "huggingface")
     cuda = cuda or {}
     env["PATH"] = ":".join([*cuda.get("path", []), venv_bin, *SYSTEM_PATH])
