@@ -115,3 +115,16 @@ def test_pack_keeps_only_debs_and_wheels(tmp_path):
         "whl",
         "whl/a-1-py3-none-any.whl",
     ]
+
+
+def test_a_command_in_the_lab_gets_no_variable_only_the_gpu_machine_sets(monkeypatch):
+    """The GPU machine sets PYTHONDONTWRITEBYTECODE; a GPU host's root shell does not, and with it the roles' root
+    runs of the stack's Python left the image's modules without bytecode for every start of the unit."""
+    seen = {}
+    monkeypatch.setattr(gpu_lab, "_pid", lambda root: 4242)
+    monkeypatch.setattr(gpu_lab.subprocess, "run", lambda argv, **kw: seen.update(argv=argv, env=kw["env"]))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("SGLANG_LAB_API_KEY", "k" * 24)
+    gpu_lab.nsenter(Path("/root/gpulab"), ["ansible-playbook", "site.yml"])
+    assert seen["argv"][:3] == ["nsenter", "-t", "4242"] and seen["argv"][-2:] == ["ansible-playbook", "site.yml"]
+    assert "PYTHONDONTWRITEBYTECODE" not in seen["env"] and seen["env"]["SGLANG_LAB_API_KEY"] == "k" * 24

@@ -241,7 +241,19 @@ def _pid(root: Path) -> int:
     return int(pids[0])
 
 
+# What the GPU machine's own environment sets that a GPU host's root shell does not: with PYTHONDONTWRITEBYTECODE
+# inherited, the roles' root runs of the stack's Python (its probe, check_argv.py) wrote no bytecode beside the
+# image's modules, so every start of the unit compiled them again (results/gpu-h200/pycache-2026-12-02).
+MACHINE_ONLY_ENV = ("PYTHONDONTWRITEBYTECODE",)
+
+
+def lab_env(environ: dict) -> dict:
+    """The environment of a command in the lab: this one without what only the GPU machine sets (MACHINE_ONLY_ENV)."""
+    return {k: v for k, v in environ.items() if k not in MACHINE_ONLY_ENV}
+
+
 def nsenter(root: Path, command: list[str], **kwargs) -> subprocess.CompletedProcess:
+    kwargs.setdefault("env", lab_env(os.environ))
     return subprocess.run(["nsenter", "-t", str(_pid(root)), "-m", "-p", "-r", "-w", "--", *command], **kwargs)
 
 
