@@ -111,7 +111,7 @@ def figures(tool: str, out: Path) -> dict:
     return got
 
 
-def run_one(server, tool: str, mode: str, level, count: int, args, dataset: Path, work: Path, rep: int) -> dict:
+def run_one(server, tool: str, mode: str, level, count: int, args, dataset: Path, work: Path, rep: int | str) -> dict:
     out = work / f"{tool}-{mode}{level}-r{rep}.{'json' if tool == 'ours' else 'jsonl'}"
     out.unlink(missing_ok=True)
     if tool == "ours":
@@ -178,6 +178,10 @@ def table(runs: list[dict], levels: list[tuple[str, object]]) -> list[str]:
     return lines
 
 
+# The repeat of a level's warm-up run (--level-warmup): in parity-raw.json, never in the table.
+WARMUP = "warmup"
+
+
 def _end_on_sigterm(*_) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM (timeout signals the group) must not cut the stop
     sys.exit(143)
@@ -208,6 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output-len", type=int, default=256)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--level-warmup",
+        type=int,
+        default=1,
+        help="waves of ours, discarded, at each concurrency level before its repeats (1; 0: none): the first run at "
+        "a new concurrency had the tail on 2026-12-02 (TTFT p99 715 ms, bench_serving's 245-262)",
+    )
     ap.add_argument("--source", help="what code ran, for the record (e.g. the commit)")
     ap.add_argument(
         "--table-only", action="store_true", help="only write OUT/parity-table.md from OUT/parity-raw.json (a cut run)"
@@ -258,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
         meta["ready"] = server.wait_ready(timeout=600)
         meta["launch_argv"] = server.launch.argv
         for i, (mode, level, count) in enumerate(plan):
+            if mode == "concurrency" and args.level_warmup:
+                runs.append(
+                    run_one(server, "ours", mode, level, level * args.level_warmup, args, dataset, work, WARMUP)
+                )
             for rep in range(args.repeats):
                 order = ("ours", "theirs") if (i + rep) % 2 == 0 else ("theirs", "ours")
                 for tool in order:
@@ -277,8 +292,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
-    """parity-table.md (and stdout): the levels that ran, in their order; a run cut short says which it missed."""
+    """parity-table.md (and stdout): the levels that ran, in their order; a run cut short says which it missed. The
+    level warm-ups are in parity-raw.json only."""
     settings = meta["settings"]
+    runs = [r for r in runs if r.get("repeat") != WARMUP]
     levels = list(dict.fromkeys((r["mode"], r["level"]) for r in runs))
     planned = [("concurrency", level) for level, _ in pairs(settings["levels"])]
     if meta.get("ours_takes_request_rate"):
@@ -290,7 +307,12 @@ def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
         f"`{meta['command']}`; {meta['gpu']}; {settings['repeats']} repeats per level, "
         "alternating order, radix cache flushed before each run; same prompts (ShareGPT file of our prompts), "
         f"{settings['input_len']}-word prompts, {settings['output_len']} output tokens forced, "
-        f"warm-up {settings['warmup']}.",
+        f"warm-up {settings['warmup']}"
+        + (
+            f", and {settings['level_warmup']} wave(s) of ours, discarded, before each concurrency level."
+            if settings.get("level_warmup", "0") != "0"
+            else "."
+        ),
         "",
     ]
     if missing:

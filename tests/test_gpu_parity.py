@@ -42,10 +42,12 @@ def test_table_ranks_accept_length_and_names_levels_cut_short(tmp_path):
     runs = [_run("ours", 1, 10.0, 1.0), _run("theirs", 1, 10.1, 1.0), _run("ours", 1, 10.0, 1.0)]
     runs += [_run("theirs", 1, 10.1, 1.0), _run("ours", 8, 20.0), _run("theirs", 8, 30.0)]
     runs += [{"tool": "ours", "mode": "concurrency", "level": 8, "rc": 1}]  # a failed run: no figures, not counted
+    runs += [{**_run("ours", 8, 99.0), "repeat": gpu_parity.WARMUP}]  # a level's warm-up: neither a figure nor a run
     settings = {"repeats": "2", "levels": "1:16,8:64,32:128", "rates": "", "input_len": 256, "output_len": 256}
-    meta = {"date_utc": "d", "command": "c", "gpu": "g", "settings": {**settings, "warmup": 2}}
+    meta = {"date_utc": "d", "command": "c", "gpu": "g", "settings": {**settings, "warmup": 2, "level_warmup": "1"}}
     gpu_parity.write_table(tmp_path, meta, runs)
     text = (tmp_path / "parity-table.md").read_text()
+    assert "warm-up 2, and 1 wave(s) of ours, discarded, before each concurrency level." in text
     assert "Not measured (the run ended first): concurrency 32." in text
     assert (
         "Fewer runs with figures than asked (cut short, or a run failed: see parity-raw.json): concurrency 8 (1 of 2)"
