@@ -80,6 +80,7 @@ def ours_cmd(server, mode: str, level, count: int, args, out: Path) -> list[str]
     cmd += ["--input-len", str(args.input_len), "--output-len", str(args.output_len), "--warmup", str(args.warmup)]
     cmd += ["--seed", str(args.seed)]  # bench_serving's: at a request rate, both then send at the same times
     cmd += ["--request-rate", str(level)] if mode == "rate" else ["--concurrency", str(level)]
+    cmd += ["--output-details"] if args.details else []
     return cmd + [args.ours_count_flag, str(count), "--json", str(out)]
 
 
@@ -94,7 +95,7 @@ def theirs_cmd(server, mode: str, level, count: int, args, dataset: Path, out: P
         cmd += ["--request-rate", str(level)]
     else:
         cmd += ["--max-concurrency", str(level)]
-    return cmd
+    return cmd + (["--output-details"] if args.details else [])
 
 
 def figures(tool: str, out: Path) -> dict:
@@ -212,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--output-len", type=int, default=256)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--details",
+        action="store_true",
+        help="both tools keep each request's times in runs/ (--output-details): where a TTFT tail comes from",
+    )
     ap.add_argument(
         "--level-warmup",
         type=int,

@@ -385,6 +385,20 @@ def bench_cli(url: str, tmp_path, *extra) -> tuple:
     return rc, json.loads(dest.read_text()) if dest.exists() else None
 
 
+def test_output_details_keep_each_request_of_each_level(emulator, tmp_path):
+    emu = emulator()
+    rc, r = bench_cli(emu.url, tmp_path, "--concurrency", "1,2", "--requests", "4", "--output-details")
+    assert rc == 0
+    for level in r["levels"]:
+        rows = level["requests_detail"]
+        assert len(rows) == level["requests"] == 4 and min(row["send_ms"] for row in rows) == 0.0
+        assert all(row["error"] is None and row["completion_tokens"] == 8 for row in rows)
+        assert all(0 < row["ttft_ms"] <= row["e2e_ms"] for row in rows)
+        assert max(row["ttft_ms"] for row in rows) == pytest.approx(level["ttft_ms"]["p99"], rel=0.2)
+    rc, plain = bench_cli(emu.url, tmp_path, "--concurrency", "1", "--requests", "2")
+    assert rc == 0 and "requests_detail" not in plain["levels"][0]
+
+
 def test_a_custom_dataset_through_the_cli(emulator, tmp_path, capsys):
     emu = emulator()
     lines = [chat_line(f"prompt {i} " + "word " * (5 + i), max_tokens=4 + i) for i in range(6)]

@@ -58,3 +58,16 @@ def test_table_ranks_accept_length_and_names_levels_cut_short(tmp_path):
     )
     assert "| concurrency | 8 | output tok/s | 20 / 20 / 20 | 30 / 30 / 30 | 0.667 | MISSED (±2%) |" in text
     assert "| concurrency | 8 | accept length" not in text
+
+
+def test_details_ask_both_tools_for_each_requests_times():
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(input_len=256, output_len=256, warmup=2, seed=1, model=Path("/m"), details=True)
+    args.ours_count_flag = "--requests"
+    server = SimpleNamespace(url="http://127.0.0.1:1", launch=SimpleNamespace(args={"served-model-name": "m"}))
+    for details in (True, False):
+        args.details = details
+        ours = gpu_parity.ours_cmd(server, "concurrency", 32, 64, args, Path("o.json"))
+        theirs = gpu_parity.theirs_cmd(server, "concurrency", 32, 64, args, Path("d.json"), Path("t.jsonl"))
+        assert ("--output-details" in ours, "--output-details" in theirs) == (details, details)

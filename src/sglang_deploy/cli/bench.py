@@ -35,6 +35,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     p.add_argument("--model", help="served model name (default: from /server_info or /v1/models)")
     p.add_argument("--json", metavar="FILE", help="write the result JSON here")
+    p.add_argument(
+        "--output-details",
+        action="store_true",
+        help="each level's requests in the JSON too: send time, TTFT, E2E, output tokens, error (bench_serving's "
+        "name): where a tail comes from",
+    )
     p.set_defaults(func=run)
 
 
@@ -76,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
             api_key=api_key,
             model=args.model,
             min_tokens=args.min_tokens,
+            output_details=args.output_details,
             **_workload(args),
             context={"invoked_by": "sglang-deploy bench"},
             progress=lambda line: print(line, file=sys.stderr, flush=True),

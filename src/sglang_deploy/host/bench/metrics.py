@@ -71,6 +71,9 @@ DEFINITIONS = {
     "sla_search": "the highest request rate whose level meets every SLO: the low bound first (none if it "
     "fails), the high bound next (the answer if it holds), then bisections at the geometric mean of the highest "
     "rate that held and the lowest that did not; each probe is a level of the result",
+    "requests_detail": "with output details (bench_serving's --output-details): each request of the level in the "
+    "order it was dispatched: send_ms (its t_send - the level's first t_send), ttft_ms, e2e_ms, completion_tokens "
+    "and error (null when it completed); the time fields are null where the request never got that far",
     "stopped": "why the sweep ended early: the first request without an answer within the timeout stops its "
     "level (the requests cut short count as failed), a server that stops answering ends the sweep; later "
     "levels are `not run` (all requests failed)",
@@ -134,6 +137,26 @@ def _request_figures(t: Timeline) -> tuple:
     itl = [(b - a) * 1000.0 for a, b in zip(t.token_times, t.token_times[1:])]
     tpot = (t.t_end - first) * 1000.0 / (n - 1) if n > 1 else None
     return (first - t.t_send) * 1000.0, tpot, (t.t_end - t.t_send) * 1000.0, itl
+
+
+def request_details(timelines: list) -> list:
+    """Each request's own figures in dispatch order (DEFINITIONS["requests_detail"]): where a tail comes from."""
+    sent = [t.t_send for t in timelines if t.t_send]
+    t0 = min(sent, default=0.0)
+
+    def ms(a: float | None, b: float | None) -> float | None:
+        return round((b - a) * 1000.0, 3) if a and b else None
+
+    return [
+        {
+            "send_ms": ms(t0, t.t_send),
+            "ttft_ms": ms(t.t_send, t.token_times[0] if t.token_times else None),
+            "e2e_ms": ms(t.t_send, t.t_end) if t.ok else None,
+            "completion_tokens": t.completion_tokens,
+            "error": t.error,
+        }
+        for t in timelines
+    ]
 
 
 def level_metrics(

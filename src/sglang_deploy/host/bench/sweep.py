@@ -30,6 +30,7 @@ from .metrics import (
     Timeline,
     level_metrics,
     parse_prometheus,
+    request_details,
     server_info_accept_length,
     spec_accept_from_counters,
 )
@@ -297,12 +298,17 @@ def _not_run(level: Level, lens: list, reason: str, slo: dict | None) -> dict:
     return m
 
 
-async def _measure(run: _Run, probe: _Probe, level: Level, bodies: list, lens: list, seed: int, slo) -> dict:
-    """One level; its `stopped` says why the sweep cannot go on after it (None: it can)."""
+async def _measure(
+    run: _Run, probe: _Probe, level: Level, bodies: list, lens: list, seed: int, slo, details: bool = False
+) -> dict:
+    """One level; its `stopped` says why the sweep cannot go on after it (None: it can). `details`: each request's
+    own figures too (requests_detail)."""
     before = await probe.metrics()
     cum_before = None if before else server_info_accept_length(await probe.json("/server_info"))
     timelines, stopped = await run.level(level, bodies, seed)
     m = level_metrics(timelines, level.concurrency, _expected(lens), slo=slo)
+    if details:
+        m["requests_detail"] = request_details(timelines)
     m.update(_level_fields(level))
     m["output_check"] = output_check(timelines, run.dummy)
     m["spec_accept_length"] = None
@@ -328,7 +334,7 @@ async def _measure(run: _Run, probe: _Probe, level: Level, bodies: list, lens: l
 class _Sweep:
     """The levels in order, each measured unless an earlier one stopped the sweep (then `not run`)."""
 
-    def __init__(self, run: _Run, probe: _Probe, requests: int | None, seed: int, slo, progress):
+    def __init__(self, run: _Run, probe: _Probe, requests: int | None, seed: int, slo, progress, details: bool):
         self.run, self.probe, self.requests, self.seed, self.slo, self.progress = (
             run,
             probe,
@@ -337,6 +343,7 @@ class _Sweep:
             slo,
             progress,
         )
+        self.details = details
         self.levels: list = []
         self.stopped: str | None = None
 
@@ -346,7 +353,7 @@ class _Sweep:
             m = _not_run(level, lens, self.stopped, self.slo)
         else:
             try:
-                m = await _measure(self.run, self.probe, level, bodies, lens, self.seed, self.slo)
+                m = await _measure(self.run, self.probe, level, bodies, lens, self.seed, self.slo, self.details)
             except ServerUnusable as exc:
                 m = _not_run(level, lens, str(exc), self.slo)
             self.stopped = m["stopped"]
@@ -423,6 +430,7 @@ async def run_benchmark_async(
     min_tokens: bool = False,
     context: dict | None = None,
     progress=None,
+    output_details: bool = False,
     **settings,
 ) -> dict:
     """The sweep; the result dict (see DEFINITIONS). `settings`: the workload, named and defaulted in
@@ -431,7 +439,8 @@ async def run_benchmark_async(
     `requests` None -> Level.default_requests() per level. The prompts come from the dataset (dataset.load).
     min_tokens also sends min_tokens = output length (for servers that stop early despite ignore_eos; it slows
     SGLang's decoding, so figures are then not comparable with bench_serving's). `slo` {name: limit ms} adds
-    each level's verdict; goodput_req_s is in every level. progress(str) gets a line per level. ValueError for
+    each level's verdict; goodput_req_s is in every level. progress(str) gets a line per level.
+    output_details adds each level's requests_detail (bench_serving's --output-details). ValueError for
     unusable settings or datasets (no generation request is sent), ServerUnusable when the server cannot be
     benchmarked (nothing was measured)."""
     w, fixed_levels, data = check_workload(**settings)
@@ -466,7 +475,7 @@ async def run_benchmark_async(
     if warm_stop or (warm and len(warm_failed) == len(warm)):
         raise ServerUnusable(f"the warm-up failed: {warm_stop or warm_failed[0]}")
 
-    sweep = _Sweep(run, probe, w["requests"], seed, w["slo"], progress)
+    sweep = _Sweep(run, probe, w["requests"], seed, w["slo"], progress, output_details)
     for level in fixed_levels:
         await sweep.measure(level)
     search = (
