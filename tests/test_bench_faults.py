@@ -106,7 +106,7 @@ def test_a_hung_server_stops_the_level_within_about_the_timeout(emulator, monkey
 
     after_first_level(monkeypatch, hang_soon)
     dest = tmp_path / "r.json"
-    rc = bench(emu.url, "--timeout", "1", "--output-len", "128", dest=dest)
+    rc = bench(emu.url, "--timeout", "1", "--output-len", "128", "--output-details", dest=dest)
     noticed = time.monotonic() - stopped_at[0]
     assert rc == 1
     result = json.loads(dest.read_text())
@@ -115,6 +115,14 @@ def test_a_hung_server_stops_the_level_within_about_the_timeout(emulator, monkey
     assert "within the timeout (1 s)" in result["stopped"]
     assert levels[1]["failed"] >= 1 and levels[2]["failed"] == 4
     assert noticed < 3.0, f"took {noticed:.1f} s to notice a hung server with --timeout 1"
+    # Each request as it was: those in flight when the level stopped keep the times they were sent (the first two
+    # from its start), those never sent have none.
+    rows = levels[1]["requests_detail"]
+    sent = [r for r in rows if r["send_ms"] is not None]
+    assert rows[: len(sent)] == sent and len(sent) >= 2 and max(r["send_ms"] for r in sent[:2]) < 100, rows
+    cut = [r for r in rows if r["error"] and r["error"].startswith("cut short")]
+    assert any(r["send_ms"] is not None for r in cut) and all(r["e2e_ms"] is None for r in cut), rows
+    assert "requests_detail" not in levels[2]  # not run: nothing was sent
 
 
 def test_a_hung_server_before_the_sweep_is_refused_within_the_timeout(emulator, capsys):

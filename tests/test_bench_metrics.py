@@ -279,7 +279,7 @@ def test_request_details_keep_each_requests_own_figures_in_dispatch_order():
     done = Timeline(t_send=10.5, t_end=11.0, token_times=[10.6, 10.7, 11.0], completion_tokens=3)
     first = Timeline(t_send=10.0, t_end=10.3, token_times=[10.25, 10.3], completion_tokens=2)
     failed = Timeline(t_send=10.2, t_end=10.4, error="HTTP 500: boom")
-    never = Timeline(error="cut short: the level stopped at a timeout")
+    never = Timeline(t_send=11.0, t_end=11.0, sent=False, error="cut short: the level stopped at a timeout")
     got = metrics.request_details([done, first, failed, never])
     assert got[0] == {"send_ms": 500.0, "ttft_ms": 100.0, "e2e_ms": 500.0, "completion_tokens": 3, "error": None}
     assert got[1] == {"send_ms": 0.0, "ttft_ms": 250.0, "e2e_ms": 300.0, "completion_tokens": 2, "error": None}
@@ -290,5 +290,14 @@ def test_request_details_keep_each_requests_own_figures_in_dispatch_order():
         "completion_tokens": None,
         "error": "HTTP 500: boom",
     }
-    assert got[3]["send_ms"] is None and got[3]["error"].startswith("cut short")
+    assert got[3]["send_ms"] is None and got[3]["ttft_ms"] is None and got[3]["error"].startswith("cut short")
+    # A clock that starts at 0 (a stand-in's) blanks nothing.
+    zero = Timeline(t_send=0.0, t_end=0.2, token_times=[0.1, 0.2], completion_tokens=2)
+    assert metrics.request_details([zero])[0] == {
+        "send_ms": 0.0,
+        "ttft_ms": 100.0,
+        "e2e_ms": 200.0,
+        "completion_tokens": 2,
+        "error": None,
+    }
     assert "requests_detail" in metrics.DEFINITIONS

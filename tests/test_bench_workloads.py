@@ -399,6 +399,11 @@ def test_output_details_keep_each_request_of_each_level(emulator, tmp_path):
     assert rc == 0 and "requests_detail" not in plain["levels"][0]
 
 
+def test_output_details_without_a_json_file_is_refused_before_any_request(capsys):
+    assert cli.main(["bench", "--url", "http://127.0.0.1:9", "--output-details"]) == 2
+    assert "give --json FILE too" in capsys.readouterr().err
+
+
 def test_a_custom_dataset_through_the_cli(emulator, tmp_path, capsys):
     emu = emulator()
     lines = [chat_line(f"prompt {i} " + "word " * (5 + i), max_tokens=4 + i) for i in range(6)]

@@ -53,6 +53,8 @@ def _workload(args: argparse.Namespace) -> dict:
 
 def _checked(args: argparse.Namespace) -> str | None:
     """The API key; UsageError for anything unusable, before a request is sent."""
+    if args.output_details and not args.json:
+        raise UsageError("--output-details writes each request into the JSON result: give --json FILE too")
     try:
         Endpoint.parse(args.url)
         bench.check_workload(**_workload(args))

@@ -291,10 +291,14 @@ class _SSERecorder:
         tl.completion_tokens, tl.prompt_tokens, tl.reasoning_tokens = counts.values()
 
 
-async def stream_chat(conn: Connection, body: bytes, timeout: float, model: str | None = None) -> tuple:
+async def stream_chat(
+    conn: Connection, body: bytes, timeout: float, model: str | None = None, tl: Timeline | None = None
+) -> tuple:
     """Send one streamed chat completion on conn; returns (Timeline, emulated header seen). Answers that name
-    another model than `model` fail the request."""
-    tl = Timeline(t_send=time.perf_counter())  # replaced by the write's time; kept when it never happens
+    another model than `model` fail the request. `tl`: the Timeline to fill (the caller keeps what a cancelled
+    request recorded)."""
+    tl = tl or Timeline()
+    tl.t_send = time.perf_counter()  # replaced by the write's time; kept when it never happens
     rec = _SSERecorder(tl, model)
     emulated = False
 

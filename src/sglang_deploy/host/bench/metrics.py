@@ -71,9 +71,10 @@ DEFINITIONS = {
     "sla_search": "the highest request rate whose level meets every SLO: the low bound first (none if it "
     "fails), the high bound next (the answer if it holds), then bisections at the geometric mean of the highest "
     "rate that held and the lowest that did not; each probe is a level of the result",
-    "requests_detail": "with output details (bench_serving's --output-details): each request of the level in the "
-    "order it was dispatched: send_ms (its t_send - the level's first t_send), ttft_ms, e2e_ms, completion_tokens "
-    "and error (null when it completed); the time fields are null where the request never got that far",
+    "requests_detail": "with --output-details (bench_serving's flag name; its per-request fields are others): each "
+    "request of the level in the order it was dispatched: send_ms (its t_send - the level's first t_send; null "
+    "when it was never sent), ttft_ms (null without a token chunk), e2e_ms (completed requests only), "
+    "completion_tokens and error (null when it completed); absent from a level that sent no request (not run)",
     "stopped": "why the sweep ended early: the first request without an answer within the timeout stops its "
     "level (the requests cut short count as failed), a server that stops answering ends the sweep; later "
     "levels are `not run` (all requests failed)",
@@ -88,6 +89,7 @@ class Timeline:
     """What one request recorded. Times are perf_counter seconds."""
 
     t_send: float = 0.0
+    sent: bool = True  # False: never sent (its level stopped first); t_send is then the stop's time
     t_end: float = 0.0
     token_times: list = field(default_factory=list)  # time of each token chunk
     t_first_content: float | None = None
@@ -141,16 +143,15 @@ def _request_figures(t: Timeline) -> tuple:
 
 def request_details(timelines: list) -> list:
     """Each request's own figures in dispatch order (DEFINITIONS["requests_detail"]): where a tail comes from."""
-    sent = [t.t_send for t in timelines if t.t_send]
-    t0 = min(sent, default=0.0)
+    t0 = min((t.t_send for t in timelines if t.sent), default=0.0)
 
-    def ms(a: float | None, b: float | None) -> float | None:
-        return round((b - a) * 1000.0, 3) if a and b else None
+    def ms(a: float, b: float) -> float:
+        return round((b - a) * 1000.0, 3)
 
     return [
         {
-            "send_ms": ms(t0, t.t_send),
-            "ttft_ms": ms(t.t_send, t.token_times[0] if t.token_times else None),
+            "send_ms": ms(t0, t.t_send) if t.sent else None,
+            "ttft_ms": ms(t.t_send, t.token_times[0]) if t.sent and t.token_times else None,
             "e2e_ms": ms(t.t_send, t.t_end) if t.ok else None,
             "completion_tokens": t.completion_tokens,
             "error": t.error,

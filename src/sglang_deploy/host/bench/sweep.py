@@ -192,6 +192,7 @@ class _Run:
         failed."""
         n = len(bodies)
         timelines: list = [None] * n
+        flight: list = [None] * n  # each request's Timeline from its dispatch on
         cap = level.concurrency
         idle = [Connection(self.target) for _ in range(min(n, cap or (n if math.isinf(level.rate) else RATE_PREOPEN)))]
         opening = (asyncio.wait_for(c.open(), min(self.timeout, server_http.CONNECT_TIMEOUT_S)) for c in idle)
@@ -199,7 +200,7 @@ class _Run:
         failed_open = [r for r in results if isinstance(r, BaseException)]
         if failed_open and len(failed_open) == len(idle):
             reason = f"cannot connect to {self.target.endpoint.url}: {type(failed_open[0]).__name__} {failed_open[0]}"
-            return [Timeline(error=reason) for _ in range(n)], reason
+            return [Timeline(sent=False, error=reason) for _ in range(n)], reason
         used = set(idle)
         slots = asyncio.Semaphore(cap) if cap else None
         stop: list = []
@@ -209,11 +210,11 @@ class _Run:
             async with slots or contextlib.nullcontext():
                 conn = idle.pop() if idle else Connection(self.target)
                 used.add(conn)
+                tl = flight[i] = Timeline()
                 try:
-                    tl, emulated = await stream_chat(conn, bodies[i], self.timeout, self.model)
+                    tl, emulated = await stream_chat(conn, bodies[i], self.timeout, self.model, tl)
                 except Exception as exc:  # noqa: BLE001 - a request's failure, never a silently ended task
-                    now = time.perf_counter()
-                    tl = Timeline(t_send=now, t_end=now, error=f"client error: {type(exc).__name__}: {exc}"[:200])
+                    tl.t_end, tl.error = time.perf_counter(), f"client error: {type(exc).__name__}: {exc}"[:200]
                     emulated = False
                     conn.abort()
                 idle.append(conn)
@@ -245,8 +246,10 @@ class _Run:
                     await c.close()
         now = time.perf_counter()
         for i, tl in enumerate(timelines):
-            if tl is None:
-                timelines[i] = Timeline(t_send=now, t_end=now, error="cut short: the level stopped at a timeout")
+            if tl is None:  # in flight (its send time kept) or never sent when the level stopped
+                tl = flight[i] or Timeline(t_send=now, sent=False)
+                tl.t_end, tl.error = now, "cut short: the level stopped at a timeout"
+                timelines[i] = tl
         return timelines, (stop[0] if stop else None)
 
 
