@@ -291,13 +291,10 @@ class _SSERecorder:
         tl.completion_tokens, tl.prompt_tokens, tl.reasoning_tokens = counts.values()
 
 
-async def stream_chat(
-    conn: Connection, body: bytes, timeout: float, model: str | None = None, tl: Timeline | None = None
-) -> tuple:
-    """Send one streamed chat completion on conn; returns (Timeline, emulated header seen). Answers that name
-    another model than `model` fail the request. `tl`: the Timeline to fill (the caller keeps what a cancelled
-    request recorded)."""
-    tl = tl or Timeline()
+async def stream_chat(conn: Connection, tl: Timeline, body: bytes, timeout: float, model: str | None = None) -> bool:
+    """Send one streamed chat completion on conn, recording it in `tl` (the caller's: a cancelled request keeps
+    what it recorded); returns whether the emulated header was seen. Answers that name another model than `model`
+    fail the request."""
     tl.t_send = time.perf_counter()  # replaced by the write's time; kept when it never happens
     rec = _SSERecorder(tl, model)
     emulated = False
@@ -341,4 +338,4 @@ async def stream_chat(
         tl.error = "no usage chunk (stream_options.include_usage ignored)"
     if tl.error is None and not tl.token_times:
         tl.error = "no token chunks"
-    return tl, emulated
+    return emulated

@@ -191,8 +191,7 @@ class _Run:
         without an answer within the timeout stops the level; requests cut short or never sent then count as
         failed."""
         n = len(bodies)
-        timelines: list = [None] * n
-        flight: list = [None] * n  # each request's Timeline from its dispatch on
+        timelines: list = [None] * n  # each request's Timeline from its dispatch on; None: never sent
         cap = level.concurrency
         idle = [Connection(self.target) for _ in range(min(n, cap or (n if math.isinf(level.rate) else RATE_PREOPEN)))]
         opening = (asyncio.wait_for(c.open(), min(self.timeout, server_http.CONNECT_TIMEOUT_S)) for c in idle)
@@ -210,16 +209,15 @@ class _Run:
             async with slots or contextlib.nullcontext():
                 conn = idle.pop() if idle else Connection(self.target)
                 used.add(conn)
-                tl = flight[i] = Timeline()
+                tl = timelines[i] = Timeline()
                 try:
-                    tl, emulated = await stream_chat(conn, bodies[i], self.timeout, self.model, tl)
+                    emulated = await stream_chat(conn, tl, bodies[i], self.timeout, self.model)
                 except Exception as exc:  # noqa: BLE001 - a request's failure, never a silently ended task
                     tl.t_end, tl.error = time.perf_counter(), f"client error: {type(exc).__name__}: {exc}"[:200]
                     emulated = False
                     conn.abort()
                 idle.append(conn)
                 self.emulated_header |= emulated
-                timelines[i] = tl
                 if tl.timed_out and not stop:
                     stop.append(f"a request got no answer within the timeout ({self.timeout:g} s) at {level.label}")
                     for task in tasks:
@@ -246,10 +244,9 @@ class _Run:
                     await c.close()
         now = time.perf_counter()
         for i, tl in enumerate(timelines):
-            if tl is None:  # in flight (its send time kept) or never sent when the level stopped
-                tl = flight[i] or Timeline(t_send=now, sent=False)
+            if tl is None or not tl.t_end:  # never sent, or in flight (its send time kept) when the level stopped
+                tl = timelines[i] = tl or Timeline(t_send=now, sent=False)
                 tl.t_end, tl.error = now, "cut short: the level stopped at a timeout"
-                timelines[i] = tl
         return timelines, (stop[0] if stop else None)
 
 
@@ -302,7 +299,7 @@ def _not_run(level: Level, lens: list, reason: str, slo: dict | None) -> dict:
 
 
 async def _measure(
-    run: _Run, probe: _Probe, level: Level, bodies: list, lens: list, seed: int, slo, details: bool = False
+    run: _Run, probe: _Probe, level: Level, bodies: list, lens: list, seed: int, slo, details: bool
 ) -> dict:
     """One level; its `stopped` says why the sweep cannot go on after it (None: it can). `details`: each request's
     own figures too (requests_detail)."""
