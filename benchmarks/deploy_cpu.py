@@ -4,8 +4,9 @@
 Runs COMMAND (default: a forced redeploy of baseline on the lab, `ansible-playbook site.yml -e profile=baseline -e
 sglang_fleet_force_restart=true`) REPEATS times under each setting, alternating A, B, B, A, ..., and prints min /
 median / max of the wall time and of the busy CPU seconds of the whole machine (/proc/stat: the controller, the lab
-container, dockerd). A setting is an environment assignment (ANSIBLE_PIPELINING=True) or a checkout to run the
-command in (a clone of the commit before a change, against this one):
+container, dockerd; steal time left out). A setting is an environment assignment (ANSIBLE_PIPELINING=True) or a
+checkout to run the command in (a clone of the commit before a change, against this one), with that checkout's src/
+first on PYTHONPATH so its plugins import its own package, not the venv's editable install:
 
     python3 benchmarks/deploy_cpu.py --a ANSIBLE_PIPELINING=False --b ANSIBLE_PIPELINING=True [--repeats 3] [-- CMD...]
     python3 benchmarks/deploy_cpu.py --a /tmp/before --b . --repeats 3
@@ -30,14 +31,15 @@ DEFAULT = ["ansible-playbook", "site.yml", "-e", "profile=baseline", "-e", "sgla
 def busy_s() -> float:
     with open("/proc/stat") as f:
         fields = [int(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + fields[4]  # idle, iowait
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]  # idle, iowait; steal (fields[7]) is the hypervisor's, not this machine's work
+    return (sum(fields[:7]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def run_once(cmd: list[str], setting: str) -> tuple[float, float]:
     env, cwd = dict(os.environ), None
     if os.path.isdir(setting):
         cwd = setting
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(setting, "src"), env.get("PYTHONPATH")]))
     else:
         name, _, value = setting.partition("=")
         env[name] = value
@@ -60,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("cmd", nargs="*", help="the deploy command (default: a forced redeploy of baseline on the lab)")
     args = ap.parse_args(argv)
+    if args.a == args.b:
+        ap.error("--a and --b are the same setting: nothing to compare")
     for setting in (args.a, args.b):
         if "=" not in setting and not os.path.isdir(setting):
             ap.error(f"{setting!r} is neither NAME=VALUE nor a folder")
