@@ -9,9 +9,13 @@ One server of tools/make_models.py's dense-large model (Qwen3-8B's shape, dummy 
 settings of tests/gpu/harness.py; with --nextn its hybrid-large and the suite's NEXTN launch): decoding bound by
 the GPU, not by the host's CPU as with the suite's small models, whose 1-2 ms steps moved each tool's repeats by up
 to 35% (results/gpu-h200/parity-2026-12-01). One dataset for both: our
-benchmark's own prompts (bench.workload.build_prompt) written as a ShareGPT file that bench_serving reads
-(`--dataset-name sharegpt --sharegpt-output-len`); the same request count, input and output length per level and
-the same warm-up. Per level, REPEATS runs of each tool in alternating order, the radix cache flushed before each
+benchmark's own prompt text (bench.workload.build_prompt, --input-len words each) written as a ShareGPT file that
+both tools read (`--dataset-name sharegpt --sharegpt-output-len`), in the same seeded order: the same prompts per
+run, the same request count and output length. Until 2026-12-02 ours generated its own prompts, sized with the
+server's tokens per word, about 25 server tokens (8%) shorter than the file's, and skipped the file's first rows for
+its warm-up. Now ours runs without its own warm-up (it would take the rows bench_serving measures) and
+bench_serving's warm-up (its first prompt, at most 32 tokens) is followed by its cache flush (`--flush-cache`), so
+neither tool's measured requests find a cached prefix. Per level, REPEATS runs of each tool in alternating order, the radix cache flushed before each
 run. Request-rate levels run too when our command takes --request-rate. Writes parity-raw.json (every run:
 command, figures, output tail) and parity-table.md (min/median/max per tool, the ratio of the medians, the goal);
 prints the table.
@@ -75,10 +79,12 @@ def write_dataset(path: Path, count: int, input_len: int) -> Path:
     return path
 
 
-def ours_cmd(server, mode: str, level, count: int, args, out: Path) -> list[str]:
+def ours_cmd(server, mode: str, level, count: int, args, dataset: Path, out: Path) -> list[str]:
     cmd = [sys.executable, "-m", "sglang_deploy.cli", "bench", "--url", server.url, "--api-key-env", "PARITY_KEY"]
-    cmd += ["--input-len", str(args.input_len), "--output-len", str(args.output_len), "--warmup", str(args.warmup)]
-    cmd += ["--seed", str(args.seed)]  # bench_serving's: at a request rate, both then send at the same times
+    cmd += ["--dataset-name", "sharegpt", "--dataset-path", str(dataset)]
+    cmd += ["--sharegpt-output-len", str(args.output_len), "--warmup", "0"]
+    # bench_serving's seed: the file's rows in the same shuffled order and, at a request rate, the same send times
+    cmd += ["--seed", str(args.seed)]
     cmd += ["--request-rate", str(level)] if mode == "rate" else ["--concurrency", str(level)]
     cmd += ["--output-details"] if args.details else []
     return cmd + [args.ours_count_flag, str(count), "--json", str(out)]
@@ -90,7 +96,7 @@ def theirs_cmd(server, mode: str, level, count: int, args, dataset: Path, out: P
     cmd += ["--tokenizer", str(args.model)]
     cmd += ["--dataset-name", "sharegpt", "--dataset-path", str(dataset)]
     cmd += ["--sharegpt-output-len", str(args.output_len), "--num-prompts", str(count), "--seed", str(args.seed)]
-    cmd += ["--warmup-requests", str(args.warmup), "--output-file", str(out), "--disable-tqdm"]
+    cmd += ["--warmup-requests", str(args.warmup), "--flush-cache", "--output-file", str(out), "--disable-tqdm"]
     if mode == "rate":
         cmd += ["--request-rate", str(level)]
     else:
@@ -116,7 +122,7 @@ def run_one(server, tool: str, mode: str, level, count: int, args, dataset: Path
     out = work / f"{tool}-{mode}{level}-r{rep}.{'json' if tool == 'ours' else 'jsonl'}"
     out.unlink(missing_ok=True)
     if tool == "ours":
-        cmd = ours_cmd(server, mode, level, count, args, out)
+        cmd = ours_cmd(server, mode, level, count, args, dataset, out)
     else:
         cmd = theirs_cmd(server, mode, level, count, args, dataset, out)
     status = server.request("POST", "/flush_cache", timeout=30)[0]
@@ -211,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--input-len", type=int, default=256)
     ap.add_argument("--output-len", type=int, default=256)
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=2, help="bench_serving's warm-up requests (2); ours has none")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
         "--details",
@@ -261,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = [("concurrency", level, count) for level, count in pairs(args.levels)]
     if "--request-rate" in help_text:
         plan += [("rate", level, count) for level, count in pairs(args.rates)]
-    dataset = write_dataset(work / "dataset-sharegpt.json", max(c for *_, c in plan) + args.warmup, args.input_len)
+    dataset = write_dataset(work / "dataset-sharegpt.json", max(c for *_, c in plan), args.input_len)
     args.ours_count_flag = "--num-prompts" if "--num-prompts" in help_text else "--requests"
     meta = {
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -316,9 +322,9 @@ def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
         f"# sglang-deploy bench vs sglang.bench_serving, {meta['date_utc']}",
         "",
         f"`{meta['command']}`; {meta['gpu']}; {settings['repeats']} repeats per level, "
-        "alternating order, radix cache flushed before each run; same prompts (ShareGPT file of our prompts), "
-        f"{settings['input_len']}-word prompts, {settings['output_len']} output tokens forced, "
-        f"warm-up {settings['warmup']}"
+        "alternating order, radix cache flushed before each run; the same prompts (one ShareGPT file both tools "
+        f"read in the same seeded order), {settings['input_len']}-word prompts, {settings['output_len']} output "
+        f"tokens forced, bench_serving's warm-up {settings['warmup']} then its cache flushed, none in ours"
         + (
             f", and {settings['level_warmup']} wave(s) of ours, discarded, before each concurrency level."
             if settings.get("level_warmup", "0") != "0"

@@ -47,7 +47,10 @@ def test_table_ranks_accept_length_and_names_levels_cut_short(tmp_path):
     meta = {"date_utc": "d", "command": "c", "gpu": "g", "settings": {**settings, "warmup": 2, "level_warmup": "1"}}
     gpu_parity.write_table(tmp_path, meta, runs)
     text = (tmp_path / "parity-table.md").read_text()
-    assert "warm-up 2, and 1 wave(s) of ours, discarded, before each concurrency level." in text
+    assert (
+        "bench_serving's warm-up 2 then its cache flushed, none in ours, and 1 wave(s) of ours, discarded, before "
+        "each concurrency level." in text
+    )
     assert "Not measured (the run ended first): concurrency 32." in text
     assert (
         "Fewer runs with figures than asked (cut short, or a run failed: see parity-raw.json): concurrency 8 (1 of 2)"
@@ -68,6 +71,33 @@ def test_details_ask_both_tools_for_each_requests_times():
     server = SimpleNamespace(url="http://127.0.0.1:1", launch=SimpleNamespace(args={"served-model-name": "m"}))
     for details in (True, False):
         args.details = details
-        ours = gpu_parity.ours_cmd(server, "concurrency", 32, 64, args, Path("o.json"))
+        ours = gpu_parity.ours_cmd(server, "concurrency", 32, 64, args, Path("d.json"), Path("o.json"))
         theirs = gpu_parity.theirs_cmd(server, "concurrency", 32, 64, args, Path("d.json"), Path("t.jsonl"))
         assert ("--output-details" in ours, "--output-details" in theirs) == (details, details)
+
+
+def _value(cmd: list, flag: str):
+    return cmd[cmd.index(flag) + 1] if flag in cmd else None
+
+
+def test_both_tools_send_the_same_prompts_of_one_file_and_no_cached_prefix(tmp_path):
+    """Both read the one ShareGPT file with the same seed (ours samples it in bench_serving's seeded order: see
+    docs/benchmark.md); ours takes no warm-up, which would use the rows bench_serving measures; bench_serving flushes
+    the cache its warm-up filled with its first prompt."""
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(input_len=256, output_len=128, warmup=2, seed=7, model=Path("/m"), details=False)
+    args.ours_count_flag = "--num-prompts"
+    server = SimpleNamespace(url="http://127.0.0.1:1", launch=SimpleNamespace(args={"served-model-name": "m"}))
+    data = gpu_parity.write_dataset(tmp_path / "d.json", 4, 256)
+    for mode, level in (("concurrency", 8), ("rate", 4.0)):
+        ours = gpu_parity.ours_cmd(server, mode, level, 16, args, data, tmp_path / "o.json")
+        theirs = gpu_parity.theirs_cmd(server, mode, level, 16, args, data, tmp_path / "t.jsonl")
+        for flag, want in (("--dataset-name", "sharegpt"), ("--dataset-path", str(data)), ("--seed", "7")):
+            assert _value(ours, flag) == _value(theirs, flag) == want, flag
+        assert _value(ours, "--sharegpt-output-len") == _value(theirs, "--sharegpt-output-len") == "128"
+        assert _value(ours, "--num-prompts") == _value(theirs, "--num-prompts") == "16"
+        assert _value(ours, "--warmup") == "0" and "--input-len" not in ours
+        assert _value(theirs, "--warmup-requests") == "2" and "--flush-cache" in theirs
+    rows = json.loads(data.read_text())
+    assert [r["conversations"][0]["value"].split(":")[0] for r in rows] == [f"Request {i}" for i in range(4)]
