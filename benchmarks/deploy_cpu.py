@@ -25,14 +25,9 @@ import subprocess
 import sys
 import time
 
+from ci_cpu import busy_s  # the machine's busy CPU seconds, as CI's figures count them
+
 DEFAULT = ["ansible-playbook", "site.yml", "-e", "profile=baseline", "-e", "sglang_fleet_force_restart=true"]
-
-
-def busy_s() -> float:
-    with open("/proc/stat") as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + fields[4]  # idle, iowait; steal (fields[7]) is the hypervisor's, not this machine's work
-    return (sum(fields[:7]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 def run_once(cmd: list[str], setting: str) -> tuple[float, float]:

@@ -15,8 +15,8 @@ run, the same request count and output length. Until 2026-12-02 ours generated i
 server's tokens per word, about 25 server tokens (8%) shorter than the file's, and skipped the file's first rows for
 its warm-up. Now ours runs without its own warm-up (it would take the rows bench_serving measures) and
 bench_serving's warm-up (its first prompt, at most 32 tokens) is followed by its cache flush (`--flush-cache`), so
-neither tool's measured requests find a cached prefix. Per level, REPEATS runs of each tool in alternating order, the radix cache flushed before each
-run. Request-rate levels run too when our command takes --request-rate. Writes parity-raw.json (every run:
+neither tool's measured requests find a cached prefix. Per level, REPEATS runs of each tool in alternating order,
+the radix cache flushed before each run. Request-rate levels run too when our command takes --request-rate. Writes parity-raw.json (every run:
 command, figures, output tail) and parity-table.md (min/median/max per tool, the ratio of the medians, the goal);
 prints the table.
 """
