@@ -12,10 +12,10 @@ to 35% (results/gpu-h200/parity-2026-12-01). One dataset for both: our
 benchmark's own prompt text (bench.workload.build_prompt, --input-len words each) written as a ShareGPT file that
 both tools read (`--dataset-name sharegpt --sharegpt-output-len`), in the same seeded order: the same prompts per
 run, the same request count and output length. Until 2026-12-02 ours generated its own prompts, sized with the
-server's tokens per word, about 25 server tokens (8%) shorter than the file's, and skipped the file's first rows for
-its warm-up. Now ours runs without its own warm-up (it would take the rows bench_serving measures) and
-bench_serving's warm-up (its first prompt, at most 32 tokens) is followed by its cache flush (`--flush-cache`), so
-neither tool's measured requests find a cached prefix. Per level, REPEATS runs of each tool in alternating order,
+server's tokens per word, about 24 server tokens (8%) shorter than the file's, the first two for its warm-up. Now
+ours runs without its own warm-up (it would take the rows bench_serving measures; the discarded wave below warms the
+server instead) and bench_serving's warm-up (its first prompt, at most 32 output tokens) is followed by its cache
+flush (`--flush-cache`), so neither tool's measured requests find a cached prefix. Per level, REPEATS runs of each tool in alternating order,
 the radix cache flushed before each run. Request-rate levels run too when our command takes --request-rate. Writes parity-raw.json (every run:
 command, figures, output tail) and parity-table.md (min/median/max per tool, the ratio of the medians, the goal);
 prints the table.
@@ -27,6 +27,7 @@ import argparse
 import collections
 import datetime
 import json
+import math
 import os
 import signal
 import statistics
@@ -189,6 +190,20 @@ def table(runs: list[dict], levels: list[tuple[str, object]]) -> list[str]:
 WARMUP = "warmup"
 
 
+def warmup_requests(mode: str, level, waves: int) -> int:
+    """Requests of ours' discarded warm-up at a level: `waves` full waves at a concurrency, `waves` seconds of
+    arrivals at a request rate (at least one request)."""
+    return waves * (level if mode == "concurrency" else max(1, math.ceil(level)))
+
+
+def same_prompts(runs: list[dict]) -> bool:
+    """Whether the runs sent both tools the one file's prompts (ours with --dataset-path, since 2026-12-02) rather
+    than ours' own generated prompts: read from the commands stored with each run, so an older record's table keeps
+    its own description."""
+    ours = [r["cmd"] for r in runs if r.get("tool") == "ours" and r.get("cmd")]
+    return bool(ours) and all("--dataset-path" in cmd for cmd in ours)
+
+
 def _end_on_sigterm(*_) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM (timeout signals the group) must not cut the stop
     sys.exit(143)
@@ -229,9 +244,10 @@ def main(argv: list[str] | None = None) -> int:
         "--level-warmup",
         type=int,
         default=1,
-        help="waves of ours, discarded, at each concurrency level before its repeats (1; 0: none). Without it the "
-        "first level's first run is ours on a fresh server; on 2026-12-02 that run had a TTFT tail (p99 715 ms, "
-        "bench_serving's 245-262): a cold server is the guess, not shown",
+        help="ours' discarded warm-up at each level before its repeats, in waves: a full wave of requests at a "
+        "concurrency, a second of arrivals at a request rate (1; 0: none). Without it the first level's first run "
+        "is ours on a fresh server; on 2026-12-02 that run had a TTFT tail (p99 715 ms, bench_serving's 245-262): "
+        "a cold server is the guess, not shown",
     )
     ap.add_argument("--source", help="what code ran, for the record (e.g. the commit)")
     ap.add_argument(
@@ -285,10 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         meta["ready"] = server.wait_ready(timeout=600)
         meta["launch_argv"] = server.launch.argv
         for i, (mode, level, count) in enumerate(plan):
-            if mode == "concurrency" and args.level_warmup:
-                runs.append(
-                    run_one(server, "ours", mode, level, level * args.level_warmup, args, dataset, work, WARMUP)
-                )
+            if args.level_warmup:
+                count_w = warmup_requests(mode, level, args.level_warmup)
+                runs.append(run_one(server, "ours", mode, level, count_w, args, dataset, work, WARMUP))
                 print(json.dumps({k: runs[-1].get(k) for k in ("tool", "mode", "level", "repeat", "rc", "wall_s")}))
             for rep in range(args.repeats):
                 order = ("ours", "theirs") if (i + rep) % 2 == 0 else ("theirs", "ours")
@@ -312,6 +327,7 @@ def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
     """parity-table.md (and stdout): the levels that ran, in their order; a run cut short says which it missed. The
     level warm-ups are in parity-raw.json only."""
     settings = meta["settings"]
+    shared = same_prompts(runs)
     runs = [r for r in runs if r.get("repeat") != WARMUP]
     levels = list(dict.fromkeys((r["mode"], r["level"]) for r in runs))
     planned = [("concurrency", level) for level, _ in pairs(settings["levels"])]
@@ -322,11 +338,19 @@ def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
         f"# sglang-deploy bench vs sglang.bench_serving, {meta['date_utc']}",
         "",
         f"`{meta['command']}`; {meta['gpu']}; {settings['repeats']} repeats per level, "
-        "alternating order, radix cache flushed before each run; the same prompts (one ShareGPT file both tools "
-        f"read in the same seeded order), {settings['input_len']}-word prompts, {settings['output_len']} output "
-        f"tokens forced, bench_serving's warm-up {settings['warmup']} then its cache flushed, none in ours"
+        "alternating order, radix cache flushed before each run; "
         + (
-            f", and {settings['level_warmup']} wave(s) of ours, discarded, before each concurrency level."
+            "the same prompts (one ShareGPT file both tools read in the same seeded order), "
+            f"{settings['input_len']}-word prompts, {settings['output_len']} output tokens forced, bench_serving's "
+            f"warm-up {settings['warmup']} then its cache flushed, none in ours"
+            if shared
+            else f"bench_serving read a ShareGPT file of {settings['input_len']}-word prompts, ours generated its "
+            f"own (not the same: compare prompt_tokens_mean in parity-raw.json), {settings['output_len']} output "
+            f"tokens forced, warm-up {settings['warmup']} in each"
+        )
+        + (
+            f", and {settings['level_warmup']} wave(s) of ours, discarded, before each "
+            f"{'level' if shared else 'concurrency level'}."
             if settings.get("level_warmup", "0") != "0"
             else "."
         ),

@@ -35,7 +35,8 @@ def test_ours_accept_length_is_its_value_and_absent_without_nextn(tmp_path):
 def _run(tool: str, level: int, value: float, accept=None) -> dict:
     figures = {label: value for label, *_ in gpu_parity.FIGURES}
     figures["accept length"] = accept
-    return {"tool": tool, "mode": "concurrency", "level": level, "figures": figures}
+    cmd = "... --dataset-name sharegpt --dataset-path d.json ..."  # what main() ran since both read the one file
+    return {"tool": tool, "mode": "concurrency", "level": level, "figures": figures, "cmd": cmd}
 
 
 def test_table_ranks_accept_length_and_names_levels_cut_short(tmp_path):
@@ -48,8 +49,9 @@ def test_table_ranks_accept_length_and_names_levels_cut_short(tmp_path):
     gpu_parity.write_table(tmp_path, meta, runs)
     text = (tmp_path / "parity-table.md").read_text()
     assert (
-        "bench_serving's warm-up 2 then its cache flushed, none in ours, and 1 wave(s) of ours, discarded, before "
-        "each concurrency level." in text
+        "the same prompts (one ShareGPT file both tools read in the same seeded order), 256-word prompts, 256 output "
+        "tokens forced, bench_serving's warm-up 2 then its cache flushed, none in ours, and 1 wave(s) of ours, "
+        "discarded, before each level." in text
     )
     assert "Not measured (the run ended first): concurrency 32." in text
     assert (
@@ -101,3 +103,37 @@ def test_both_tools_send_the_same_prompts_of_one_file_and_no_cached_prefix(tmp_p
         assert _value(theirs, "--warmup-requests") == "2" and "--flush-cache" in theirs
     rows = json.loads(data.read_text())
     assert [r["conversations"][0]["value"].split(":")[0] for r in rows] == [f"Request {i}" for i in range(4)]
+
+
+def test_an_older_records_table_says_ours_sent_its_own_prompts(tmp_path):
+    """--table-only on a record made before both tools read the one file (ours' commands without --dataset-path)
+    must not call its prompts the same."""
+    runs = [{**_run("ours", 1, 10.0), "cmd": "bench --input-len 256"}, {**_run("theirs", 1, 10.0), "cmd": "x"}]
+    settings = {"repeats": "1", "levels": "1:16", "rates": "", "input_len": 256, "output_len": 256, "warmup": 2}
+    gpu_parity.write_table(tmp_path, {"date_utc": "d", "command": "c", "gpu": "g", "settings": settings}, runs)
+    text = (tmp_path / "parity-table.md").read_text()
+    assert "ours generated its own (not the same" in text and "the same prompts" not in text
+    assert "warm-up 2 in each." in text
+
+
+def test_a_warm_up_wave_at_every_level_a_rate_gets_a_second_of_arrivals():
+    assert gpu_parity.warmup_requests("concurrency", 32, 1) == 32
+    assert gpu_parity.warmup_requests("rate", 4, 1) == 4 and gpu_parity.warmup_requests("rate", 0.5, 2) == 2
+
+
+def test_ours_reads_a_sharegpt_file_in_bench_serving_s_seeded_order(tmp_path):
+    """bench_serving 0.5.16 (sglang/benchmark/datasets/sharegpt.py: sample_sharegpt_requests) seeds Python's
+    `random` with --seed before it samples, keeps the conversations of two turns or more, `random.shuffle`s them and
+    takes the first --num-prompts; ours must send the same rows in the same order (checked against the real one on
+    2026-12-02: the same 16 of 66 rows for seed 1)."""
+    import random
+
+    from sglang_deploy.host.bench import dataset
+
+    data = gpu_parity.write_dataset(tmp_path / "d.json", 66, 12)
+    for seed in (1, 7):
+        random.seed(seed)
+        pairs = [(c["conversations"][0]["value"], c["conversations"][1]["value"]) for c in json.loads(data.read_text())]
+        random.shuffle(pairs)
+        rows, pruned = dataset._sharegpt(data.read_text(), str(data), 16, seed)
+        assert pruned == 0 and [r.messages[0]["content"] for r in rows[:16]] == [p for p, _ in pairs[:16]]
