@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "tests"), str(REPO / "calibration")]
 
 from bench_client import free_port, proc_cpu_s  # noqa: E402  calibration/: the engine's own calibration
-from bench_serving_run import write_sharegpt, write_word_tokenizer  # noqa: E402
+from bench_serving_run import Stepped, write_sharegpt, write_word_tokenizer  # noqa: E402
 
 from sglang_deploy.host.readiness import wait_ready  # noqa: E402
 
@@ -87,50 +87,29 @@ def run_ours(url: str, dataset: Path, output_len: int, levels: list, emu_pid: in
 
 
 class Theirs:
-    """bench_serving's CLI in one pinned process (tests/bench_serving_run.py --step), a level per request."""
+    """bench_serving's CLI in one pinned process (tests/bench_serving_run.py's Stepped), a level per request."""
 
     def __init__(self, python: str, folder: Path, url: str, dataset: Path, tokenizer: Path, output_len, levels):
-        self.out, self.count = folder / "bench_serving.jsonl", 0
         common = ["--backend", "sglang-oai-chat", "--base-url", url, "--model", "emu", "--tokenizer", str(tokenizer)]
         common += ["--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--sharegpt-output-len"]
         common += [str(output_len), "--seed", str(SEED), "--warmup-requests", "1", "--disable-tqdm"]
         flags = [["--max-concurrency", str(c), "--num-prompts", str(n)] for c, n in levels]
         self.per_repeat = len(flags)
-        cmd = [python, str(REPO / "tests" / "bench_serving_run.py"), "--step", str(self.out), json.dumps(flags * 99)]
-        self.log = open(folder / "bench_serving.log", "wb")  # noqa: SIM115  closed in close()
-        self.proc = subprocess.Popen(
-            [*cmd, "--", *common],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            text=True,
-            preexec_fn=_pin(CLIENT_CPU),
-        )
-
-    def _until(self, marker: str) -> str:
-        for line in self.proc.stdout:
-            if line.startswith(marker):
-                return line
-        raise RuntimeError(f"bench_serving ended before {marker}; see {self.log.name}")
+        out, log = folder / "bench_serving.jsonl", folder / "bench_serving.log"
+        self.run = Stepped(python, out, flags * 99, common, log, preexec_fn=_pin(CLIENT_CPU))
 
     def repeat(self, emu_pid: int) -> list:
         out = []
         for _ in range(self.per_repeat):
-            self._until("READY")
             emu0 = proc_cpu_s(emu_pid)
-            self.proc.stdin.write("\n")
-            self.proc.stdin.flush()
-            cpu = json.loads(self._until("LEVEL")[6:])["cpu_s"]
+            row, spent = self.run.level()
             emu_cpu = proc_cpu_s(emu_pid) - emu0
-            row = json.loads(self.out.read_text().splitlines()[-1])
             tokens, duration = row["total_output_tokens"], row["duration"]
-            out.append({"cpu_s": cpu, "emu_cpu_s": emu_cpu, "tokens": tokens, "duration_s": duration})
+            out.append({"cpu_s": spent["cpu_s"], "emu_cpu_s": emu_cpu, "tokens": tokens, "duration_s": duration})
         return out
 
     def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-        self.log.close()
+        self.run.close()
 
 
 def figures(runs: list, c: int, rate: float, output_len: int) -> dict:

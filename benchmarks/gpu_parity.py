@@ -91,18 +91,24 @@ def ours_cmd(server, mode: str, level, count: int, args, dataset: Path, out: Pat
     return cmd + [args.ours_count_flag, str(count), "--json", str(out)]
 
 
-def theirs_cmd(server, mode: str, level, count: int, args, dataset: Path, out: Path) -> list[str]:
-    cmd = [sys.executable, "-m", "sglang.bench_serving", "--backend", "sglang-oai-chat", "--base-url", server.url]
+def theirs_cmd(server, mode: str, level, count: int, args, dataset: Path, out: Path, kept: bool = False) -> list[str]:
+    """bench_serving's command; kept: the --kept-alive probe, bench_serving with one kept-alive session
+    (tests/bench_serving_run.py --keepalive, which adds --output-file)."""
+    cmd = ["--backend", "sglang-oai-chat", "--base-url", server.url]
     cmd += ["--model", str(args.model), "--served-model-name", server.launch.args["served-model-name"]]
     cmd += ["--tokenizer", str(args.model)]
     cmd += ["--dataset-name", "sharegpt", "--dataset-path", str(dataset)]
     cmd += ["--sharegpt-output-len", str(args.output_len), "--num-prompts", str(count), "--seed", str(args.seed)]
-    cmd += ["--warmup-requests", str(args.warmup), "--flush-cache", "--output-file", str(out), "--disable-tqdm"]
+    cmd += ["--warmup-requests", str(args.warmup), "--flush-cache", "--disable-tqdm"]
     if mode == "rate":
         cmd += ["--request-rate", str(level)]
     else:
         cmd += ["--max-concurrency", str(level)]
-    return cmd + (["--output-details"] if args.details else [])
+    cmd += ["--output-details"] if args.details else []
+    if kept:
+        run = REPO / "tests" / "bench_serving_run.py"
+        return [sys.executable, str(run), "--keepalive", str(out), "[[]]", "--", *cmd]
+    return [sys.executable, "-m", "sglang.bench_serving", *cmd, "--output-file", str(out)]
 
 
 def figures(tool: str, out: Path) -> dict:
@@ -125,7 +131,7 @@ def run_one(server, tool: str, mode: str, level, count: int, args, dataset: Path
     if tool == "ours":
         cmd = ours_cmd(server, mode, level, count, args, dataset, out)
     else:
-        cmd = theirs_cmd(server, mode, level, count, args, dataset, out)
+        cmd = theirs_cmd(server, mode, level, count, args, dataset, out, kept=tool == KEPT)
     status = server.request("POST", "/flush_cache", timeout=30)[0]
     path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, **benchcmp.OFFLINE_ENV, "PYTHONPATH": path, "PARITY_KEY": server.api_key}
@@ -188,6 +194,35 @@ def table(runs: list[dict], levels: list[tuple[str, object]]) -> list[str]:
 
 # The repeat of a level's warm-up run (--level-warmup): in parity-raw.json, never in the table.
 WARMUP = "warmup"
+# The --kept-alive probe's third tool: bench_serving with kept-alive connections.
+KEPT = "theirs-kept-alive"
+PROBED = ("TTFT mean ms", "output tok/s", "TPOT mean ms")
+
+
+def probe_table(runs: list[dict], levels: list[tuple[str, object]]) -> list[str]:
+    """The --kept-alive probe (runs with figures): bench_serving with kept-alive connections beside bench_serving
+    and ours, ratios of the medians."""
+    lines = ["| mode | level | figure | kept-alive min / median / max | ratio to bench_serving | ratio to ours |"]
+    lines.append("|" + "---|" * 6)
+    for mode, level in levels:
+        vals = {
+            t: {
+                label: [r["figures"][label] for r in runs if (r["mode"], r["level"], r["tool"]) == (mode, level, t)]
+                for label in PROBED
+            }
+            for t in ("ours", "theirs", KEPT)
+        }
+        for label in PROBED:
+            kept, theirs, ours = (vals[t][label] for t in (KEPT, "theirs", "ours"))
+            if not (kept and theirs and ours):
+                continue
+            med = statistics.median(kept)
+            spread = " / ".join(f"{x:.4g}" for x in (min(kept), med, max(kept)))
+            lines.append(
+                f"| {mode} | {level} | {label} | {spread} | {med / statistics.median(theirs):.3f} | "
+                f"{med / statistics.median(ours):.3f} |"
+            )
+    return lines
 
 
 def warmup_requests(mode: str, level, waves: int) -> int:
@@ -249,6 +284,13 @@ def main(argv: list[str] | None = None) -> int:
         "is ours on a fresh server; on 2026-12-02 that run had a TTFT tail (p99 715 ms, bench_serving's 245-262): "
         "a cold server is the guess, not shown",
     )
+    ap.add_argument(
+        "--kept-alive",
+        action="store_true",
+        help="a probe: a third tool, bench_serving with one kept-alive session (ours keeps its connections; "
+        "bench_serving opens one per request inside its TTFT clock), in the same rotation; a second table compares "
+        "it with both (benchmarks/ttft_connect.py is the same on the emulator)",
+    )
     ap.add_argument("--source", help="what code ran, for the record (e.g. the commit)")
     ap.add_argument(
         "--table-only", action="store_true", help="only write OUT/parity-table.md from OUT/parity-raw.json (a cut run)"
@@ -305,8 +347,10 @@ def main(argv: list[str] | None = None) -> int:
                 count_w = warmup_requests(mode, level, args.level_warmup)
                 runs.append(run_one(server, "ours", mode, level, count_w, args, dataset, work, WARMUP))
                 print(json.dumps({k: runs[-1].get(k) for k in ("tool", "mode", "level", "repeat", "rc", "wall_s")}))
+            tools = ("ours", "theirs", KEPT) if args.kept_alive else ("ours", "theirs")
             for rep in range(args.repeats):
-                order = ("ours", "theirs") if (i + rep) % 2 == 0 else ("theirs", "ours")
+                turn = (i + rep) % len(tools)
+                order = tools[turn:] + tools[:turn]
                 for tool in order:
                     runs.append(run_one(server, tool, mode, level, count, args, dataset, work, rep))
                     print(
@@ -368,7 +412,10 @@ def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
             f"Fewer runs with figures than asked (cut short, or a run failed: see parity-raw.json): {', '.join(short)}.",
             "",
         ]
-    lines = header + table(runs, levels)
+    lines = header + table([r for r in runs if r["tool"] != KEPT], levels)
+    if any(r["tool"] == KEPT for r in runs):
+        lines += ["", "The --kept-alive probe (not a parity figure): bench_serving with kept-alive connections.", ""]
+        lines += probe_table([r for r in runs if "figures" in r], levels)
     (out / "parity-table.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -1,9 +1,10 @@
 """Run the real `python -m sglang.bench_serving` once per level in one process (importing sglang takes 20-30 s of
 CPU, so once, not per level), and say how much CPU each level took. Run it with a Python that has sglang
 (tests/bench_serving-requirements.txt); it imports nothing of this project.
-write_sharegpt and write_word_tokenizer make its dataset and tokenizer (the test and benchmarks/client_cpu.py).
+write_sharegpt and write_word_tokenizer make its dataset and tokenizer, and Stepped runs this script with --step for
+tests/test_bench_serving_real.py, benchmarks/client_cpu.py and benchmarks/ttft_connect.py.
 
-    PYTHON tests/bench_serving_run.py [--step] OUT.jsonl '[["--max-concurrency", "4", "--num-prompts", "16"], ...]' \
+    PYTHON tests/bench_serving_run.py [--step] [--keepalive] OUT.jsonl '[["--max-concurrency", "4", ...], ...]' \
         -- COMMON BENCH_SERVING FLAGS...
 
 Each level runs as `sglang.bench_serving <common flags> <level flags> --output-file OUT.jsonl` through
@@ -11,6 +12,9 @@ bench_serving's own command line (sglang.benchmark.serving.cli_main), so it appe
 After each level this prints one line `LEVEL {"cpu_s": ..., "wall_s": ...}`: this process's user + system CPU
 seconds and the wall seconds of that level (its warm-up and 1 s pause included). With --step it prints `READY`
 and waits for a line on standard input before each level (so another tool can run between the levels).
+--keepalive makes bench_serving reuse one aiohttp session per event loop, so kept-alive connections as ours, where
+it opens a new session and connection per request inside its TTFT clock: a probe of what that costs
+(benchmarks/ttft_connect.py), never a way to report bench_serving's figures.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import subprocess
 import sys
 import time
 import warnings
@@ -64,18 +69,86 @@ def write_word_tokenizer(folder: Path, dataset: Path) -> Path:
     return out
 
 
+def keep_connections_alive(serving) -> None:
+    """Patch bench_serving to reuse one session per event loop (it looks its session factory up per request)."""
+    import asyncio
+
+    make, sessions = serving._create_bench_client_session, {}
+
+    class Kept:
+        async def __aenter__(self):
+            loop = asyncio.get_running_loop()
+            if loop not in sessions or sessions[loop].closed:
+                sessions[loop] = make()
+            return sessions[loop]
+
+        async def __aexit__(self, *exc) -> bool:
+            return False
+
+    serving._create_bench_client_session = Kept
+
+
+class Stepped:
+    """This script with --step in a child process of `python`: bench_serving imported once, a level per level()."""
+
+    def __init__(self, python: str, out: Path, levels: list, common: list, log: Path, keepalive=False, preexec_fn=None):
+        self.out = out
+        cmd = [
+            python,
+            str(Path(__file__).resolve()),
+            "--step",
+            *(["--keepalive"] if keepalive else []),
+            str(out),
+            json.dumps(levels),
+        ]
+        self.log = open(log, "wb")  # noqa: SIM115  closed in close()
+        self.proc = subprocess.Popen(
+            [*cmd, "--", *common],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+            preexec_fn=preexec_fn,
+        )
+
+    def _until(self, marker: str) -> str:
+        for line in self.proc.stdout:
+            if line.startswith(marker):
+                return line
+        self.proc.wait(30)
+        tail = Path(self.log.name).read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"bench_serving exited {self.proc.returncode} before {marker}: {tail}")
+
+    def level(self) -> tuple[dict, dict]:
+        """Runs the next level: bench_serving's result line, and the child's {"cpu_s", "wall_s"} for it."""
+        self._until("READY")
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        spent = json.loads(self._until("LEVEL")[6:])
+        return json.loads(self.out.read_text().splitlines()[-1]), spent
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.log.close()
+
+
 def _cpu() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
 
 
 def main(argv: list) -> int:
-    step = argv[:1] == ["--step"]
-    argv = argv[1:] if step else argv
+    step = "--step" in argv[:2]
+    keepalive = "--keepalive" in argv[:2]
+    argv = argv[step + keepalive :]
     out, levels, common = argv[0], json.loads(argv[1]), argv[3:] if argv[2:3] == ["--"] else argv[2:]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # sglang.bench_serving is the deprecated name of this module
         from sglang.benchmark import serving
+    if keepalive:
+        keep_connections_alive(serving)
     print("IMPORTED", json.dumps({"cpu_s": _cpu()}), flush=True)
     for flags in levels:
         if step:

@@ -34,8 +34,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from bench_serving_run import write_sharegpt, write_word_tokenizer
-from emulator_proc import REPO, Emulator
+from bench_serving_run import Stepped, write_sharegpt, write_word_tokenizer
+from emulator_proc import Emulator
 
 from sglang_deploy.host import bench
 from sglang_deploy.host.bench import workload
@@ -84,46 +84,13 @@ def bench_serving_python() -> str:
     return python
 
 
-class BenchServing:
-    """tests/bench_serving_run.py --step: bench_serving imported once, one level per next()."""
-
-    def __init__(self, python: str, tmp_path: Path, url: str, dataset: Path, tokenizer: Path):
-        self.out = tmp_path / "bench_serving.jsonl"
-        self.log = tmp_path / "bench_serving.log"
-        common = ["--backend", "sglang-oai-chat", "--base-url", url, "--model", "qwen", "--tokenizer", str(tokenizer)]
-        common += [
-            "--dataset-name",
-            "sharegpt",
-            "--dataset-path",
-            str(dataset),
-            "--sharegpt-output-len",
-            str(OUTPUT_LEN),
-        ]
-        common += ["--seed", str(SEED), "--warmup-requests", "1", "--disable-tqdm", "--ready-check-timeout-sec", "10"]
-        levels = json.dumps([flags for _, _, flags in LEVELS])
-        cmd = [python, str(REPO / "tests" / "bench_serving_run.py"), "--step", str(self.out), levels, "--", *common]
-        with open(self.log, "wb") as err:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True)
-
-    def _until(self, marker: str) -> str:
-        for line in self.proc.stdout:
-            if line.startswith(marker):
-                return line
-        self.proc.wait(30)
-        tail = self.log.read_text(errors="replace")[-3000:]
-        raise AssertionError(f"bench_serving exited {self.proc.returncode} before {marker}: {tail}")
-
-    def level(self) -> dict:
-        self._until("READY")
-        self.proc.stdin.write("\n")
-        self.proc.stdin.flush()
-        self._until("LEVEL")
-        return json.loads(self.out.read_text().splitlines()[-1])
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
+def bench_serving(python: str, tmp_path: Path, url: str, dataset: Path, tokenizer: Path) -> Stepped:
+    """bench_serving imported once in a child process, one of LEVELS per level()."""
+    common = ["--backend", "sglang-oai-chat", "--base-url", url, "--model", "qwen", "--tokenizer", str(tokenizer)]
+    common += ["--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--sharegpt-output-len", str(OUTPUT_LEN)]
+    common += ["--seed", str(SEED), "--warmup-requests", "1", "--disable-tqdm", "--ready-check-timeout-sec", "10"]
+    levels = [flags for _, _, flags in LEVELS]
+    return Stepped(python, tmp_path / "bench_serving.jsonl", levels, common, tmp_path / "bench_serving.log")
 
 
 def favour(*pids: int) -> None:
@@ -166,13 +133,13 @@ def test_our_figures_equal_bench_servings_on_the_emulator(tmp_path):
     dataset = write_sharegpt(tmp_path / "sharegpt.json", [build_prompt(i, INPUT_LEN) for i in range(64)])
     tokenizer = write_word_tokenizer(tmp_path, dataset)
     emu = Emulator(tmp_path, decode_tok_s=RATE, ttft_ms=TTFT_MS).wait_ready()
-    theirs_run = BenchServing(python, tmp_path, emu.url, dataset, tokenizer)
+    theirs_run = bench_serving(python, tmp_path, emu.url, dataset, tokenizer)
     own_nice = os.getpriority(os.PRIO_PROCESS, 0)
     favour(0, emu.proc.pid, theirs_run.proc.pid)
     try:
         problems, table = [], []
         for label, settings, _ in LEVELS:
-            theirs = theirs_run.level()
+            theirs = theirs_run.level()[0]
             mine = ours(emu.url, dataset, settings)
             assert mine["failed"] == 0 and theirs["completed"] == settings["requests"], (mine["errors"], theirs)
             assert mine["output_len_mismatch"]["count"] == 0, mine["output_len_mismatch"]

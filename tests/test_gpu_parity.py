@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+import bench_serving_run  # noqa: E402  tests/
 import gpu_parity  # noqa: E402
 
 
@@ -66,8 +70,6 @@ def test_table_ranks_accept_length_and_names_levels_cut_short(tmp_path):
 
 
 def test_details_ask_both_tools_for_each_requests_times():
-    from types import SimpleNamespace
-
     args = SimpleNamespace(input_len=256, output_len=256, warmup=2, seed=1, model=Path("/m"), details=True)
     args.ours_count_flag = "--requests"
     server = SimpleNamespace(url="http://127.0.0.1:1", launch=SimpleNamespace(args={"served-model-name": "m"}))
@@ -86,8 +88,6 @@ def test_both_tools_send_the_same_prompts_of_one_file_and_no_cached_prefix(tmp_p
     """Both read the one ShareGPT file with the same seed (ours samples it in bench_serving's seeded order: see
     docs/benchmark.md); ours takes no warm-up, which would use the rows bench_serving measures; bench_serving flushes
     the cache its warm-up filled with its first prompt."""
-    from types import SimpleNamespace
-
     args = SimpleNamespace(input_len=256, output_len=128, warmup=2, seed=7, model=Path("/m"), details=False)
     args.ours_count_flag = "--num-prompts"
     server = SimpleNamespace(url="http://127.0.0.1:1", launch=SimpleNamespace(args={"served-model-name": "m"}))
@@ -137,3 +137,43 @@ def test_ours_reads_a_sharegpt_file_in_bench_serving_s_seeded_order(tmp_path):
         random.shuffle(pairs)
         rows, pruned = dataset._sharegpt(data.read_text(), str(data), 16, seed)
         assert pruned == 0 and [r.messages[0]["content"] for r in rows[:16]] == [p for p, _ in pairs[:16]]
+
+
+def test_the_kept_alive_probe_runs_bench_serving_with_one_session_and_gets_a_table_of_its_own(tmp_path):
+    server = SimpleNamespace(url="http://h:1", launch=SimpleNamespace(args={"served-model-name": "tiny"}))
+    args = argparse.Namespace(model=Path("/m"), output_len=8, seed=1, warmup=2, details=False)
+    out = tmp_path / "k.jsonl"
+    plain = gpu_parity.theirs_cmd(server, "concurrency", 8, 64, args, Path("d.json"), out)
+    kept = gpu_parity.theirs_cmd(server, "concurrency", 8, 64, args, Path("d.json"), out, kept=True)
+    assert plain[1:3] == ["-m", "sglang.bench_serving"] and plain[-2:] == ["--output-file", str(out)]
+    # the same flags through tests/bench_serving_run.py, which patches the session and adds --output-file itself
+    assert kept[1].endswith("tests/bench_serving_run.py") and kept[2:6] == ["--keepalive", str(out), "[[]]", "--"]
+    assert kept[6:] == plain[3:-2]
+    runs = [_run(t, 8, v) for t, v in (("ours", 10.0), ("theirs", 12.0), (gpu_parity.KEPT, 11.0))]
+    lines = gpu_parity.probe_table(runs, [("concurrency", 8)])
+    assert "| concurrency | 8 | TTFT mean ms | 11 / 11 / 11 | 0.917 | 1.100 |" in lines
+    settings = {"repeats": "1", "levels": "8:64", "rates": "", "input_len": 256, "output_len": 256, "warmup": 2}
+    raw = {"date_utc": "d", "command": "c", "gpu": "g", "settings": settings}
+    gpu_parity.write_table(tmp_path, raw, runs)
+    text = (tmp_path / "parity-table.md").read_text()
+    assert "The --kept-alive probe" in text and text.count("| concurrency | 8 | TTFT mean ms |") == 2
+
+
+def test_the_keepalive_patch_reuses_one_session_per_event_loop():
+    made = []
+
+    class Session:
+        closed = False
+
+    serving = SimpleNamespace(_create_bench_client_session=lambda: made.append(Session()) or made[-1])
+    bench_serving_run.keep_connections_alive(serving)
+
+    async def two_requests():
+        async with serving._create_bench_client_session() as a, serving._create_bench_client_session() as b:
+            return a, b
+
+    a, b = asyncio.run(two_requests())
+    assert a is b and len(made) == 1
+    a.closed = True  # a closed session is replaced; another loop (bench_serving's next level) gets its own
+    c, _ = asyncio.run(two_requests())
+    assert c is not a and len(made) == 2
