@@ -99,7 +99,9 @@ def theirs_cmd(server, mode: str, level, count: int, args, dataset: Path, out: P
     cmd += ["--tokenizer", str(args.model)]
     cmd += ["--dataset-name", "sharegpt", "--dataset-path", str(dataset)]
     cmd += ["--sharegpt-output-len", str(args.output_len), "--num-prompts", str(count), "--seed", str(args.seed)]
-    cmd += ["--warmup-requests", str(args.warmup), "--flush-cache", "--disable-tqdm"]
+    # kept: a warm-up as wide as the level opens its connections before the clock, as ours opens them before a level
+    warmup = max(args.warmup, level) if kept and mode == "concurrency" else args.warmup
+    cmd += ["--warmup-requests", str(warmup), "--flush-cache", "--disable-tqdm"]
     if mode == "rate":
         cmd += ["--request-rate", str(level)]
     else:
@@ -213,7 +215,7 @@ def probe_table(runs: list[dict], levels: list[tuple[str, object]]) -> list[str]
             for t in ("ours", "theirs", KEPT)
         }
         for label in PROBED:
-            kept, theirs, ours = (vals[t][label] for t in (KEPT, "theirs", "ours"))
+            kept, theirs, ours = ([v for v in vals[t][label] if v is not None] for t in (KEPT, "theirs", "ours"))
             if not (kept and theirs and ours):
                 continue
             med = statistics.median(kept)
@@ -223,6 +225,12 @@ def probe_table(runs: list[dict], levels: list[tuple[str, object]]) -> list[str]
                 f"{med / statistics.median(ours):.3f} |"
             )
     return lines
+
+
+def rotation(tools: tuple, turn: int) -> tuple:
+    """The tools' order in a turn: each tool first in turn, as many turns as tools (two tools: alternating)."""
+    turn %= len(tools)
+    return tools[turn:] + tools[:turn]
 
 
 def warmup_requests(mode: str, level, waves: int) -> int:
@@ -349,8 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps({k: runs[-1].get(k) for k in ("tool", "mode", "level", "repeat", "rc", "wall_s")}))
             tools = ("ours", "theirs", KEPT) if args.kept_alive else ("ours", "theirs")
             for rep in range(args.repeats):
-                turn = (i + rep) % len(tools)
-                order = tools[turn:] + tools[:turn]
+                order = rotation(tools, i + rep)
                 for tool in order:
                     runs.append(run_one(server, tool, mode, level, count, args, dataset, work, rep))
                     print(
@@ -364,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         meta["stop"] = server.stop()
         (out / "parity-raw.json").write_text(json.dumps({**meta, "runs": runs}, indent=1))
     write_table(out, meta, runs)
-    return 0 if all(r["rc"] == 0 for r in runs if r["repeat"] != WARMUP) else 1
+    return 0 if all(r["rc"] == 0 for r in runs if r["repeat"] != WARMUP and r["tool"] != KEPT) else 1
 
 
 def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
@@ -382,7 +389,12 @@ def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
         f"# sglang-deploy bench vs sglang.bench_serving, {meta['date_utc']}",
         "",
         f"`{meta['command']}`; {meta['gpu']}; {settings['repeats']} repeats per level, "
-        "alternating order, radix cache flushed before each run; "
+        + (
+            "in rotation with the --kept-alive probe, "
+            if settings.get("kept_alive") == "True"
+            else "alternating order, "
+        )
+        + "radix cache flushed before each run; "
         + (
             "the same prompts (one ShareGPT file both tools read in the same seeded order), "
             f"{settings['input_len']}-word prompts, {settings['output_len']} output tokens forced, bench_serving's "
@@ -403,7 +415,8 @@ def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
     if missing:
         header += [f"Not measured (the run ended first): {', '.join(missing)}.", ""]
     measured = collections.Counter((r["mode"], r["level"], r["tool"]) for r in runs if "figures" in r)
-    fewest = {(mode, level): min(measured[mode, level, t] for t in ("ours", "theirs")) for mode, level in levels}
+    tools = ("ours", "theirs", KEPT) if settings.get("kept_alive") == "True" else ("ours", "theirs")
+    fewest = {(mode, level): min(measured[mode, level, t] for t in tools) for mode, level in levels}
     short = [
         f"{m} {lv} ({n} of {settings['repeats']})" for (m, lv), n in fewest.items() if n < int(settings["repeats"])
     ]

@@ -9,10 +9,12 @@ bench_serving with kept-alive connections, side by side on the emulator (issue 2
 VENV holds the real bench_serving (tests/bench_serving-requirements.txt). bench_serving opens one aiohttp session,
 so one TCP connection, per request and starts its TTFT clock before the connect; ours keeps one connection per
 concurrent worker, opened before the level. The third tool is bench_serving with its session factory patched to
-reuse one session (tests/bench_serving_run.py --keepalive). The emulator sends every stream's first token --ttft-ms
+reuse one session (tests/bench_serving_run.py --keepalive) and a warm-up of as many requests as the level's
+concurrency, which opens its connections before the clock. The emulator sends every stream's first token --ttft-ms
 after the request arrives, then --rate tokens/s, whatever the client: a tool's TTFT above --ttft-ms is its own
-client's time. Each client is pinned to CPU 0 and the emulator to CPU 1 (a GPU host gives the client a core of its
-own); the three tools take turns, the first rotating per repeat. Prints min / median / max per tool and level.
+client's time. The clients run one at a time, each pinned to CPU 0, the emulator to CPU 1; the three take turns,
+the first rotating per repeat (give --repeats a multiple of 3 for each tool in each place equally). Prints min /
+median / max per tool and level.
 """
 
 from __future__ import annotations
@@ -50,7 +52,9 @@ def theirs(python: str, folder: Path, url: str, dataset: Path, tokenizer: Path, 
     common = ["--backend", "sglang-oai-chat", "--base-url", url, "--model", "qwen", "--tokenizer", str(tokenizer)]
     common += ["--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--sharegpt-output-len"]
     common += [str(args.output_len), "--seed", str(SEED), "--warmup-requests", "1", "--disable-tqdm"]
-    flags = [["--max-concurrency", str(c), "--num-prompts", str(n)] for c, n in args.levels] * args.repeats
+    # kept alive: a warm-up as wide as the level opens its connections before the clock, as ours does before a level
+    warm = (lambda c: ["--warmup-requests", str(c)]) if keepalive else (lambda c: [])
+    flags = [["--max-concurrency", str(c), "--num-prompts", str(n), *warm(c)] for c, n in args.levels] * args.repeats
     out, log = folder / f"{name}.jsonl", folder / f"{name}.log"
     return Stepped(python, out, flags, common, log, keepalive=keepalive, preexec_fn=_pin)
 

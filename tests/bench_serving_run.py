@@ -12,9 +12,9 @@ bench_serving's own command line (sglang.benchmark.serving.cli_main), so it appe
 After each level this prints one line `LEVEL {"cpu_s": ..., "wall_s": ...}`: this process's user + system CPU
 seconds and the wall seconds of that level (its warm-up and 1 s pause included). With --step it prints `READY`
 and waits for a line on standard input before each level (so another tool can run between the levels).
---keepalive makes bench_serving reuse one aiohttp session per event loop, so kept-alive connections as ours, where
-it opens a new session and connection per request inside its TTFT clock: a probe of what that costs
-(benchmarks/ttft_connect.py), never a way to report bench_serving's figures.
+--keepalive makes bench_serving reuse one aiohttp session per level, so kept-alive connections as ours, where it
+makes a new session per request (before its TTFT clock starts) and so connects inside that clock: a probe of what
+that costs (benchmarks/ttft_connect.py, gpu_parity.py --kept-alive), never a way to report bench_serving's figures.
 """
 
 from __future__ import annotations
@@ -70,22 +70,32 @@ def write_word_tokenizer(folder: Path, dataset: Path) -> Path:
 
 
 def keep_connections_alive(serving) -> None:
-    """Patch bench_serving to reuse one session per event loop (it looks its session factory up per request)."""
+    """Patch bench_serving to reuse one session per run (it looks its session factory and its benchmark coroutine up
+    by name): the session is made at the first request of a level's event loop and closed when that level's
+    benchmark ends. aiohttp's default pool holds 100 connections: more requests in flight would queue."""
     import asyncio
 
-    make, sessions = serving._create_bench_client_session, {}
+    make, run, sessions = serving._create_bench_client_session, serving.benchmark, {}
 
     class Kept:
         async def __aenter__(self):
             loop = asyncio.get_running_loop()
-            if loop not in sessions or sessions[loop].closed:
+            if loop not in sessions:
                 sessions[loop] = make()
             return sessions[loop]
 
         async def __aexit__(self, *exc) -> bool:
             return False
 
-    serving._create_bench_client_session = Kept
+    async def benchmark(*args, **kwargs):
+        try:
+            return await run(*args, **kwargs)
+        finally:
+            session = sessions.pop(asyncio.get_running_loop(), None)
+            if session is not None:
+                await session.close()
+
+    serving._create_bench_client_session, serving.benchmark = Kept, benchmark
 
 
 class Stepped:
@@ -139,11 +149,19 @@ def _cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+def parse(argv: list) -> tuple[set, str, list, list]:
+    """[--step] [--keepalive] OUT LEVELS [--] COMMON... -> (the options given, OUT, the levels, the common flags)."""
+    argv, options = list(argv), set()
+    while argv and argv[0] in ("--step", "--keepalive"):
+        options.add(argv.pop(0))
+    if len(argv) < 2:
+        raise SystemExit(__doc__)
+    return options, argv[0], json.loads(argv[1]), argv[3:] if argv[2:3] == ["--"] else argv[2:]
+
+
 def main(argv: list) -> int:
-    step = "--step" in argv[:2]
-    keepalive = "--keepalive" in argv[:2]
-    argv = argv[step + keepalive :]
-    out, levels, common = argv[0], json.loads(argv[1]), argv[3:] if argv[2:3] == ["--"] else argv[2:]
+    options, out, levels, common = parse(argv)
+    step, keepalive = "--step" in options, "--keepalive" in options
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # sglang.bench_serving is the deprecated name of this module
         from sglang.benchmark import serving

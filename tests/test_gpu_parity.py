@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
@@ -148,7 +150,9 @@ def test_the_kept_alive_probe_runs_bench_serving_with_one_session_and_gets_a_tab
     assert plain[1:3] == ["-m", "sglang.bench_serving"] and plain[-2:] == ["--output-file", str(out)]
     # the same flags through tests/bench_serving_run.py, which patches the session and adds --output-file itself
     assert kept[1].endswith("tests/bench_serving_run.py") and kept[2:6] == ["--keepalive", str(out), "[[]]", "--"]
-    assert kept[6:] == plain[3:-2]
+    # the same flags but a warm-up as wide as the level (8), which opens its 8 connections before the clock
+    warm = plain.index("--warmup-requests") + 1
+    assert plain[warm] == "2" and kept[6:] == plain[3:warm] + ["8"] + plain[warm + 1 : -2]
     runs = [_run(t, 8, v) for t, v in (("ours", 10.0), ("theirs", 12.0), (gpu_parity.KEPT, 11.0))]
     lines = gpu_parity.probe_table(runs, [("concurrency", 8)])
     assert "| concurrency | 8 | TTFT mean ms | 11 / 11 / 11 | 0.917 | 1.100 |" in lines
@@ -159,21 +163,44 @@ def test_the_kept_alive_probe_runs_bench_serving_with_one_session_and_gets_a_tab
     assert "The --kept-alive probe" in text and text.count("| concurrency | 8 | TTFT mean ms |") == 2
 
 
-def test_the_keepalive_patch_reuses_one_session_per_event_loop():
+def test_the_keepalive_patch_reuses_one_session_per_level_and_closes_it_at_the_levels_end():
     made = []
 
     class Session:
         closed = False
 
-    serving = SimpleNamespace(_create_bench_client_session=lambda: made.append(Session()) or made[-1])
-    bench_serving_run.keep_connections_alive(serving)
+        async def close(self):
+            self.closed = True
 
-    async def two_requests():
+    async def benchmark():  # bench_serving's coroutine of a level: requests in one event loop
         async with serving._create_bench_client_session() as a, serving._create_bench_client_session() as b:
-            return a, b
+            return a, b, a.closed
 
-    a, b = asyncio.run(two_requests())
-    assert a is b and len(made) == 1
-    a.closed = True  # a closed session is replaced; another loop (bench_serving's next level) gets its own
-    c, _ = asyncio.run(two_requests())
+    serving = SimpleNamespace(_create_bench_client_session=lambda: made.append(Session()) or made[-1])
+    serving.benchmark = benchmark
+    bench_serving_run.keep_connections_alive(serving)
+    a, b, closed_while_running = asyncio.run(serving.benchmark())
+    assert a is b and len(made) == 1 and not closed_while_running and a.closed
+    c, _, _ = asyncio.run(serving.benchmark())  # the next level: a session of its own
     assert c is not a and len(made) == 2
+
+
+def test_the_bench_serving_runner_reads_its_options_in_either_order():
+    want = ({"--step", "--keepalive"}, "o.jsonl", [["-a"]], ["--x", "1"])
+    assert bench_serving_run.parse(["--keepalive", "--step", "o.jsonl", '[["-a"]]', "--", "--x", "1"]) == want
+    assert bench_serving_run.parse(["--step", "--keepalive", "o.jsonl", '[["-a"]]', "--x", "1"]) == want
+    assert bench_serving_run.parse(["o.jsonl", "[]"]) == (set(), "o.jsonl", [], [])
+    with pytest.raises(SystemExit):
+        bench_serving_run.parse(["--step", "o.jsonl"])
+
+
+def test_three_tools_rotate_each_first_once_in_three_turns_and_two_alternate():
+    tools = ("ours", "theirs", gpu_parity.KEPT)
+    turns = [gpu_parity.rotation(tools, t) for t in range(3)]
+    assert all(sorted(order) == sorted(tools) for order in turns)
+    assert [[order.index(t) for order in turns] for t in tools] == [[0, 2, 1], [1, 0, 2], [2, 1, 0]]
+    assert [gpu_parity.rotation(("ours", "theirs"), t) for t in (0, 1, 2)] == [
+        ("ours", "theirs"),
+        ("theirs", "ours"),
+        ("ours", "theirs"),
+    ]
