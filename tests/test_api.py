@@ -217,6 +217,31 @@ def test_compare_measures_each_profile_then_restores_what_each_host_served(monke
     assert comp.ok and len(comp.restores) == 2
 
 
+def test_compare_measures_what_served_before_last_and_restores_only_the_hosts_it_did_not_leave_on_it(monkeypatch):
+    """The profile most hosts served before is measured last (the report keeps the order given): the hosts whose
+    deploy of it passed end on it and are not deployed again; a host where it failed, or that served another, is."""
+    was = {"a": "p1", "b": "p2", "d": "p1", "e": "p1"}
+    found = {h: SimpleNamespace(serving=True, profile=p, last_good_profile=p) for h, p in was.items()}
+    monkeypatch.setattr(api.operations, "status", lambda **kw: SimpleNamespace(hosts=found))
+    deploys = []
+
+    def deploy(profile, inventory=None, limit=None, extravars=None, on_event=None):
+        deploys.append((profile, limit))
+        hosts = {h: api.HostOutcome(ok=1) for h in was}
+        if profile == "p1" and limit == "all":  # e: its server did not come up, rolled back
+            hosts["e"] = api.HostOutcome(ok=1, failed=1, rescued=1)
+        return api.RunResult(playbook="site.yml", status="successful", rc=0, hosts=hosts)
+
+    monkeypatch.setattr(api.operations, "deploy", deploy)
+    comp = api.compare(["p1", "p2", "x"], limit="all")
+    assert deploys == [("p2", "all"), ("x", "all"), ("p1", "all"), ("p2", "b"), ("p1", "e")]
+    assert comp.profiles == ["p1", "p2", "x"] and len(comp.restores) == 2
+    # one profile named for every host: nothing left to restore once it was measured last and passed
+    deploys.clear()
+    comp = api.compare(["p2", "p1"], limit="all", restore="p2")
+    assert deploys == [("p1", "all"), ("p2", "all")] and comp.restores == []
+
+
 def test_parse_status():
     unit = "Description=SGLang server, profile other\nLoadState=loaded\nActiveState=active\nSubState=running\n"
     got = api.parse_status(
@@ -356,8 +381,10 @@ def test_compare_benchmarks_each_profile_and_restores(baseline_with_key, tmp_pat
             )
         )
     assert comp.emulated and comp.workload["same_for_all"]
-    # What served before (baseline) serves again, restored without a benchmark.
-    assert [(r.profile, r.ok, r.benchmarks) for r in comp.restores] == [("baseline", True, {})]
+    # What served before (baseline) was measured last, so it serves again with no restore.
+    assert comp.restores == []
+    found = api.status()
+    assert found.hosts[LAB_HOST].profile == "baseline" and found.hosts[LAB_HOST].serving
     out = compare_report.write_report(comp, tmp_path / "cmp")
     assert (out / "compare.png").stat().st_size > 10_000
 

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
+from .results import RunResult
 from .rollout import Rollout
 from .runner import EventHandler
 
@@ -26,7 +29,8 @@ def compare(
     through the router (sglang_fleet_benchmark).
 
     The restored profile is `restore`, or per host the profile status() found serving (else its last good one);
-    the restore deploys without a benchmark. Returns a compare_report.Comparison; a profile that failed to deploy is
+    the restore deploys without a benchmark. The restored profile most hosts share, when it is one of `profiles`, is
+    measured last: the hosts it deployed on end on it, and only the others are restored. Returns a compare_report.Comparison; a profile that failed to deploy is
     in it with its failures and no figures. `objectives` (tune.Objective, e.g. sla_rate_req_s or goodput_req_s at a
     level) rank the profiles, those outside a `limits` (tune.Limit) last.
     """
@@ -37,15 +41,36 @@ def compare(
     rollout = Rollout(inventory, limit, extravars, on_event)
     settings = {k: v for k, v in rollout.extravars.items() if k.startswith("sglang_benchmark_")}
     before = rollout.serving() if restore is None else restore
+    order = measuring_order(profiles, before)
     runs = {}
-    for i, name in enumerate(profiles, 1):
-        rollout.phase(f"profile {i}/{len(profiles)}: {name}")
+    for i, name in enumerate(order, 1):
+        rollout.phase(f"profile {i}/{len(order)}: {name}")
         runs[name] = rollout.deploy(name, {**MEASURE_ON_FLEET, **rollout.extravars})
         if runs[name].status == "canceled":  # Ctrl-C: stop here, restore nothing
             return compare_report.build_comparison(
                 profiles, runs, settings=settings, objectives=objectives, limits=limits
             )
-    restores = rollout.restore(before)
+    restores = rollout.restore(left_to_restore(before, order[-1], runs[order[-1]]))
     return compare_report.build_comparison(
         profiles, runs, restores=restores, settings=settings, objectives=objectives, limits=limits
     )
+
+
+def measuring_order(profiles: list, before: dict | str) -> list:
+    """`profiles` in the order given, but with the one most hosts are to be restored to (the first given of a tie)
+    last, when it is among them."""
+    wanted = Counter(p for p in ([before] if isinstance(before, str) else before.values()) if p in profiles)
+    if not wanted:
+        return list(profiles)
+    last = max(wanted, key=lambda p: (wanted[p], -profiles.index(p)))
+    return [p for p in profiles if p != last] + [last]
+
+
+def left_to_restore(before: dict | str, last: str, run: RunResult) -> dict | str:
+    """What the restore still has to deploy after `run`, the last measured profile's deploy: `before` less what
+    serves `last` already. `before` names one profile for every host (nothing left when it is `last` and `run`
+    passed) or maps host -> profile (None for a host that `run` left on its profile: no failure, no rescue)."""
+    if isinstance(before, str):
+        return {} if before == last and run.ok else before
+    served = {h for h, outcome in run.hosts.items() if outcome.state in ("ok", "changed") and not outcome.rescued}
+    return {h: None if (p == last and h in served) else p for h, p in before.items()}

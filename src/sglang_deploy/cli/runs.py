@@ -71,7 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         parents=[common],
         help="benchmark several profiles in turn and report",
         description="Deploy and benchmark each PROFILE in turn on the same hosts with the same "
-        "settings, restore the profile that served before (no benchmark), print the comparison and "
+        "settings (the one that serves now last, so that its hosts end on it), restore the profile that served "
+        "before where it does not serve (no benchmark), print the comparison and "
         "write report.md, compare.png and comparison.json under results/compare-<time>/. " + PROGRESS,
     )
     p.add_argument("profiles", nargs="+", metavar="PROFILE", help="two or more profiles; ratios are to the first")
