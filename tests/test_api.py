@@ -217,29 +217,74 @@ def test_compare_measures_each_profile_then_restores_what_each_host_served(monke
     assert comp.ok and len(comp.restores) == 2
 
 
-def test_compare_measures_what_served_before_last_and_restores_only_the_hosts_it_did_not_leave_on_it(monkeypatch):
-    """The profile most hosts served before is measured last (the report keeps the order given): the hosts whose
-    deploy of it passed end on it and are not deployed again; a host where it failed, or that served another, is."""
-    was = {"a": "p1", "b": "p2", "d": "p1", "e": "p1"}
+def _compare_with(monkeypatch, was: dict, roll):
+    """compare() against stand-in playbooks: hosts serving `was` before; roll(profile, limit) -> (rows of the run's
+    summary, whether it passed). Returns the list of (profile, limit) deploys it makes."""
     found = {h: SimpleNamespace(serving=True, profile=p, last_good_profile=p) for h, p in was.items()}
     monkeypatch.setattr(api.operations, "status", lambda **kw: SimpleNamespace(hosts=found))
     deploys = []
 
     def deploy(profile, inventory=None, limit=None, extravars=None, on_event=None):
         deploys.append((profile, limit))
-        hosts = {h: api.HostOutcome(ok=1) for h in was}
-        if profile == "p1" and limit == "all":  # e: its server did not come up, rolled back
-            hosts["e"] = api.HostOutcome(ok=1, failed=1, rescued=1)
-        return api.RunResult(playbook="site.yml", status="successful", rc=0, hosts=hosts)
+        rows, passed = roll(profile, limit)
+        failures = [] if passed else [api.Failure(host=rows[0]["host"], task="Wait for the server", message="no")]
+        return api.RunResult(
+            playbook="site.yml",
+            status="successful" if passed else "failed",
+            rc=0 if passed else 2,
+            hosts={r["host"]: api.HostOutcome(ok=1, failed=int(not passed)) for r in rows},
+            failures=failures,
+            data={"sglang_fleet": rows},
+        )
 
     monkeypatch.setattr(api.operations, "deploy", deploy)
+    return deploys
+
+
+def test_compare_measures_what_served_before_last_and_restores_only_the_hosts_it_did_not_leave_on_it(monkeypatch):
+    """The profile most hosts are restored to is measured last (the report keeps the order given); when its roll
+    passes, the hosts its summary says serve it are not deployed again, the others are restored as before."""
+    was = {"a": "p1", "b": "p2", "d": "p1", "e": "p1"}
+
+    def passing(profile, limit):
+        return [{"host": h, "serves": profile, "outcome": "unchanged" if h == "d" else "deployed"} for h in was], True
+
+    deploys = _compare_with(monkeypatch, was, passing)
     comp = api.compare(["p1", "p2", "x"], limit="all")
-    assert deploys == [("p2", "all"), ("x", "all"), ("p1", "all"), ("p2", "b"), ("p1", "e")]
-    assert comp.profiles == ["p1", "p2", "x"] and len(comp.restores) == 2
-    # one profile named for every host: nothing left to restore once it was measured last and passed
+    assert deploys == [("p2", "all"), ("x", "all"), ("p1", "all"), ("p2", "b")]
+    assert comp.profiles == ["p1", "p2", "x"] and comp.measured_order == ["p2", "x", "p1"] and len(comp.restores) == 1
+    # --keep-order: the order given, everything restored
     deploys.clear()
-    comp = api.compare(["p2", "p1"], limit="all", restore="p2")
-    assert deploys == [("p1", "all"), ("p2", "all")] and comp.restores == []
+    api.compare(["p1", "p2", "x"], limit="all", keep_order=True)
+    assert deploys == [("p1", "all"), ("p2", "all"), ("x", "all"), ("p1", "a,d,e"), ("p2", "b")]
+    # one profile named for every host: nothing to restore once it was measured last and every host stays on it
+    deploys.clear()
+    assert api.compare(["p2", "p1"], limit="all", restore="p2").restores == []
+    assert deploys == [("p1", "all"), ("p2", "all")]
+    with pytest.raises(ValueError, match="given twice"):
+        api.compare(["p1", "p2", "p1"])
+
+
+def test_compare_restores_every_host_after_a_stopped_last_roll_and_breaks_ties_by_the_order_given(monkeypatch):
+    """A last roll that failed (e rolled back, the roll stopped, d never reached): which host serves what is not
+    certain, so every host gets its profile back, as before the reordering; with one profile named, it too."""
+    was = {"a": "p1", "b": "p2", "d": "p1", "e": "p1"}
+    stopped = [
+        {"host": "a", "serves": "p1", "outcome": "deployed"},
+        {"host": "b", "serves": "p1", "outcome": "deployed"},
+        {"host": "e", "serves": "x", "outcome": "rolled back"},
+        {"host": "d", "serves": "x", "outcome": "untouched"},
+    ]
+    deploys = _compare_with(monkeypatch, was, lambda profile, limit: (stopped, profile != "p1" or limit != "all"))
+    comp = api.compare(["p1", "x"], limit="all")
+    assert deploys == [("x", "all"), ("p1", "all"), ("p1", "a,d,e"), ("p2", "b")] and not comp.ok
+    deploys.clear()
+    api.compare(["x", "p1"], limit="all", restore="p1")
+    assert deploys == [("x", "all"), ("p1", "all"), ("p1", "all")]
+    # a tie (one host each): the first given of the two is measured last
+    deploys = _compare_with(monkeypatch, {"a": "p1", "b": "p2"}, lambda profile, limit: (stopped, True))
+    api.compare(["p2", "p1"], limit="all", keep_order=False)
+    assert [d[0] for d in deploys[:2]] == ["p1", "p2"]
 
 
 def test_parse_status():
@@ -361,7 +406,7 @@ def test_crashing_server_fails_with_task_and_message_and_rolls_back(baseline_wit
 
 
 @lab
-def test_compare_benchmarks_each_profile_and_restores(baseline_with_key, tmp_path):
+def test_compare_benchmarks_each_profile_and_leaves_what_served_before(baseline_with_key, tmp_path):
     comp = api.compare(["baseline", "nextn"], extravars=SMALL)
     assert comp.ok, comp.failures()
     assert [(r["concurrency"], r["profile"]) for r in comp.rows] == [

@@ -325,3 +325,15 @@ def test_an_sla_search_that_stopped_early_is_not_ranked_as_zero():
     assert [(r["profile"], r["value"], r["rank"]) for r in ranking] == [("a", 0.0, 1), ("died", None, None)]
     assert ranking[1]["not_ranked"] == "4 benchmark requests failed in the SLA search (on gpu-1)"
     assert tune.level_metrics(runs["died"].benchmarks[HOST])["sla"] == {"sla_rate_req_s": None}
+
+
+def test_the_report_names_the_order_of_the_deploys_when_it_is_not_the_order_given():
+    runs = {p: run(p, result([level(1, 100.0, 0.10)])) for p in ("b", "a")}
+    moved = compare_report.markdown(compare_report.build_comparison(["a", "b"], runs, measured_order=["b", "a"]))
+    assert "Deployed in this order: b, a (the profile the hosts are restored to last" in moved
+    kept = compare_report.markdown(compare_report.build_comparison(["a", "b"], runs, measured_order=["a", "b"]))
+    assert "Deployed in this order" not in kept
+    assert compare_report.build_comparison(["a", "b"], runs, measured_order=["b", "a"]).to_dict()["measured_order"] == [
+        "b",
+        "a",
+    ]

@@ -65,6 +65,7 @@ class Comparison:
     rows: list = field(default_factory=list)
     runs: dict = field(default_factory=dict)  # profile -> api.RunResult
     restores: list = field(default_factory=list)  # api.RunResult of the restoring deploys
+    measured_order: list = field(default_factory=list)  # the profiles in the order they were deployed
     settings: dict = field(default_factory=dict)
     workload: dict = field(default_factory=dict)
     emulated: bool = False
@@ -120,6 +121,7 @@ class Comparison:
             "rows": self.rows,
             "runs": {name: r.to_dict() for name, r in self.runs.items()},
             "restores": [r.to_dict() for r in self.restores],
+            "measured_order": self.measured_order,
         }
 
 
@@ -238,6 +240,7 @@ def build_comparison(
     settings: dict | None = None,
     objectives: list = (),
     limits: list = (),
+    measured_order: list | None = None,
 ) -> Comparison:
     """A Comparison from each profile's deploy result (api.RunResult: its `benchmarks`, and its
     `router_benchmarks` on a fleet); ranked by the objectives (tune.Objective) within the limits (tune.Limit) when
@@ -256,6 +259,7 @@ def build_comparison(
         + comparison_rows(profiles, through, via="router", ranked=router_workload["same_for_all"]),
         runs=dict(runs),
         restores=list(restores),
+        measured_order=list(measured_order or runs),
         settings=dict(settings or {}),
         workload=workload,
         emulated=any(r.get("server_emulated") for r in everything),
@@ -396,7 +400,14 @@ def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
             if not items:
                 out.append(f"- **{name}**: see the run's artifacts")
         out.append("")
-    out += ["## Runs", "", "| run | status | artifacts |", "|---|---|---|"]
+    out += ["## Runs", ""]
+    if comp.measured_order and comp.measured_order != comp.profiles[: len(comp.measured_order)]:
+        out += [
+            f"Deployed in this order: {', '.join(comp.measured_order)} (the profile the hosts are restored to last, "
+            "so that the hosts it passed on stay on it; `--keep-order` keeps the order given).",
+            "",
+        ]
+    out += ["| run | status | artifacts |", "|---|---|---|"]
     for name, r in comp.runs.items():
         out.append(f"| deploy {name} | {r.status} | `{r.artifacts}` |")
     for r in comp.restores:

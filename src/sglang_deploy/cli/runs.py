@@ -71,14 +71,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         parents=[common],
         help="benchmark several profiles in turn and report",
         description="Deploy and benchmark each PROFILE in turn on the same hosts with the same "
-        "settings (the one that serves now last, so that its hosts end on it), restore the profile that served "
-        "before where it does not serve (no benchmark), print the comparison and "
+        "settings (the one to restore last, unless --keep-order: the hosts its roll leaves on it need no restore), "
+        "restore the profile that served before (or --restore's) where it does not serve (no benchmark), print the "
+        "comparison and "
         "write report.md, compare.png and comparison.json under results/compare-<time>/. " + PROGRESS,
     )
     p.add_argument("profiles", nargs="+", metavar="PROFILE", help="two or more profiles; ratios are to the first")
     workload.add_options(p, playbook=True)
     p.add_argument(
         "--restore", metavar="PROFILE", help="profile to leave serving (default: what each host served before)"
+    )
+    p.add_argument(
+        "--keep-order",
+        action="store_true",
+        help="deploy the profiles in the order given (default: the one to restore last, which saves its restore)",
     )
     p.add_argument("--out", metavar="DIR", help="report folder (default results/compare-<time>)")
     p.add_argument(
@@ -255,6 +261,8 @@ def deploy(args: argparse.Namespace) -> int:
 def compare(args: argparse.Namespace) -> int:
     if len(args.profiles) < 2:
         raise UsageError("give at least two profiles to compare")
+    if len(set(args.profiles)) < len(args.profiles):
+        raise UsageError(f"a profile is given twice: {' '.join(args.profiles)}; give each once")
     extravars = _extravars(args)
     try:
         objectives, limits = workload.check(
@@ -269,6 +277,7 @@ def compare(args: argparse.Namespace) -> int:
             limit=args.limit,
             extravars=extravars,
             restore=args.restore,
+            keep_order=args.keep_order,
             on_event=progress,
             objectives=objectives,
             limits=limits,
