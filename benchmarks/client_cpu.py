@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "tests"), str(REPO / "calibration")]
 
 from bench_client import free_port, proc_cpu_s  # noqa: E402  calibration/: the engine's own calibration
-from bench_serving_run import Stepped, write_sharegpt, write_word_tokenizer  # noqa: E402
+from bench_serving_run import Stepped, emulator_flags, write_sharegpt, write_word_tokenizer  # noqa: E402
 
 from sglang_deploy.host.readiness import wait_ready  # noqa: E402
 
@@ -90,9 +90,7 @@ class Theirs:
     """bench_serving's CLI in one pinned process (tests/bench_serving_run.py's Stepped), a level per request."""
 
     def __init__(self, python: str, folder: Path, url: str, dataset: Path, tokenizer: Path, output_len, levels):
-        common = ["--backend", "sglang-oai-chat", "--base-url", url, "--model", "emu", "--tokenizer", str(tokenizer)]
-        common += ["--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--sharegpt-output-len"]
-        common += [str(output_len), "--seed", str(SEED), "--warmup-requests", "1", "--disable-tqdm"]
+        common = emulator_flags(url, "emu", tokenizer, dataset, output_len, SEED)
         flags = [["--max-concurrency", str(c), "--num-prompts", str(n)] for c, n in levels]
         self.per_repeat = len(flags)
         out, log = folder / "bench_serving.jsonl", folder / "bench_serving.log"

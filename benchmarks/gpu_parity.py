@@ -227,6 +227,11 @@ def probe_table(runs: list[dict], levels: list[tuple[str, object]]) -> list[str]
     return lines
 
 
+def tools_of(kept_alive: bool) -> tuple:
+    """The tools of a run: ours and bench_serving, and the --kept-alive probe's third."""
+    return ("ours", "theirs", KEPT) if kept_alive else ("ours", "theirs")
+
+
 def rotation(tools: tuple, turn: int) -> tuple:
     """The tools' order in a turn: each tool first in turn, as many turns as tools (two tools: alternating)."""
     turn %= len(tools)
@@ -355,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
                 count_w = warmup_requests(mode, level, args.level_warmup)
                 runs.append(run_one(server, "ours", mode, level, count_w, args, dataset, work, WARMUP))
                 print(json.dumps({k: runs[-1].get(k) for k in ("tool", "mode", "level", "repeat", "rc", "wall_s")}))
-            tools = ("ours", "theirs", KEPT) if args.kept_alive else ("ours", "theirs")
+            tools = tools_of(args.kept_alive)
             for rep in range(args.repeats):
                 order = rotation(tools, i + rep)
                 for tool in order:
@@ -415,7 +420,7 @@ def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
     if missing:
         header += [f"Not measured (the run ended first): {', '.join(missing)}.", ""]
     measured = collections.Counter((r["mode"], r["level"], r["tool"]) for r in runs if "figures" in r)
-    tools = ("ours", "theirs", KEPT) if settings.get("kept_alive") == "True" else ("ours", "theirs")
+    tools = tools_of(settings.get("kept_alive") == "True")
     fewest = {(mode, level): min(measured[mode, level, t] for t in tools) for mode, level in levels}
     short = [
         f"{m} {lv} ({n} of {settings['repeats']})" for (m, lv), n in fewest.items() if n < int(settings["repeats"])

@@ -33,7 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "src"), str(REPO / "tests")]
 
-from bench_serving_run import Stepped, write_sharegpt, write_word_tokenizer  # noqa: E402
+from bench_serving_run import Stepped, emulator_flags, write_sharegpt, write_word_tokenizer  # noqa: E402
 from emulator_proc import Emulator  # noqa: E402
 
 from sglang_deploy.host.bench.workload import build_prompt  # noqa: E402
@@ -49,9 +49,7 @@ def _pin():
 def theirs(python: str, folder: Path, url: str, dataset: Path, tokenizer: Path, args, keepalive: bool) -> Stepped:
     """bench_serving imported once in a pinned process, one level per level() (tests/bench_serving_run.py)."""
     name = "kept" if keepalive else "theirs"
-    common = ["--backend", "sglang-oai-chat", "--base-url", url, "--model", "qwen", "--tokenizer", str(tokenizer)]
-    common += ["--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--sharegpt-output-len"]
-    common += [str(args.output_len), "--seed", str(SEED), "--warmup-requests", "1", "--disable-tqdm"]
+    common = emulator_flags(url, "qwen", tokenizer, dataset, args.output_len, SEED)
     # kept alive: a warm-up as wide as the level opens its connections before the clock, as ours does before a level
     warm = (lambda c: ["--warmup-requests", str(c)]) if keepalive else (lambda c: [])
     flags = [["--max-concurrency", str(c), "--num-prompts", str(n), *warm(c)] for c, n in args.levels] * args.repeats

@@ -1,7 +1,8 @@
 """Run the real `python -m sglang.bench_serving` once per level in one process (importing sglang takes 20-30 s of
 CPU, so once, not per level), and say how much CPU each level took. Run it with a Python that has sglang
 (tests/bench_serving-requirements.txt); it imports nothing of this project.
-write_sharegpt and write_word_tokenizer make its dataset and tokenizer, and Stepped runs this script with --step for
+write_sharegpt and write_word_tokenizer make its dataset and tokenizer, emulator_flags its flags, and Stepped runs
+this script with --step for
 tests/test_bench_serving_real.py, benchmarks/client_cpu.py and benchmarks/ttft_connect.py.
 
     PYTHON tests/bench_serving_run.py [--step] [--keepalive] OUT.jsonl '[["--max-concurrency", "4", ...], ...]' \
@@ -67,6 +68,14 @@ def write_word_tokenizer(folder: Path, dataset: Path) -> Path:
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]", "model_max_length": 32768}
     (out / "tokenizer_config.json").write_text(json.dumps(config))
     return out
+
+
+def emulator_flags(url: str, model: str, tokenizer: Path, dataset: Path, output_len: int, seed: int) -> list:
+    """bench_serving's flags for a streamed chat run against the emulator: the ShareGPT file with the length forced,
+    one warm-up request, no progress bar."""
+    flags = ["--backend", "sglang-oai-chat", "--base-url", url, "--model", model, "--tokenizer", str(tokenizer)]
+    flags += ["--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--sharegpt-output-len", str(output_len)]
+    return flags + ["--seed", str(seed), "--warmup-requests", "1", "--disable-tqdm"]
 
 
 def keep_connections_alive(serving) -> None:

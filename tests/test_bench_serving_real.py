@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bench_serving_run import Stepped, write_sharegpt, write_word_tokenizer
+from bench_serving_run import Stepped, emulator_flags, write_sharegpt, write_word_tokenizer
 from emulator_proc import Emulator
 
 from sglang_deploy.host import bench
@@ -86,9 +86,7 @@ def bench_serving_python() -> str:
 
 def bench_serving(python: str, tmp_path: Path, url: str, dataset: Path, tokenizer: Path) -> Stepped:
     """bench_serving imported once in a child process, one of LEVELS per level()."""
-    common = ["--backend", "sglang-oai-chat", "--base-url", url, "--model", "qwen", "--tokenizer", str(tokenizer)]
-    common += ["--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--sharegpt-output-len", str(OUTPUT_LEN)]
-    common += ["--seed", str(SEED), "--warmup-requests", "1", "--disable-tqdm", "--ready-check-timeout-sec", "10"]
+    common = emulator_flags(url, "qwen", tokenizer, dataset, OUTPUT_LEN, SEED) + ["--ready-check-timeout-sec", "10"]
     levels = [flags for _, _, flags in LEVELS]
     return Stepped(python, tmp_path / "bench_serving.jsonl", levels, common, tmp_path / "bench_serving.log")
 

@@ -31,9 +31,10 @@ def compare(
 
     The restored profile is `restore`, or per host the profile status() found serving (else its last good one);
     the restore deploys without a benchmark. Unless `keep_order`, the profile most hosts are to be restored to, when
-    it is one of `profiles`, is measured last: when that roll passes, the hosts it left on it are not restored. Returns a compare_report.Comparison; a profile that failed to deploy is
-    in it with its failures and no figures. `objectives` (tune.Objective, e.g. sla_rate_req_s or goodput_req_s at a
-    level) rank the profiles, those outside a `limits` (tune.Limit) last.
+    it is one of `profiles`, is measured last: when that roll passes, the hosts it left on it are not restored.
+    Returns a compare_report.Comparison; a profile that failed to deploy is in it with its failures and no figures.
+    `objectives` (tune.Objective, e.g. sla_rate_req_s or goodput_req_s at a level) rank the profiles, those outside
+    a `limits` (tune.Limit) last.
     """
     from sglang_deploy import compare_report
 
