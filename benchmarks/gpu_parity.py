@@ -138,7 +138,7 @@ def run_one(server, tool: str, mode: str, level, count: int, args, dataset: Path
     path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, **benchcmp.OFFLINE_ENV, "PYTHONPATH": path, "PARITY_KEY": server.api_key}
     env["OPENAI_API_KEY"] = server.api_key
-    start = time.monotonic()
+    started, start = time.time(), time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, check=False)
     record = {
         "tool": tool,
@@ -150,6 +150,7 @@ def run_one(server, tool: str, mode: str, level, count: int, args, dataset: Path
         "cmd": " ".join(cmd),
         "rc": proc.returncode,
         "wall_s": round(time.monotonic() - start, 2),
+        "started_unix": round(started, 3),  # places the run among the server log's --server-trace lines
         "output_tail": (proc.stdout + proc.stderr)[-2500:].replace(server.api_key, "***"),
     }
     if proc.returncode == 0 or out.exists():
@@ -196,6 +197,9 @@ def table(runs: list[dict], levels: list[tuple[str, object]]) -> list[str]:
 
 # The repeat of a level's warm-up run (--level-warmup): in parity-raw.json, never in the table.
 WARMUP = "warmup"
+# The --server-trace probe's launch flags (sglang 0.5.16's names)
+SERVER_TRACE_ARGS = {"enable-request-time-stats-logging": True, "gc-warning-threshold-secs": 0.02}
+
 # The --kept-alive probe's third tool: bench_serving with kept-alive connections.
 KEPT = "theirs-kept-alive"
 PROBED = ("TTFT mean ms", "output tok/s", "TPOT mean ms")
@@ -304,6 +308,14 @@ def main(argv: list[str] | None = None) -> int:
         "bench_serving opens one per request inside its TTFT clock), in the same rotation; a second table compares "
         "it with both (benchmarks/ttft_connect.py is the same on the emulator)",
     )
+    ap.add_argument(
+        "--server-trace",
+        action="store_true",
+        help="a probe: the server logs each request's scheduler queue time and wall-clock entry "
+        "(--enable-request-time-stats-logging) and every tokenizer-manager GC pause over 20 ms "
+        "(--gc-warning-threshold-secs), to place a TTFT stall on the server; adds work to the server, so not a "
+        "parity figure",
+    )
     ap.add_argument("--source", help="what code ran, for the record (e.g. the commit)")
     ap.add_argument(
         "--table-only", action="store_true", help="only write OUT/parity-table.md from OUT/parity-raw.json (a cut run)"
@@ -350,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
         "dataset": str(dataset),
     }
     launch_args = harness.NEXTN_ARGS if args.nextn else harness.DENSE_ARGS
+    if args.server_trace:
+        launch_args = {**launch_args, **SERVER_TRACE_ARGS}
     server = harness.Server(harness.render(launch_args, args.model), out / "logs", "parity")
     runs: list[dict] = []
     try:

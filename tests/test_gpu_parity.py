@@ -204,3 +204,16 @@ def test_three_tools_rotate_each_first_once_in_three_turns_and_two_alternate():
         ("theirs", "ours"),
         ("ours", "theirs"),
     ]
+
+
+def test_the_server_trace_flags_are_sglang_0_5_16_s_and_reach_the_launch():
+    # the GPU suite's release (harness.SGLANG_VERSION), by the project's recorded parser of that release
+    import harness  # tests/gpu, on the path through gpu_parity
+
+    from sglang_deploy.flags import flag_table
+
+    table = flag_table(harness.SGLANG_VERSION)
+    assert table.release == "0.5.16" and all(table.flags.get(name) for name in gpu_parity.SERVER_TRACE_ARGS)
+    launch = harness.render({**harness.DENSE_ARGS, **gpu_parity.SERVER_TRACE_ARGS}, Path("/m"))
+    assert "--enable-request-time-stats-logging" in launch.argv
+    assert launch.argv[launch.argv.index("--gc-warning-threshold-secs") + 1] == "0.02"
