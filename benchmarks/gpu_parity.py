@@ -316,6 +316,14 @@ def main(argv: list[str] | None = None) -> int:
         "(--gc-warning-threshold-secs), to place a TTFT stall on the server; adds work to the server, so not a "
         "parity figure",
     )
+    ap.add_argument(
+        "--no-freeze-gc",
+        action="store_true",
+        help="leave the server's garbage collector as it starts (before d5612c5's record). By default the first "
+        "level's warm-up is followed by POST /freeze_gc, as SGLang's own long-GC warning advises: a full collection "
+        "of its ~800k startup objects stalled the tokenizer manager 0.37-0.43 s, about every 90 s, in whichever "
+        "tool's run it fell",
+    )
     ap.add_argument("--source", help="what code ran, for the record (e.g. the commit)")
     ap.add_argument(
         "--table-only", action="store_true", help="only write OUT/parity-table.md from OUT/parity-raw.json (a cut run)"
@@ -374,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
                 count_w = warmup_requests(mode, level, args.level_warmup)
                 runs.append(run_one(server, "ours", mode, level, count_w, args, dataset, work, WARMUP))
                 print(json.dumps({k: runs[-1].get(k) for k in ("tool", "mode", "level", "repeat", "rc", "wall_s")}))
+            if i == 0 and not args.no_freeze_gc:
+                meta["freeze_gc_status"] = server.request("POST", "/freeze_gc", timeout=30)[0]
             tools = tools_of(args.kept_alive)
             for rep in range(args.repeats):
                 order = rotation(tools, i + rep)
@@ -431,6 +441,18 @@ def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
         ),
         "",
     ]
+    if "freeze_gc_status" in meta:
+        header += [
+            f"The server's GC frozen after the first level's warm-up (POST /freeze_gc: {meta['freeze_gc_status']}).",
+            "",
+        ]
+    elif settings.get("no_freeze_gc") == "True":
+        header += ["The server's GC left as it started (--no-freeze-gc).", ""]
+    if settings.get("server_trace") == "True":
+        header += [
+            "With --server-trace: the server logged each request and its long GC pauses (not a parity figure).",
+            "",
+        ]
     if missing:
         header += [f"Not measured (the run ended first): {', '.join(missing)}.", ""]
     measured = collections.Counter((r["mode"], r["level"], r["tool"]) for r in runs if "figures" in r)

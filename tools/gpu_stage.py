@@ -4,7 +4,7 @@
 Steps (each a sub-command; stdlib only):
 
     python tools/gpu_stage.py download WORK       # on a networked machine: wheels into WORK/whl (pip download)
-    python tools/gpu_stage.py pack WORK PARTS     # tar WORK/whl, sha256, split into 56,000,000-byte parts
+    python tools/gpu_stage.py pack WORK PARTS     # tar WORK/whl, sha256, split into 50,000,000-byte parts
     python tools/gpu_stage.py plan PARTS          # the transfer plan: per part, the paths to carry and a command
     python tools/gpu_stage.py install STAGE SITE  # on the GPU host: join STAGE/part*, check, pip install to SITE, byte-compile
 
@@ -37,7 +37,7 @@ _spec = importlib.util.spec_from_file_location("gpu_lab", Path(__file__).resolve
 gpu_lab = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gpu_lab)
 
-PART_BYTES = 56_000_000  # a transfer carries 64 MiB with the working tree: leave room for it
+PART_BYTES = gpu_lab.PART_BYTES  # a transfer carries 64 MiB with the working tree: leave room for it
 PLATFORMS = (
     "manylinux_2_34_x86_64",
     "manylinux_2_28_x86_64",
