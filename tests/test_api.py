@@ -351,6 +351,10 @@ def test_deploy_returns_outcome_and_benchmark(baseline_with_key):
     assert startup["clock"] == "journal" and startup["emulated"], startup
     assert list(startup["milestones"])[0] == "process_start" and "cuda_graphs_captured" in startup["milestones"]
     assert startup["summary"].endswith("(EMULATED server: synthetic timing)")
+    # The server's GC frozen after the sanity prompts (sglang_server_freeze_gc), with the API key; its log says so.
+    assert res["context"]["deployed"]["gc_frozen"] is True
+    journal = ["docker", "exec", LAB_HOST, "journalctl", "-u", "sglang", "--no-pager", "-o", "cat"]
+    assert "Freezing GC in Tokenizer Manager process" in subprocess.run(journal, capture_output=True, text=True).stdout
     # Its caches are in the stack's folder (the lab has no stack), which the role made the service account's.
     env = subprocess.run(["docker", "exec", LAB_HOST, "cat", "/etc/sglang/sglang.env"], capture_output=True, text=True)
     assert 'TORCHINDUCTOR_CACHE_DIR="/var/cache/sglang/no-stack/inductor"' in env.stdout.splitlines()

@@ -3,6 +3,7 @@ runs the real unit)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -10,6 +11,7 @@ from emulator_proc import REPO, Emulator, run_module  # first: puts the repo's m
 
 import sglang_ready
 from ansible.module_utils.sglang_deploy import readiness
+from ansible.module_utils.sglang_deploy.server_http import Response
 
 
 @pytest.fixture
@@ -130,6 +132,40 @@ def test_api_key_is_used_for_sanity_and_never_returned(emulator, capsys):
     assert "s3cret-key" not in str(res)
     failed, res = run_module(sglang_ready, {"url": emu.url, "timeout": 30, "api_key": "wrong"}, capsys)
     assert failed and "HTTP 401" in res["msg"]
+
+
+def test_freeze_gc_after_the_sanity_prompts_with_the_key_and_a_refusal_only_warns(emulator, capsys, monkeypatch):
+    emu = emulator("--api-key", "s3cret-key")
+    args = {"url": emu.url, "timeout": 30, "api_key": "s3cret-key"}
+    failed, res = run_module(sglang_ready, args, capsys)
+    assert not failed and res["gc_frozen"] is False  # off unless asked
+    assert not any("Freezing GC" in line for line in emu.log_lines())
+    failed, res = run_module(sglang_ready, {**args, "freeze_gc": True}, capsys)
+    assert not failed and res["gc_frozen"] is True and "warnings" not in res
+    # the server's own log says it froze, after the sanity prompts' requests
+    lines = emu.log_lines()
+    frozen = [i for i, line in enumerate(lines) if "Freezing GC in Tokenizer Manager process. gen0:" in line]
+    assert len(frozen) == 1 and any("chat/completions" in line for line in lines[: frozen[0]])
+    # a server without the endpoint (404) or that refuses the key: a warning, the deploy goes on
+    real = readiness.request
+
+    def no_freeze(endpoint, method, path, *rest, **kw):
+        return Response(404, {}, b"Not Found") if path == "/freeze_gc" else real(endpoint, method, path, *rest, **kw)
+
+    monkeypatch.setattr(readiness, "request", no_freeze)
+    failed, res = run_module(sglang_ready, {**args, "freeze_gc": True, "sanity": False}, capsys)
+    assert not failed and res["gc_frozen"] is False
+    assert "/freeze_gc did not freeze the server's GC (status 404)" in json.dumps(res["warnings"])
+
+
+def test_freeze_gc_takes_the_admin_key_where_the_server_has_one(emulator, capsys):
+    # SGLang's ADMIN_OPTIONAL endpoints (/freeze_gc, /flush_cache): only the admin key once one is set
+    emu = emulator("--api-key", "s3cret-key", "--admin-api-key", "adm1n-key")
+    args = {"url": emu.url, "timeout": 30, "api_key": "s3cret-key", "freeze_gc": True}
+    failed, res = run_module(sglang_ready, args, capsys)
+    assert not failed and res["gc_frozen"] is False and "(status 401)" in json.dumps(res["warnings"])
+    failed, res = run_module(sglang_ready, {**args, "admin_api_key": "adm1n-key"}, capsys)
+    assert not failed and res["gc_frozen"] is True and "adm1n-key" not in json.dumps(res)
 
 
 @pytest.fixture

@@ -73,7 +73,7 @@ kills itself (SIGKILL, status -9, like SGLang's kill_process_tree); SIGINT stops
 
 Endpoints: GET /health /health_generate /ready /v1/models /v1/models/{id} /model_info /server_info
 (and the deprecated /get_model_info /get_server_info) /metrics; POST /v1/chat/completions
-/v1/completions /generate /flush_cache. Output length: max_tokens (chat/completions) or
+/v1/completions /generate /flush_cache /freeze_gc. Output length: max_tokens (chat/completions) or
 sampling_params.max_new_tokens (/generate); without ignore_eos a stream stops at a deterministic
 "EOS" point (32..256 tokens, from the prompt) but never before min_tokens / min_new_tokens.
 usage.prompt_tokens is the prompt's whitespace word count (at least 1).

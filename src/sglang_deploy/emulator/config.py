@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=_port, default=30000)
     p.add_argument("--api-key")
+    p.add_argument("--admin-api-key")
     p.add_argument("--speculative-algorithm")
     p.add_argument("--speculative-num-steps", type=_count)
     p.add_argument("--speculative-eagle-topk", type=_count)

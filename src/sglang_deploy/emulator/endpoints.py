@@ -1,7 +1,8 @@
-"""The info endpoints: health, models, model and server info, metrics, flush_cache."""
+"""The info endpoints: health, models, model and server info, metrics, flush_cache, freeze_gc."""
 
 from __future__ import annotations
 
+import gc
 from typing import TYPE_CHECKING
 
 from .config import SECRET_ARGS, log
@@ -112,3 +113,12 @@ async def flush_cache(server: Server, req: Request, out: Responder) -> None:
         b"(When there are running or waiting requests, the operation will not be performed.)\n",
         "text/plain",
     )
+
+
+async def freeze_gc(server: Server, req: Request, out: Responder) -> None:
+    """SGLang's answer and log line (utils/common.py freeze_gc), and the emulator's own gc.freeze()."""
+    before = [len(gc.get_objects(g)) for g in range(3)]
+    gc.freeze()
+    after = [len(gc.get_objects(g)) for g in range(3)]
+    log("Freezing GC in Tokenizer Manager process. " + ", ".join(f"gen{g}: {before[g]}->{after[g]}" for g in range(3)))
+    await out.send(200, b"Garbage collection frozen.\n", "text/plain")

@@ -26,6 +26,8 @@ DECODE_LOG_INTERVAL_S = 5.0
 DRAIN_LOG_INTERVAL_S = 5.0
 ACCEPT_RESOURCE_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 ACCEPT_WARN_INTERVAL_S = 60.0
+# SGLang's AuthLevel.ADMIN_OPTIONAL endpoints (utils/auth.py): the admin key when the server has one, else the API key.
+ADMIN_OPTIONAL = frozenset({"/flush_cache", "/freeze_gc"})
 ROUTES = {  # path -> (method, handler(server, request, responder))
     "/health": ("GET", endpoints.health),
     "/health_generate": ("GET", endpoints.health),
@@ -37,6 +39,7 @@ ROUTES = {  # path -> (method, handler(server, request, responder))
     "/get_server_info": ("GET", endpoints.server_info),
     "/metrics": ("GET", endpoints.metrics),
     "/flush_cache": ("POST", endpoints.flush_cache),
+    "/freeze_gc": ("POST", endpoints.freeze_gc),
     "/v1/chat/completions": ("POST", generation.chat),
     "/v1/completions": ("POST", generation.completions),
     "/generate": ("POST", generation.generate),
@@ -64,6 +67,8 @@ class Server:
     def route(self, req: Request) -> Handler:
         """The handler for a request, from its line and headers alone: auth is checked before the body is read."""
         key = self.cfg.args.api_key
+        if req.path in ADMIN_OPTIONAL:
+            key = self.cfg.args.admin_api_key or key
         protected = not req.path.startswith(("/health", "/ready", "/metrics"))
         if key and protected and req.method != "OPTIONS":
             sent = req.headers.get("authorization", "").encode("latin-1")
