@@ -43,6 +43,7 @@ import benchcmp  # tests/gpu: the suite's server launch, stop and key handling
 import harness
 
 from sglang_deploy.host.bench.workload import build_prompt
+from sglang_deploy.host.readiness import freeze_gc
 
 # (label, our level key, our statistic, bench_serving key, goal: relative tolerance, absolute tolerance in ms)
 FIGURES = (
@@ -383,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(run_one(server, "ours", mode, level, count_w, args, dataset, work, WARMUP))
                 print(json.dumps({k: runs[-1].get(k) for k in ("tool", "mode", "level", "repeat", "rc", "wall_s")}))
             if i == 0 and not args.no_freeze_gc:
-                meta["freeze_gc_status"] = server.request("POST", "/freeze_gc", timeout=30)[0]
+                meta["freeze_gc"] = freeze_gc(server.url, server.api_key)
             tools = tools_of(args.kept_alive)
             for rep in range(args.repeats):
                 order = rotation(tools, i + rep)
@@ -441,11 +442,11 @@ def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
         ),
         "",
     ]
-    if "freeze_gc_status" in meta:
-        header += [
-            f"The server's GC frozen after the first level's warm-up (POST /freeze_gc: {meta['freeze_gc_status']}).",
-            "",
-        ]
+    if "freeze_gc" in meta:
+        got = meta["freeze_gc"]
+        answer = got.get("error") or f"status {got['status']}"
+        froze = "frozen" if got["frozen"] else "NOT frozen"
+        header += [f"The server's GC {froze} after the first level's warm-up (POST /freeze_gc: {answer}).", ""]
     elif settings.get("no_freeze_gc") == "True":
         header += ["The server's GC left as it started (--no-freeze-gc).", ""]
     if settings.get("server_trace") == "True":

@@ -63,13 +63,10 @@ options:
     default: true
   freeze_gc:
     description:
-      - Once ready and after the sanity prompts (when they run) passed, C(POST /freeze_gc) (SGLang's gc.freeze() in
-        the scheduler and the tokenizer manager), as SGLang's long-GC warning advises, so a full collection no longer
-        walks the objects of the fresh server (on an H200 such a collection stopped the tokenizer manager 0.37-0.43 s
-        about every 90 s).
-      - Every run that waits freezes again (a server systemd restarted after a crash is frozen by the next deploy);
-        what is alive then, and any garbage not yet collected, stays for the process's life.
-      - An answer other than 200 warns and leaves C(gc_frozen) false; it never fails the module.
+      - Once ready and after the sanity prompts (when they run), C(POST /freeze_gc), as SGLang's long-GC warning
+        advises (docs/gpu.md says why). Once per server process; with O(unit) a process whose journal already has
+        SGLang's freeze line is not frozen again (what is alive at a freeze stays for the process's life).
+      - No freeze (an answer other than 200, no answer, a key that cannot be sent) warns and never fails the module.
     type: bool
     default: false
   admin_api_key:
@@ -119,7 +116,10 @@ sanity:
   sample: [{"prompt": "What is the capital of France? Answer with one word.", "output": "Paris",
             "field": "content", "finish_reason": "stop"}]
 gc_frozen:
-  description: Whether C(POST /freeze_gc) answered 200 (false without freeze_gc, or when it did not).
+  description:
+    - Whether the server's GC is frozen (C(/freeze_gc) answered 200 now, or the process's journal says it froze
+      before); null without freeze_gc or in check mode.
+    - A 200 is the tokenizer manager's answer; SGLang tells its scheduler to freeze without an answer.
   returned: success
   type: bool
 failed_check:
@@ -161,6 +161,7 @@ startup:
            "summary": "ready 135.3 s after its start: imports 46.2 s, weights 0.2 s, ..."}
 """
 
+import subprocess
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -177,7 +178,21 @@ from ansible.module_utils.sglang_deploy.readiness import (
     wait_ready,
 )
 from ansible.module_utils.sglang_deploy.server_http import LOCAL_URL, Endpoint, served_model
-from ansible.module_utils.sglang_deploy.startup import unit_report
+from ansible.module_utils.sglang_deploy.startup import froze_gc, unit_report
+
+
+def _freeze(module, p: dict) -> bool:
+    """freeze_gc() once per server process; a warning when it did not take."""
+    try:
+        if p["unit"] and froze_gc(p["unit"]):
+            return True
+    except (OSError, RuntimeError, subprocess.SubprocessError):
+        pass  # the journal cannot say: freeze (a second freeze keeps what is alive, nothing worse)
+    frozen = freeze_gc(p["url"], p["admin_api_key"] or p["api_key"])
+    if not frozen["frozen"]:
+        why = frozen.get("error") or f"status {frozen['status']}"
+        module.warn(f"POST /freeze_gc did not freeze the server's GC ({why}): its full collections stay as started")
+    return frozen["frozen"]
 
 
 def main() -> None:
@@ -236,15 +251,9 @@ def main() -> None:
                 failed_check={"check": exc.check, "prompt": exc.prompt, "output": exc.output},
                 **result,
             )
-    result["gc_frozen"] = False
+    result["gc_frozen"] = None
     if p["freeze_gc"] and not module.check_mode:
-        frozen = freeze_gc(p["url"], p["admin_api_key"] or p["api_key"])
-        result["gc_frozen"] = frozen["frozen"]
-        if not frozen["frozen"]:
-            why = frozen.get("error") or f"status {frozen['status']}"
-            module.warn(
-                f"POST /freeze_gc did not freeze the server's GC ({why}); it serves on with collections as started"
-            )
+        result["gc_frozen"] = _freeze(module, p)
     module.exit_json(changed=False, **result)
 
 

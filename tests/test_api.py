@@ -353,8 +353,11 @@ def test_deploy_returns_outcome_and_benchmark(baseline_with_key):
     assert startup["summary"].endswith("(EMULATED server: synthetic timing)")
     # The server's GC frozen after the sanity prompts (sglang_server_freeze_gc), with the API key; its log says so.
     assert res["context"]["deployed"]["gc_frozen"] is True
-    journal = ["docker", "exec", LAB_HOST, "journalctl", "-u", "sglang", "--no-pager", "-o", "cat"]
-    assert "Freezing GC in Tokenizer Manager process" in subprocess.run(journal, capture_output=True, text=True).stdout
+    show = ["docker", "exec", LAB_HOST, "systemctl", "show", "-p", "InvocationID", "--value", "sglang"]
+    invocation = subprocess.run(show, capture_output=True, text=True).stdout.strip()
+    journal = ["docker", "exec", LAB_HOST, "journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "cat"]
+    lines = subprocess.run(journal, capture_output=True, text=True).stdout.splitlines()  # the running process's
+    assert invocation and sum("Freezing GC in Tokenizer Manager process" in line for line in lines) == 1, lines[-5:]
     # Its caches are in the stack's folder (the lab has no stack), which the role made the service account's.
     env = subprocess.run(["docker", "exec", LAB_HOST, "cat", "/etc/sglang/sglang.env"], capture_output=True, text=True)
     assert 'TORCHINDUCTOR_CACHE_DIR="/var/cache/sglang/no-stack/inductor"' in env.stdout.splitlines()

@@ -703,6 +703,17 @@ def test_server_info_masks_every_key(hostile):
     assert "--ssl-keyfile-password ***" in info["launch_command"]
 
 
+def test_admin_optional_endpoints_take_only_the_admin_key_once_there_is_one(hostile, plain):
+    # SGLang's AuthLevel.ADMIN_OPTIONAL (/flush_cache, /freeze_gc): the admin key, not the API key; GET or POST
+    admin = {"Authorization": "Bearer adm-s3cret"}
+    for path in ("/flush_cache", "/freeze_gc"):
+        assert hostile.get(path, headers=AUTH)[0] == hostile.post(path, {}, headers=AUTH)[0] == 401
+        assert hostile.get(path, headers=admin)[0] == hostile.post(path, {}, headers=admin)[0] == 200
+        assert hostile.get("/v1/models", headers=admin)[0] == 401  # the admin key is no API key
+        assert plain.get(path)[0] == 200  # no key at all: open, as in SGLang
+    assert hostile.get("/freeze_gc", headers=admin)[2] == b"Garbage collection frozen.\n"
+
+
 def test_metrics_escape_the_served_model_name(hostile):
     text = hostile.get("/metrics")[2].decode()
     assert not [line for line in text.splitlines() if line.startswith("sglang:forged")]

@@ -223,9 +223,15 @@ def test_the_table_says_whether_the_server_s_gc_was_frozen(tmp_path):
     runs = [_run(t, 32, 100.0) for t in ("ours", "theirs")]
     settings = {"repeats": "1", "levels": "32:256", "rates": "", "input_len": 256, "output_len": 256, "warmup": 2}
     base = {"date_utc": "d", "command": "c", "gpu": "g"}
-    frozen = "The server's GC frozen after the first level's warm-up (POST /freeze_gc: 200)."
-    gpu_parity.write_table(tmp_path, {**base, "settings": settings, "freeze_gc_status": 200}, runs)
+    frozen = "The server's GC frozen after the first level's warm-up (POST /freeze_gc: status 200)."
+    gpu_parity.write_table(tmp_path, {**base, "settings": settings, "freeze_gc": {"frozen": True, "status": 200}}, runs)
     assert frozen in (tmp_path / "parity-table.md").read_text()
+    refused = {"frozen": False, "status": None, "error": "ConnectionRefusedError: x"}
+    gpu_parity.write_table(tmp_path, {**base, "settings": settings, "freeze_gc": refused}, runs)
+    assert (
+        "GC NOT frozen after the first level's warm-up (POST /freeze_gc: ConnectionRefusedError: x)"
+        in (tmp_path / "parity-table.md").read_text()
+    )
     gpu_parity.write_table(tmp_path, {**base, "settings": {**settings, "no_freeze_gc": "True"}}, runs)
     text = (tmp_path / "parity-table.md").read_text()
     assert frozen not in text and "GC left as it started (--no-freeze-gc)" in text

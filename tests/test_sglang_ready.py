@@ -138,10 +138,10 @@ def test_freeze_gc_after_the_sanity_prompts_with_the_key_and_a_refusal_only_warn
     emu = emulator("--api-key", "s3cret-key")
     args = {"url": emu.url, "timeout": 30, "api_key": "s3cret-key"}
     failed, res = run_module(sglang_ready, args, capsys)
-    assert not failed and res["gc_frozen"] is False  # off unless asked
+    assert not failed and res["gc_frozen"] is None  # off unless asked
     assert not any("Freezing GC" in line for line in emu.log_lines())
     failed, res = run_module(sglang_ready, {**args, "freeze_gc": True}, capsys)
-    assert not failed and res["gc_frozen"] is True and "warnings" not in res
+    assert not failed and res["gc_frozen"] is True and "freeze_gc" not in json.dumps(res.get("warnings", []))
     # the server's own log says it froze, after the sanity prompts' requests
     lines = emu.log_lines()
     frozen = [i for i, line in enumerate(lines) if "Freezing GC in Tokenizer Manager process. gen0:" in line]
@@ -156,6 +156,27 @@ def test_freeze_gc_after_the_sanity_prompts_with_the_key_and_a_refusal_only_warn
     failed, res = run_module(sglang_ready, {**args, "freeze_gc": True, "sanity": False}, capsys)
     assert not failed and res["gc_frozen"] is False
     assert "/freeze_gc did not freeze the server's GC (status 404)" in json.dumps(res["warnings"])
+
+
+def test_freeze_gc_once_per_process_by_its_journal_and_never_raises(emulator, capsys, monkeypatch):
+    emu = emulator()
+    readiness.wait_ready(emu.url, timeout=30)  # then the module's own wait (with a unit: systemd's) stands aside
+    args = {"url": emu.url, "timeout": 30, "freeze_gc": True, "unit": "sglang", "sanity": False}
+    monkeypatch.setattr(sglang_ready, "unit_report", lambda *a: {})
+    monkeypatch.setattr(sglang_ready, "wait_ready", lambda *a, **k: {"first_seen": {"ready": 0.0}})
+    seen = []
+    monkeypatch.setattr(sglang_ready, "froze_gc", lambda unit: seen.append(unit) or True)
+    failed, res = run_module(sglang_ready, args, capsys)
+    assert not failed and res["gc_frozen"] is True and seen == ["sglang"]
+    assert not any("Freezing GC" in line for line in emu.log_lines())  # this process froze before: not again
+    monkeypatch.setattr(sglang_ready, "froze_gc", lambda unit: False)
+    failed, res = run_module(sglang_ready, args, capsys)
+    assert not failed and res["gc_frozen"] is True
+    assert sum("Freezing GC" in line for line in emu.log_lines()) == 1
+    # no answer, or a key that cannot be a header: a result, never an exception
+    assert readiness.freeze_gc("http://127.0.0.1:9", timeout=2)["error"].startswith("ConnectionRefusedError")
+    bad = readiness.freeze_gc(emu.url, api_key="key-with-a-trailing-space ")
+    assert bad["frozen"] is False and "white space" in bad["error"] and "trailing" not in bad["error"]
 
 
 def test_freeze_gc_takes_the_admin_key_where_the_server_has_one(emulator, capsys):

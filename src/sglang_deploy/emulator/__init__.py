@@ -22,7 +22,8 @@ Modules (relative imports only, so the package runs under any name):
     group       multi-node groups (--nnodes > 1): rank 0's store and its members over real TCP, the stand-in
                 server of ranks >= 1, the group's death when a node goes
 
-Launch flags honoured: --host, --port, --model-path/--model, --served-model-name, --api-key,
+Launch flags honoured: --host, --port, --model-path/--model, --served-model-name, --api-key, --admin-api-key
+(SGLang's ADMIN_OPTIONAL endpoints /flush_cache and /freeze_gc then take only it),
 --speculative-algorithm, --speculative-num-steps, --speculative-eagle-topk,
 --speculative-num-draft-tokens, --reasoning-parser, --enable-metrics, --context-length,
 --max-running-requests (with a speculative algorithm and no value, 48 as SGLang does),
@@ -73,7 +74,7 @@ kills itself (SIGKILL, status -9, like SGLang's kill_process_tree); SIGINT stops
 
 Endpoints: GET /health /health_generate /ready /v1/models /v1/models/{id} /model_info /server_info
 (and the deprecated /get_model_info /get_server_info) /metrics; POST /v1/chat/completions
-/v1/completions /generate /flush_cache /freeze_gc. Output length: max_tokens (chat/completions) or
+/v1/completions /generate; GET or POST /flush_cache /freeze_gc. Output length: max_tokens (chat/completions) or
 sampling_params.max_new_tokens (/generate); without ignore_eos a stream stops at a deterministic
 "EOS" point (32..256 tokens, from the prompt) but never before min_tokens / min_new_tokens.
 usage.prompt_tokens is the prompt's whitespace word count (at least 1).

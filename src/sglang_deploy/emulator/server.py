@@ -28,7 +28,7 @@ ACCEPT_RESOURCE_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOME
 ACCEPT_WARN_INTERVAL_S = 60.0
 # SGLang's AuthLevel.ADMIN_OPTIONAL endpoints (utils/auth.py): the admin key when the server has one, else the API key.
 ADMIN_OPTIONAL = frozenset({"/flush_cache", "/freeze_gc"})
-ROUTES = {  # path -> (method, handler(server, request, responder))
+ROUTES = {  # path -> (methods, handler(server, request, responder))
     "/health": ("GET", endpoints.health),
     "/health_generate": ("GET", endpoints.health),
     "/ready": ("GET", endpoints.health),
@@ -38,8 +38,8 @@ ROUTES = {  # path -> (method, handler(server, request, responder))
     "/server_info": ("GET", endpoints.server_info),
     "/get_server_info": ("GET", endpoints.server_info),
     "/metrics": ("GET", endpoints.metrics),
-    "/flush_cache": ("POST", endpoints.flush_cache),
-    "/freeze_gc": ("POST", endpoints.freeze_gc),
+    "/flush_cache": ("GET POST", endpoints.flush_cache),
+    "/freeze_gc": ("GET POST", endpoints.freeze_gc),
     "/v1/chat/completions": ("POST", generation.chat),
     "/v1/completions": ("POST", generation.completions),
     "/generate": ("POST", generation.generate),
@@ -79,7 +79,7 @@ class Server:
             route = ("GET", endpoints.model_by_id)
         if route is None:
             raise HttpError(404, {"detail": "Not Found"})
-        if req.method != route[0]:
+        if req.method not in route[0].split():
             raise HttpError(405, {"detail": "Method Not Allowed"})
         return functools.partial(self.counted, route[1])
 

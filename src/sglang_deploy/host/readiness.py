@@ -389,12 +389,11 @@ def sanity_check(
 
 
 def freeze_gc(url: str, api_key: str | None = None, timeout: float = 30.0) -> dict:
-    """POST /freeze_gc (SGLang: the scheduler's and the tokenizer manager's gc.freeze()), after the sanity prompts
-    served as its warm-up. Without it a full collection walks the ~800,000 objects of a fresh server: on an H200
-    (sglang 0.5.16) that stopped the tokenizer manager 0.37-0.43 s about every 90 s under load, and every request
-    arriving then waited. Returns {"frozen", "status"} and, on no answer, "error"."""
+    """POST /freeze_gc: SGLang's gc.freeze() in its tokenizer manager (which answers) and its scheduler (told, not
+    answering), after warm-up requests, as SGLang's long-GC warning advises (why: docs/gpu.md, "The server's GC").
+    Returns {"frozen", "status"} and, when it got no answer, "error"; never raises."""
     try:
         resp = request(Endpoint.parse(url), "POST", "/freeze_gc", None, api_key, timeout)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a key that cannot be a header (check_api_key)
         return {"frozen": False, "status": None, "error": f"{type(exc).__name__}: {exc}"}
     return {"frozen": resp.status == 200, "status": resp.status}

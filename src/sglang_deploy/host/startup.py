@@ -31,6 +31,7 @@ _PREFIX = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)?((?: [A-Za-z_]+
 _OTHER_RANK = re.compile(r"[A-Za-z_]+[1-9]\d*")
 _ELAPSED = re.compile(r"elapsed=(\d+(?:\.\d+)?) ?s")
 READY_LINE = "The server is fired up and ready to roll!"
+FREEZE_LINE = "Freezing GC in Tokenizer Manager process"  # sglang/srt/utils/common.py freeze_gc()
 _WEIGHTS_END = re.compile(r"^Load weight end\.")
 _GRAPH_END = re.compile(r"^Capture .+ graph end\.", re.I)
 # (milestone, pattern), in the order of a start: the first line that matches, but for LAST the last one before the
@@ -235,6 +236,14 @@ def run_journal(invocation: str, timeout: float = JOURNAL_TIMEOUT_S) -> list:
     if not entries and error:
         raise RuntimeError(f"journalctl failed: {error}")
     return entries
+
+
+def froze_gc(unit: str, timeout: float = JOURNAL_TIMEOUT_S) -> bool:
+    """Whether the unit's running process logged SGLang's GC freeze (readiness.freeze_gc once per process)."""
+    invocation = run_unit_start(unit, timeout)[0]
+    argv = ["journalctl", f"_SYSTEMD_INVOCATION_ID={invocation}", "-o", "cat", "--no-pager", "--grep", FREEZE_LINE]
+    found = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    return FREEZE_LINE in found.stdout
 
 
 def journal_entries(lines) -> list:
