@@ -198,6 +198,9 @@ def table(runs: list[dict], levels: list[tuple[str, object]]) -> list[str]:
 
 # The repeat of a level's warm-up run (--level-warmup): in parity-raw.json, never in the table.
 WARMUP = "warmup"
+# The fewest requests of a warm-up wave: at c=1 one request left hybrid-large compiling (d5612c5's NEXTN record: the
+# first measured run's first two requests decoded at 9.1-9.8 ms per token, 7.3 later).
+MIN_WARMUP_WAVE = 4
 # The --server-trace probe's launch flags (sglang 0.5.16's names)
 SERVER_TRACE_ARGS = {"enable-request-time-stats-logging": True, "gc-warning-threshold-secs": 0.02}
 
@@ -244,9 +247,11 @@ def rotation(tools: tuple, turn: int) -> tuple:
 
 
 def warmup_requests(mode: str, level, waves: int) -> int:
-    """Requests of ours' discarded warm-up at a level: `waves` full waves at a concurrency, `waves` seconds of
-    arrivals at a request rate (at least one request)."""
-    return waves * (level if mode == "concurrency" else max(1, math.ceil(level)))
+    """Requests of ours' discarded warm-up at a level: `waves` full waves at a concurrency, each of at least
+    MIN_WARMUP_WAVE requests, `waves` seconds of arrivals at a request rate (at least one request)."""
+    if mode == "concurrency":
+        return waves * max(level, MIN_WARMUP_WAVE)
+    return waves * max(1, math.ceil(level))
 
 
 def same_prompts(runs: list[dict]) -> bool:
@@ -298,9 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=1,
         help="ours' discarded warm-up at each level before its repeats, in waves: a full wave of requests at a "
-        "concurrency, a second of arrivals at a request rate (1; 0: none). Without it the first level's first run "
-        "is ours on a fresh server; on 2026-12-02 that run had a TTFT tail (p99 715 ms, bench_serving's 245-262): "
-        "a cold server is the guess, not shown",
+        "concurrency (at least 4 requests), a second of arrivals at a request rate (1; 0: none). Without it the "
+        "first level's first run is ours on a fresh server, still compiling for new batch shapes",
     )
     ap.add_argument(
         "--kept-alive",

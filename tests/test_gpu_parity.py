@@ -120,6 +120,11 @@ def test_an_older_records_table_says_ours_sent_its_own_prompts(tmp_path):
 
 def test_a_warm_up_wave_at_every_level_a_rate_gets_a_second_of_arrivals():
     assert gpu_parity.warmup_requests("concurrency", 32, 1) == 32
+    # at least 4 requests a wave: at c=1 one request left the hybrid model still compiling
+    assert (
+        gpu_parity.warmup_requests("concurrency", 1, 1) == 4 and gpu_parity.warmup_requests("concurrency", 8, 2) == 16
+    )
+    assert gpu_parity.warmup_requests("concurrency", 1, 0) == 0
     assert gpu_parity.warmup_requests("rate", 4, 1) == 4 and gpu_parity.warmup_requests("rate", 0.5, 2) == 2
 
 
