@@ -29,6 +29,7 @@ import datetime
 import json
 import math
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -201,8 +202,15 @@ WARMUP = "warmup"
 # The fewest requests of a warm-up wave: at c=1 one request left hybrid-large compiling (d5612c5's NEXTN record: the
 # first measured run's first two requests decoded at 9.1-9.8 ms per token, 7.3 later).
 MIN_WARMUP_WAVE = 4
-# The --server-trace probe's launch flags (sglang 0.5.16's names)
-SERVER_TRACE_ARGS = {"enable-request-time-stats-logging": True, "gc-warning-threshold-secs": 0.02}
+# Every launch logs the tokenizer manager's GC pauses over 20 ms (a gc callback: no work per request), and the
+# table names the run each fell in: a 0.4 s collection stalls one wave of whichever tool is running (d5612c5's record).
+GC_WATCH_ARGS = {"gc-warning-threshold-secs": 0.02}
+LONG_GC = re.compile(
+    r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[^]]*\].*LONG GARBAGE COLLECTION DETECTED \| Generation (\S+) \| "
+    r"Duration: ([\d.]+)s"
+)
+# The --server-trace probe's launch flag (sglang 0.5.16's name): each request's queue time and wall-clock entry
+SERVER_TRACE_ARGS = {"enable-request-time-stats-logging": True}
 
 # The --kept-alive probe's third tool: bench_serving with kept-alive connections.
 KEPT = "theirs-kept-alive"
@@ -233,6 +241,31 @@ def probe_table(runs: list[dict], levels: list[tuple[str, object]]) -> list[str]
                 f"{med / statistics.median(ours):.3f} |"
             )
     return lines
+
+
+def long_gcs(log: str, runs: list[dict]) -> list[dict]:
+    """The server log's long-GC warnings (GC_WATCH_ARGS), each with the run whose wall-clock window (the tool's own
+    start included) holds it. The log's times are the host's local time, to the second: read on the host that ran."""
+    found = []
+    for line in log.splitlines():
+        match = LONG_GC.match(line)
+        if not match:
+            continue
+        at = time.mktime(time.strptime(match[1], "%Y-%m-%d %H:%M:%S"))
+        inside = [
+            f"{r['tool']} r{r['repeat']} {r['mode']} {r['level']}"
+            for r in runs
+            if "started_unix" in r and int(r["started_unix"]) <= at <= r["started_unix"] + r["wall_s"]
+        ]
+        found.append(
+            {
+                "at": match[1],
+                "generation": match[2],
+                "duration_s": float(match[3]),
+                "run": inside[0] if inside else None,
+            }
+        )
+    return found
 
 
 def tools_of(kept_alive: bool) -> tuple:
@@ -317,9 +350,9 @@ def main(argv: list[str] | None = None) -> int:
         "--server-trace",
         action="store_true",
         help="a probe: the server logs each request's scheduler queue time and wall-clock entry "
-        "(--enable-request-time-stats-logging) and every tokenizer-manager GC pause over 20 ms "
-        "(--gc-warning-threshold-secs), to place a TTFT stall on the server; adds work to the server, so not a "
-        "parity figure",
+        "(--enable-request-time-stats-logging), to place a TTFT stall on the server; adds work to the server, so "
+        "not a parity figure (every run logs the tokenizer manager's GC pauses over 20 ms, and the table names "
+        "the run each fell in)",
     )
     ap.add_argument(
         "--no-freeze-gc",
@@ -374,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         "settings": {k: str(v) for k, v in vars(args).items()},
         "dataset": str(dataset),
     }
-    launch_args = harness.NEXTN_ARGS if args.nextn else harness.DENSE_ARGS
+    launch_args = {**(harness.NEXTN_ARGS if args.nextn else harness.DENSE_ARGS), **GC_WATCH_ARGS}
     if args.server_trace:
         launch_args = {**launch_args, **SERVER_TRACE_ARGS}
     server = harness.Server(harness.render(launch_args, args.model), out / "logs", "parity")
@@ -403,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
                     (out / "parity-raw.json").write_text(json.dumps({**meta, "runs": runs}, indent=1))
     finally:
         meta["stop"] = server.stop()
+        meta["long_gc"] = long_gcs(server.log_text(), runs)
         (out / "parity-raw.json").write_text(json.dumps({**meta, "runs": runs}, indent=1))
     write_table(out, meta, runs)
     return 0 if all(r["rc"] == 0 for r in runs if r["repeat"] != WARMUP and r["tool"] != KEPT) else 1
@@ -453,11 +487,14 @@ def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
         header += [f"The server's GC {froze} after the first level's warm-up (POST /freeze_gc: {answer}).", ""]
     elif settings.get("no_freeze_gc") == "True":
         header += ["The server's GC left as it started (--no-freeze-gc).", ""]
-    if settings.get("server_trace") == "True":
-        header += [
-            "With --server-trace: the server logged each request and its long GC pauses (not a parity figure).",
-            "",
+    if "long_gc" in meta:
+        pauses = [
+            f"{g['at']} generation {g['generation']} {g['duration_s']:.4f} s (in {g['run'] or 'no run'})"
+            for g in meta["long_gc"]
         ]
+        header += [f"The server's GC pauses over 20 ms: {'; '.join(pauses) or 'none'}.", ""]
+    if settings.get("server_trace") == "True":
+        header += ["With --server-trace: the server logged each request (not a parity figure).", ""]
     if missing:
         header += [f"Not measured (the run ended first): {', '.join(missing)}.", ""]
     measured = collections.Counter((r["mode"], r["level"], r["tool"]) for r in runs if "figures" in r)

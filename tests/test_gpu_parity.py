@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -211,15 +212,16 @@ def test_three_tools_rotate_each_first_once_in_three_turns_and_two_alternate():
     ]
 
 
-def test_the_server_trace_flags_are_sglang_0_5_16_s_and_reach_the_launch():
+def test_the_gc_watch_and_trace_flags_are_sglang_0_5_16_s_and_reach_the_launch():
     # the GPU suite's release (harness.SGLANG_VERSION), by the project's recorded parser of that release
     import harness  # tests/gpu, on the path through gpu_parity
 
     from sglang_deploy.flags import flag_table
 
     table = flag_table(harness.SGLANG_VERSION)
-    assert table.release == "0.5.16" and all(table.flags.get(name) for name in gpu_parity.SERVER_TRACE_ARGS)
-    launch = harness.render({**harness.DENSE_ARGS, **gpu_parity.SERVER_TRACE_ARGS}, Path("/m"))
+    probes = {**gpu_parity.GC_WATCH_ARGS, **gpu_parity.SERVER_TRACE_ARGS}
+    assert table.release == "0.5.16" and all(table.flags.get(name) for name in probes)
+    launch = harness.render({**harness.DENSE_ARGS, **probes}, Path("/m"))
     assert "--enable-request-time-stats-logging" in launch.argv
     assert launch.argv[launch.argv.index("--gc-warning-threshold-secs") + 1] == "0.02"
 
@@ -240,3 +242,33 @@ def test_the_table_says_whether_the_server_s_gc_was_frozen(tmp_path):
     gpu_parity.write_table(tmp_path, {**base, "settings": {**settings, "no_freeze_gc": "True"}}, runs)
     text = (tmp_path / "parity-table.md").read_text()
     assert frozen not in text and "GC left as it started (--no-freeze-gc)" in text
+
+
+def test_long_gc_pauses_are_placed_in_the_run_they_fell_in(tmp_path, monkeypatch):
+    """The d5612c5 record's server log and runs (a GPU host in UTC): its three full collections fell in one run of
+    each tool, as its README's table says; a line of another kind and a pause outside every run are kept apart."""
+    import gzip
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    record = REPO / "results/gpu-h200/parity-2026-12-02-d5612c5/c32-trace"
+    log = gzip.open(record / "parity-server.log.gz").read().decode(errors="replace")
+    log += "\n[2026-12-02 23:00:00] LONG GARBAGE COLLECTION DETECTED | Generation 1 | Duration: 0.0250s | x\n"
+    log += "[2026-12-02 21:02:33] Freezing GC in Tokenizer Manager process. gen0: 1->0\n"
+    runs = json.loads((record / "parity-raw.json").read_text())["runs"]
+    found = gpu_parity.long_gcs(log, runs)
+    assert [(g["at"][11:], g["generation"], g["duration_s"], g["run"]) for g in found] == [
+        ("21:02:32", "2", 0.4245, "ours r0 concurrency 32"),
+        ("21:04:18", "2", 0.4339, "theirs r1 concurrency 32"),
+        ("21:05:48", "2", 0.3733, "theirs-kept-alive r2 concurrency 32"),
+        ("23:00:00", "1", 0.025, None),
+    ]
+    settings = {"repeats": "1", "levels": "32:256", "rates": "", "input_len": 256, "output_len": 256, "warmup": 2}
+    meta = {"date_utc": "d", "command": "c", "gpu": "g", "settings": settings, "long_gc": found[:1] + found[3:]}
+    gpu_parity.write_table(tmp_path, meta, [_run(t, 32, 100.0) for t in ("ours", "theirs")])
+    assert (
+        "The server's GC pauses over 20 ms: 2026-12-02 21:02:32 generation 2 0.4245 s (in ours r0 concurrency 32); "
+        "2026-12-02 23:00:00 generation 1 0.0250 s (in no run)." in (tmp_path / "parity-table.md").read_text()
+    )
+    gpu_parity.write_table(tmp_path, {**meta, "long_gc": []}, [_run(t, 32, 100.0) for t in ("ours", "theirs")])
+    assert "The server's GC pauses over 20 ms: none." in (tmp_path / "parity-table.md").read_text()

@@ -1,6 +1,6 @@
 """The GPU smoke: what every change to SGLang-facing code runs before it lands (docs/gpu.md). One server of the
 small dense model through the project's launcher, on one GPU: launch, ready, API key masked, `sglang-deploy
-bench`, stop; all of it, the model folders and SGLang's first-start kernel builds included, within SMOKE_BUDGET_S.
+bench`, the GC freeze the server role sends, stop; all of it, the model folders and SGLang's first-start kernel builds included, within SMOKE_BUDGET_S.
 
     python -m pytest tests/gpu/test_smoke.py -v --gpu-out results/gpu-smoke
 
@@ -16,6 +16,9 @@ import benchcmp
 import harness
 import pytest
 from harness import API_KEY, DENSE_ARGS, Server
+
+from sglang_deploy.host import startup
+from sglang_deploy.host.readiness import freeze_gc
 
 SMOKE_BUDGET_S = 300.0
 LEVELS = (1, 8)
@@ -59,6 +62,19 @@ def test_bench(dense, out_dir):
     TIMES["output_tok_s"] = {level["concurrency"]: level["output_throughput_tok_s"] for level in result["levels"]}
     written = (out_dir / "smoke-bench.json").read_text() + (out_dir / "smoke-bench.txt").read_text()
     assert API_KEY not in written
+
+
+def test_freeze_gc_wants_the_key_and_logs_the_line_the_role_reads(dense):
+    """The server role's freeze (sglang_ready, after its sanity prompts; the bench here warmed the server) on real
+    SGLang: /freeze_gc is ADMIN_OPTIONAL, so a server with only --api-key wants that key, and the freeze logs the
+    line startup.froze_gc looks for in the unit's journal, so a re-run does not freeze the same process again."""
+    assert freeze_gc(dense.url, None) == {"frozen": False, "status": 401}
+    TIMES["freeze_gc"] = freeze_gc(dense.url, dense.api_key)
+    assert TIMES["freeze_gc"] == {"frozen": True, "status": 200}
+    deadline = time.monotonic() + 10
+    while startup.FREEZE_LINE not in dense.log_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert startup.FREEZE_LINE in dense.log_text(), "no freeze line in the server log"
 
 
 def test_stop_frees_the_gpu_within_the_budget(dense, clock, out_dir):
