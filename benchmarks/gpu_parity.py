@@ -202,6 +202,10 @@ WARMUP = "warmup"
 # The fewest requests of a warm-up wave: at c=1 one request left hybrid-large compiling (d5612c5's NEXTN record: the
 # first measured run's first two requests decoded at 9.1-9.8 ms per token, 7.3 later).
 MIN_WARMUP_WAVE = 4
+# --level-warmup's value for one pass over every prompt of the level (its request count, at its concurrency or rate):
+# NEXTN c=1 on hybrid-large, three calls (d5612c5, ce9fc89 twice), the first measured run's 8th request waited 0.6-0.8 s
+# for its first token, once per server process, after warm-ups of 1 and 4 requests; ours always ran that run first.
+ALL_PROMPTS = "all"
 # Every launch logs the tokenizer manager's GC pauses over 20 ms (a gc callback: no work per request), and the
 # table names the run each fell in: a 0.4 s collection stalls one wave of whichever tool is running (d5612c5's record).
 GC_WATCH_ARGS = {"gc-warning-threshold-secs": 0.02}
@@ -279,9 +283,12 @@ def rotation(tools: tuple, turn: int) -> tuple:
     return tools[turn:] + tools[:turn]
 
 
-def warmup_requests(mode: str, level, waves: int) -> int:
-    """Requests of ours' discarded warm-up at a level: `waves` full waves at a concurrency, each of at least
-    MIN_WARMUP_WAVE requests, `waves` seconds of arrivals at a request rate (at least one request)."""
+def warmup_requests(mode: str, level, waves: int | str, count: int) -> int:
+    """Requests of ours' discarded warm-up at a level of `count` requests: `waves` full waves at a concurrency, each
+    of at least MIN_WARMUP_WAVE requests, `waves` seconds of arrivals at a request rate (at least one request); with
+    ALL_PROMPTS the level's own `count`, the same prompts in the same order."""
+    if waves == ALL_PROMPTS:
+        return count
     if mode == "concurrency":
         return waves * max(level, MIN_WARMUP_WAVE)
     return waves * max(1, math.ceil(level))
@@ -293,6 +300,15 @@ def same_prompts(runs: list[dict]) -> bool:
     its own description."""
     ours = [r["cmd"] for r in runs if r.get("tool") == "ours" and r.get("cmd")]
     return bool(ours) and all("--dataset-path" in cmd for cmd in ours)
+
+
+def level_warmup(value: str) -> int | str:
+    """--level-warmup's argument: a count of waves (0: none) or ALL_PROMPTS."""
+    if value == ALL_PROMPTS:
+        return value
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"takes 0 (none), a number of waves or {ALL_PROMPTS!r}, not {value!r}")
+    return int(value)
 
 
 def _end_on_sigterm(*_) -> None:
@@ -333,11 +349,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--level-warmup",
-        type=int,
+        type=level_warmup,
         default=1,
         help="ours' discarded warm-up at each level before its repeats, in waves: a full wave of requests at a "
-        "concurrency (at least 4 requests), a second of arrivals at a request rate (1; 0: none). Without it the "
-        "first level's first run is ours on a fresh server, still compiling for new batch shapes",
+        "concurrency (at least 4 requests), a second of arrivals at a request rate (1; 0: none); 'all': the level's "
+        "every prompt once, as measured. Without it the first level's first run is ours on a fresh server, still "
+        "compiling for new batch shapes",
     )
     ap.add_argument(
         "--kept-alive",
@@ -367,8 +384,6 @@ def main(argv: list[str] | None = None) -> int:
         "--table-only", action="store_true", help="only write OUT/parity-table.md from OUT/parity-raw.json (a cut run)"
     )
     args = ap.parse_args(argv)
-    if args.level_warmup < 0:
-        ap.error("--level-warmup takes 0 (none) or more waves")
     out = args.out.resolve()
     if args.table_only:
         raw = json.loads((out / "parity-raw.json").read_text())
@@ -417,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         meta["launch_argv"] = server.launch.argv
         for i, (mode, level, count) in enumerate(plan):
             if args.level_warmup:
-                count_w = warmup_requests(mode, level, args.level_warmup)
+                count_w = warmup_requests(mode, level, args.level_warmup, count)
                 runs.append(run_one(server, "ours", mode, level, count_w, args, dataset, work, WARMUP))
                 print(json.dumps({k: runs[-1].get(k) for k in ("tool", "mode", "level", "repeat", "rc", "wall_s")}))
             if i == 0 and not args.no_freeze_gc:
@@ -473,8 +488,12 @@ def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
             f"tokens forced, warm-up {settings['warmup']} in each"
         )
         + (
-            f", and {settings['level_warmup']} wave(s) of ours, discarded, before each "
-            f"{'level' if shared else 'concurrency level'}."
+            (
+                ", and one pass of ours over the level's prompts, discarded, before each level."
+                if settings["level_warmup"] == ALL_PROMPTS
+                else f", and {settings['level_warmup']} wave(s) of ours, discarded, before each "
+                f"{'level' if shared else 'concurrency level'}."
+            )
             if settings.get("level_warmup", "0") != "0"
             else "."
         ),

@@ -120,13 +120,30 @@ def test_an_older_records_table_says_ours_sent_its_own_prompts(tmp_path):
 
 
 def test_a_warm_up_wave_at_every_level_a_rate_gets_a_second_of_arrivals():
-    assert gpu_parity.warmup_requests("concurrency", 32, 1) == 32
+    assert gpu_parity.warmup_requests("concurrency", 32, 1, 256) == 32
     # at least 4 requests a wave: at c=1 one request left the hybrid model still compiling
     assert (
-        gpu_parity.warmup_requests("concurrency", 1, 1) == 4 and gpu_parity.warmup_requests("concurrency", 8, 2) == 16
+        gpu_parity.warmup_requests("concurrency", 1, 1, 16) == 4
+        and gpu_parity.warmup_requests("concurrency", 8, 2, 64) == 16
     )
-    assert gpu_parity.warmup_requests("concurrency", 1, 0) == 0
-    assert gpu_parity.warmup_requests("rate", 4, 1) == 4 and gpu_parity.warmup_requests("rate", 0.5, 2) == 2
+    assert gpu_parity.warmup_requests("concurrency", 1, 0, 16) == 0
+    assert gpu_parity.warmup_requests("rate", 4, 1, 48) == 4 and gpu_parity.warmup_requests("rate", 0.5, 2, 48) == 2
+
+
+def test_level_warmup_all_sends_the_level_s_every_prompt_once_and_the_table_says_so(tmp_path, capsys):
+    assert gpu_parity.warmup_requests("concurrency", 1, "all", 16) == 16
+    assert gpu_parity.warmup_requests("rate", 16, "all", 96) == 96
+    with pytest.raises(SystemExit):
+        gpu_parity.main(["--out", str(tmp_path), "--level-warmup", "every"])
+    assert "--level-warmup: takes 0 (none), a number of waves or 'all', not 'every'" in capsys.readouterr().err
+    runs = [{**_run("ours", 1, 10.0), "cmd": "bench --dataset-path f"}, {**_run("theirs", 1, 10.0), "cmd": "x"}]
+    settings = {"repeats": "1", "levels": "1:16", "rates": "", "input_len": 256, "output_len": 256, "warmup": 2}
+    meta = {"date_utc": "d", "command": "c", "gpu": "g", "settings": {**settings, "level_warmup": "all"}}
+    gpu_parity.write_table(tmp_path, meta, runs)
+    assert (
+        "one pass of ours over the level's prompts, discarded, before each level."
+        in (tmp_path / "parity-table.md").read_text()
+    )
 
 
 def test_ours_reads_a_sharegpt_file_in_bench_serving_s_seeded_order(tmp_path):
