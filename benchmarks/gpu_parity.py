@@ -457,6 +457,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r["rc"] == 0 for r in runs if r["repeat"] != WARMUP and r["tool"] != KEPT) else 1
 
 
+def warmup_phrase(level_warmup: str, shared: bool) -> str:
+    """The table's words for ours' discarded warm-up (--level-warmup as parity-raw.json stores it)."""
+    if level_warmup == "0":
+        return "."
+    if level_warmup == ALL_PROMPTS:
+        return ", and one pass of ours over the level's prompts, discarded, before each level."
+    return f", and {level_warmup} wave(s) of ours, discarded, before each {'level' if shared else 'concurrency level'}."
+
+
 def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
     """parity-table.md (and stdout): the levels that ran, in their order; a run cut short says which it missed. The
     level warm-ups are in parity-raw.json only."""
@@ -487,16 +496,7 @@ def write_table(out: Path, meta: dict, runs: list[dict]) -> int:
             f"own (not the same: compare prompt_tokens_mean in parity-raw.json), {settings['output_len']} output "
             f"tokens forced, warm-up {settings['warmup']} in each"
         )
-        + (
-            (
-                ", and one pass of ours over the level's prompts, discarded, before each level."
-                if settings["level_warmup"] == ALL_PROMPTS
-                else f", and {settings['level_warmup']} wave(s) of ours, discarded, before each "
-                f"{'level' if shared else 'concurrency level'}."
-            )
-            if settings.get("level_warmup", "0") != "0"
-            else "."
-        ),
+        + warmup_phrase(settings.get("level_warmup", "0"), shared),
         "",
     ]
     if "freeze_gc" in meta:
