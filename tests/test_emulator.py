@@ -923,3 +923,26 @@ def test_request_bodies_held_at_once_have_one_budget(monkeypatch):
         return statuses
 
     assert asyncio.run(scenario()) == [200, 200, 503, 200]
+
+
+def test_a_late_first_token_does_not_speed_up_the_decode_after_it():
+    """A busy host delays the first token; the steps after it keep the configured rate instead of catching up
+    to the due time (what made a CI run read 174 tok/s from a 172 tok/s setting)."""
+    import asyncio
+
+    from sglang_deploy.emulator.config import Config
+    from sglang_deploy.emulator.engine import Engine, Plan
+
+    async def scenario() -> tuple[float, float]:
+        cfg = Config(["--model-path", MODEL], {"SGLANG_EMU_TTFT_MS": "20", "SGLANG_EMU_DECODE_TOK_S": "200"})
+        engine = Engine(cfg)
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.015, time.sleep, 0.06)  # the loop is blocked across the first token's due time
+        start, stamps = loop.time(), []
+        async for _ in engine.run(Plan("x", 1, 41, 0, True, False, False)):
+            stamps.append(loop.time())
+        return stamps[0] - start, stamps[-1] - stamps[0]
+
+    ttft, decode = asyncio.run(scenario())
+    assert ttft >= 0.07  # the first token was late
+    assert decode >= 0.99 * 40 / 200, decode  # 40 steps at 200 tok/s after it, not fewer

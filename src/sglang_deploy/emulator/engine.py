@@ -169,7 +169,9 @@ class Engine:
                 st.emitted_tokens += 1
                 yield 0, 1
             crash_at = plan.n // 2 if cfg.fault == "crash_mid_stream" and not internal else None
-            v_first = self.pacer.v_at(first_due)
+            # The first token's real time, not its due time: a late first token (a busy host) must not make
+            # the decode steps after it catch up, which would read faster than the configured rate.
+            v_first = self.pacer.v_at(loop.time())
             done, step = 1, 0
             while done < plan.n:
                 if crash_at is not None and done >= crash_at:
