@@ -162,16 +162,16 @@ class Engine:
         self.pacer.add_running(+1)
         finished = False
         try:
-            first_due = loop.time() + cfg.ttft_ms / 1000.0
-            await asyncio.sleep(max(0.0, first_due - loop.time()))
-            st.ttft.observe(loop.time() - arrival)
+            await asyncio.sleep(cfg.ttft_ms / 1000.0)
+            # The decode steps count from the first token's real time, not its due time: after a late first token
+            # (a busy host) they must not catch up, which would read faster than the configured rate.
+            first_at = loop.time()
+            st.ttft.observe(first_at - arrival)
+            v_first = self.pacer.v_at(first_at)
             if plan.n > 0:
                 st.emitted_tokens += 1
                 yield 0, 1
             crash_at = plan.n // 2 if cfg.fault == "crash_mid_stream" and not internal else None
-            # The first token's real time, not its due time: a late first token (a busy host) must not make
-            # the decode steps after it catch up, which would read faster than the configured rate.
-            v_first = self.pacer.v_at(loop.time())
             done, step = 1, 0
             while done < plan.n:
                 if crash_at is not None and done >= crash_at:
