@@ -60,9 +60,9 @@ crash_mid_stream exits the process (os._exit) halfway through a generation; garb
 Timing: the first token comes TTFT after admission; then all running streams advance on one shared
 virtual clock whose speed is the per-stream rate, and token j of a stream is due when that clock has
 moved j tokens past the moment the stream's first token went out (a late first token is not caught up
-on). Deadlines are absolute (monotonic clock), so lateness never accumulates. One chunk is sent per
-decode step; a stream's chunk is due at its last token's time, so (e2e - ttft) / (completion_tokens - 1)
-is exactly 1 / rate.
+on). Deadlines are absolute (monotonic clock), so a late decode step is not carried over to the next.
+One chunk is sent per decode step; a stream's chunk is due at its last token's time, so
+(e2e - ttft) / (completion_tokens - 1) is exactly 1 / rate while the rate stays constant.
 
 Multi-node (--nnodes > 1): rank 0 listens on --dist-init-addr's port and stays loading (port closed) until the
 other nnodes - 1 ranks have connected; after --dist-timeout (unset: 1800 s) it exits 1 with torch's DistStoreError.
