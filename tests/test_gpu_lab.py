@@ -128,3 +128,32 @@ def test_a_command_in_the_lab_gets_no_variable_only_the_gpu_machine_sets(monkeyp
     gpu_lab.nsenter(Path("/root/gpulab"), ["ansible-playbook", "site.yml"])
     assert seen["argv"][:3] == ["nsenter", "-t", "4242"] and seen["argv"][-2:] == ["ansible-playbook", "site.yml"]
     assert "PYTHONDONTWRITEBYTECODE" not in seen["env"] and seen["env"]["SGLANG_LAB_API_KEY"] == "k" * 24
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (lambda sha: None, "missing"),
+        (lambda sha: sha.write_text(""), "holds no sha256"),
+        (lambda sha: sha.write_text("not-a-digest  lab.tar\n"), "holds no sha256"),
+        (lambda sha: sha.mkdir(), "not a regular file"),
+        (lambda sha: sha.symlink_to("/dev/zero"), "not a regular file"),
+    ],
+)
+def test_join_refuses_a_sha256_file_that_is_missing_empty_or_not_a_file(tmp_path, make, problem):
+    # A sha file linked to /dev/zero was read whole (until memory ran out); the others gave a traceback.
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / "part00").write_bytes(b"x")
+    make(parts / "lab.sha256")
+    with pytest.raises(gpu_lab.LabError, match=f"lab.sha256.*{problem}"):
+        gpu_lab.join(parts, tmp_path / "stage" / "lab.tar")
+
+
+def test_join_refuses_a_part_that_is_not_a_file(tmp_path):
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / "lab.sha256").write_text("0" * 64 + "  lab.tar\n")
+    (parts / "part00").symlink_to("/dev/zero")
+    with pytest.raises(gpu_lab.LabError, match="part00 is not a regular file"):
+        gpu_lab.join(parts, tmp_path / "stage" / "lab.tar")

@@ -77,3 +77,14 @@ def test_plan_command_exits_2_with_the_fix(tmp_path):
         check=False,
     )
     assert proc.returncode == 2 and "git-ignored folder" in proc.stderr
+
+
+def test_install_exits_with_the_reason_for_a_sha256_file_linked_to_a_device(tmp_path):
+    # It was read whole (/dev/zero: until memory ran out) and a missing one gave a traceback.
+    stage = _parts(tmp_path / "stage")
+    (stage / "wheels.sha256").unlink()
+    with pytest.raises(SystemExit, match="gpu_stage install: .*wheels.sha256 is missing"):
+        gpu_stage.install(stage, tmp_path / "site")
+    (stage / "wheels.sha256").symlink_to("/dev/zero")
+    with pytest.raises(SystemExit, match="gpu_stage install: .*wheels.sha256 is not a regular file"):
+        gpu_stage.install(stage, tmp_path / "site")

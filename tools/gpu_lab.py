@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tarfile
@@ -161,16 +162,36 @@ def pack(work: Path, parts: Path, part_bytes: int = PART_BYTES) -> list[Path]:
     return split(tar_path, parts, part_bytes)
 
 
+def _regular(path: Path) -> Path:
+    """path, if it is a regular file (a link to one included); LabError otherwise: a device or a FIFO never ends."""
+    try:
+        regular = stat.S_ISREG(path.stat().st_mode)
+    except OSError as exc:
+        raise LabError(f"{path} is missing or unreadable ({exc.strerror}): run `pack` again") from exc
+    if not regular:
+        raise LabError(f"{path} is not a regular file: run `pack` again")
+    return path
+
+
+def expected_sha256(path: Path) -> str:
+    """The sha256 a `sha256sum` line in path names (only its first 200 bytes are read); LabError otherwise."""
+    with _regular(path).open("rb") as handle:
+        words = handle.read(200).split()
+    if not words or not re.fullmatch(rb"[0-9a-f]{64}", words[0]):
+        raise LabError(f"{path} holds no sha256 (64 hex digits, as sha256sum writes it): run `pack` again")
+    return words[0].decode()
+
+
 def join(parts: Path, tar_path: Path) -> None:
     """Join parts/part* into tar_path, check it against parts/<stem>.sha256, unpack it beside itself and remove it."""
+    expected = expected_sha256(parts / f"{tar_path.stem}.sha256")
     digest = hashlib.sha256()
     tar_path.parent.mkdir(parents=True, exist_ok=True)
     with tar_path.open("wb") as out:
         for part in sorted(parts.glob("part*")):
-            data = part.read_bytes()
+            data = _regular(part).read_bytes()
             digest.update(data)
             out.write(data)
-    expected = (parts / f"{tar_path.stem}.sha256").read_text().split()[0]
     if digest.hexdigest() != expected:
         raise LabError(f"sha256 of the joined parts {digest.hexdigest()} != {expected}: a part is missing or broken")
     with tarfile.open(tar_path) as tar:
