@@ -206,15 +206,15 @@ def test_compare_measures_each_profile_then_restores_what_each_host_served(monke
     )
     measured = {"sglang_fleet_benchmark": True, "sglang_fleet_force_restart": False}
     quiet = {"sglang_fleet_force_restart": False, "sglang_benchmark_enabled": False}
-    assert deploys == [("x", "all", measured), ("y", "all", measured), ("p1", "a,d", quiet), ("p2", "b", quiet)]
-    assert phases == [
-        "read what each host serves",
-        "profile 1/2: x",
-        "profile 2/2: y",
-        "restore p1 on a, d",
-        "restore p2 on b",
-    ]
-    assert comp.ok and len(comp.restores) == 2
+    # three repeats by default, every other round reversed: x y | y x | x y
+    assert deploys == [(p, "all", measured) for p in "xyyxxy"] + [("p1", "a,d", quiet), ("p2", "b", quiet)]
+    assert phases[0] == "read what each host serves"
+    assert phases[1].startswith("plan: 6 deploys in the order x y y x x y, 4 of them restart the servers")
+    assert phases[2:5] == ["deploy 1/6: x (repeat 1/3)", "deploy 2/6: y (repeat 1/3)", "deploy 3/6: y (repeat 2/3)"]
+    assert phases[-2:] == ["restore p1 on a, d", "restore p2 on b"]
+    assert comp.ok and len(comp.restores) == 2 and comp.repeats == 3 and comp.measured_order == list("xyyxxy")
+    with pytest.raises(ValueError, match="repeats must be a whole number from 1 to 50"):
+        api.compare(["x", "y"], repeats=0)
 
 
 def _compare_with(monkeypatch, was: dict, roll):
@@ -250,16 +250,23 @@ def test_compare_measures_what_served_before_last_and_restores_only_the_hosts_it
         return [{"host": h, "serves": profile, "outcome": "unchanged" if h == "d" else "deployed"} for h in was], True
 
     deploys = _compare_with(monkeypatch, was, passing)
-    comp = api.compare(["p1", "p2", "x"], limit="all")
+    comp = api.compare(["p1", "p2", "x"], limit="all", repeats=1)
     assert deploys == [("p2", "all"), ("x", "all"), ("p1", "all"), ("p2", "b")]
     assert comp.profiles == ["p1", "p2", "x"] and comp.measured_order == ["p2", "x", "p1"] and len(comp.restores) == 1
+    # repeated: the last round in that order, the one before it reversed; the same restore
+    deploys.clear()
+    comp = api.compare(["p1", "p2", "x"], limit="all", repeats=2)
+    assert deploys == [("p1", "all"), ("x", "all"), ("p2", "all"), ("p2", "all"), ("x", "all"), ("p1", "all")] + [
+        ("p2", "b")
+    ]
+    assert [len(comp.runs[p]) for p in comp.profiles] == [2, 2, 2] and comp.plan["restarts"] == 5  # b serves p2
     # --keep-order: the order given, everything restored
     deploys.clear()
-    api.compare(["p1", "p2", "x"], limit="all", keep_order=True)
+    api.compare(["p1", "p2", "x"], limit="all", keep_order=True, repeats=1)
     assert deploys == [("p1", "all"), ("p2", "all"), ("x", "all"), ("p1", "a,d,e"), ("p2", "b")]
     # one profile named for every host: nothing to restore once it was measured last and every host stays on it
     deploys.clear()
-    assert api.compare(["p2", "p1"], limit="all", restore="p2").restores == []
+    assert api.compare(["p2", "p1"], limit="all", restore="p2", repeats=1).restores == []
     assert deploys == [("p1", "all"), ("p2", "all")]
     with pytest.raises(ValueError, match="given twice"):
         api.compare(["p1", "p2", "p1"])
@@ -276,14 +283,18 @@ def test_compare_restores_every_host_after_a_stopped_last_roll_and_breaks_ties_b
         {"host": "d", "serves": "x", "outcome": "untouched"},
     ]
     deploys = _compare_with(monkeypatch, was, lambda profile, limit: (stopped, profile != "p1" or limit != "all"))
-    comp = api.compare(["p1", "x"], limit="all")
+    comp = api.compare(["p1", "x"], limit="all", repeats=1)
     assert deploys == [("x", "all"), ("p1", "all"), ("p1", "a,d,e"), ("p2", "b")] and not comp.ok
     deploys.clear()
-    api.compare(["x", "p1"], limit="all", restore="p1")
+    api.compare(["x", "p1"], limit="all", restore="p1", repeats=1)
     assert deploys == [("x", "all"), ("p1", "all"), ("p1", "all")]
+    # a profile whose deploy failed is not deployed again in the later rounds
+    deploys.clear()
+    api.compare(["x", "p1"], limit="all", restore="p1", repeats=3)
+    assert deploys == [("x", "all"), ("p1", "all"), ("x", "all"), ("x", "all"), ("p1", "all")]
     # a tie (one host each): the first given of the two is measured last
     deploys = _compare_with(monkeypatch, {"a": "p1", "b": "p2"}, lambda profile, limit: (stopped, True))
-    api.compare(["p2", "p1"], limit="all", keep_order=False)
+    api.compare(["p2", "p1"], limit="all", keep_order=False, repeats=1)
     assert [d[0] for d in deploys[:2]] == ["p1", "p2"]
 
 

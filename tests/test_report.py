@@ -330,10 +330,57 @@ def test_an_sla_search_that_stopped_early_is_not_ranked_as_zero():
 def test_the_report_names_the_order_of_the_deploys_when_it_is_not_the_order_given():
     runs = {p: run(p, result([level(1, 100.0, 0.10)])) for p in ("b", "a")}
     moved = compare_report.markdown(compare_report.build_comparison(["a", "b"], runs, measured_order=["b", "a"]))
-    assert "Deployed in this order: b, a (the profile the hosts are restored to last" in moved
+    assert "Deployed in this order: b, a (each round the reverse of the one before, the profile the hosts" in moved
     kept = compare_report.markdown(compare_report.build_comparison(["a", "b"], runs, measured_order=["a", "b"]))
     assert "Deployed in this order" not in kept
     assert compare_report.build_comparison(["a", "b"], runs, measured_order=["b", "a"]).to_dict()["measured_order"] == [
         "b",
         "a",
     ]
+
+
+def _repeated(decodes: dict) -> dict:
+    """profile -> one run per decode speed given (c=1), as compare's repeats give them."""
+    return {p: [run(p, result([level(1, d, 0.10)])) for d in speeds] for p, speeds in decodes.items()}
+
+
+def test_repeats_give_each_figure_its_spread_and_each_profile_a_verdict_against_the_first(tmp_path):
+    runs = _repeated({"a": [100.0, 101.0, 99.0], "same": [100.5, 99.5, 100.0], "fast": [120.0, 121.0, 119.0]})
+    comp = compare_report.build_comparison(["a", "same", "fast"], runs, measured_order=list("a s f f s a a s f"))
+    assert comp.repeats == 3 and comp.ok
+    a, same, fast = (row(comp, p, 1) for p in ("a", "same", "fast"))
+    assert a["spread"]["decode_tok_s"]["n"] == 3 and a["values"]["decode_tok_s"] == pytest.approx([100, 101, 99])
+    assert a["decode_tok_s"] == pytest.approx(100.0) and a["vs_first"] == {}
+    assert same["vs_first"]["decode_tok_s"]["verdict"] == "no difference"
+    assert fast["vs_first"]["decode_tok_s"]["verdict"] == "better" and fast["decode_ratio"] == pytest.approx(1.2)
+    assert fast["vs_first"]["decode_tok_s"]["low"] > 1.15
+    text = compare_report.format_table(comp)
+    assert "median (min-max) over 3 repeats" in text
+    assert "100.0 (99.0-101.0)" in text  # a's decode speed
+    assert "c=1 same: out tok/s x" in text and "no difference at this noise" in text
+    assert "c=1 fast: out tok/s x" in text and "dec tok/s x1.200" in text and "better than a" in text
+    md = compare_report.markdown(comp)
+    assert "Against **a**:" in md and "| deploy a (3/3) | successful |" in md
+    out = compare_report.write_report(comp, tmp_path / "cmp")
+    doc = __import__("json").loads((out / "comparison.json").read_text())
+    assert doc["repeats"] == 3 and doc["rows"][1]["vs_first"]["decode_tok_s"]["verdict"] == "no difference"
+    assert (out / "compare.png").stat().st_size > 10_000
+
+
+def test_one_run_each_says_there_is_no_verdict():
+    comp = compare_report.build_comparison(["a", "b"], _repeated({"a": [100.0], "b": [150.0]}))
+    assert row(comp, "b", 1)["vs_first"]["decode_tok_s"]["why"] == "one run a side: no spread measured"
+    assert "one run per profile: no spread measured, no verdict" in compare_report.format_table(comp)
+
+
+def test_a_profile_within_the_noise_of_the_leader_is_ranked_tied():
+    from sglang_deploy import tune
+
+    runs = _repeated({"a": [100.0, 104.0, 97.0], "b": [102.0, 98.0, 105.0], "c": [60.0, 61.0, 59.0]})
+    objectives = [tune.Objective("decode_tok_s", 1, "max")]
+    comp = compare_report.build_comparison(["a", "b", "c"], runs, objectives=objectives)
+    rows = comp.rankings[objectives[0].name]
+    assert [(r["profile"], r.get("tied")) for r in rows] == [("b", None), ("a", True), ("c", False)]
+    assert rows[2]["vs_leader"]["verdict"] == "worse"
+    text = compare_report.format_table(comp)
+    assert "1. b 102.00 (98.00-105.00) (x1.02), 2. a 100.00 (97.00-104.00) [tied with the leader at this noise]" in text

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from sglang_deploy import noise
 from sglang_deploy.host.bench import table
 from sglang_deploy.tune import measures
 
@@ -51,34 +52,59 @@ COLUMNS = (
 COMPARABLE = measures.COMPARABLE
 
 
+# The figures of a row: key -> (read from a benchmark level, goal). Each is kept over the repeats (min/median/max).
+FIGURES = {
+    "output_tok_s": (lambda lv: lv.get("output_throughput_tok_s"), "max"),
+    "decode_tok_s": (lambda lv: table.stat(lv, "decode_tok_s_per_request", "mean"), "max"),
+    "ttft_p50_ms": (lambda lv: table.stat(lv, "ttft_ms", "p50"), "min"),
+    "goodput_req_s": (lambda lv: lv.get("goodput_req_s"), "max"),
+    "accept_length": (lambda lv: (lv.get("spec_accept_length") or {}).get("value"), "max"),
+}
+# The figures each profile is judged on against the first (noise.verdict): (figure, ratio key, words).
+JUDGED = (("output_tok_s", "output_ratio", "out tok/s"), ("decode_tok_s", "decode_ratio", "dec tok/s"))
+
+
 @dataclass
 class Comparison:
-    """Profiles benchmarked in turn on the same hosts with the same settings.
+    """Profiles benchmarked, each `repeats` times interleaved, on the same hosts with the same settings.
 
-    rows: one dict per (host, via, concurrency, profile) with output_tok_s (aggregate), decode_tok_s (per request,
-    mean), ttft_p50_ms, accept_length and the ratios of output and decode speed to the first profile's. via is
-    "host" (the host's own server, benchmarked on the host) or "router" (through the smg router on that host: the
-    fleet's aggregate); routers: router host -> the replicas behind it; router_workload: the workload through them.
+    rows: one dict per (host, via, level, profile): each figure of FIGURES as its median over the repeats, `spread`
+    (figure -> min/median/max/n) and `values` (figure -> the value of each repeat), the ratios of the medians of
+    output and decode speed to the first profile's and `vs_first` (figure -> noise.verdict against the first
+    profile). via is "host" (the host's own server, benchmarked on the host) or "router" (through the smg router on
+    that host: the fleet's aggregate); routers: router host -> the replicas behind it; router_workload: the
+    workload through them.
     """
 
     profiles: list
     rows: list = field(default_factory=list)
-    runs: dict = field(default_factory=dict)  # profile -> api.RunResult
+    runs: dict = field(default_factory=dict)  # profile -> [api.RunResult], one per deploy
     restores: list = field(default_factory=list)  # api.RunResult of the restoring deploys
-    measured_order: list = field(default_factory=list)  # the profiles in the order they were deployed
+    measured_order: list = field(default_factory=list)  # the deploys in the order they ran (profile names)
+    plan: dict = field(default_factory=dict)  # api.comparison.plan_cost: deploys, restarts, what starts cost
+    floor: float = noise.DEFAULT_FLOOR  # the smallest difference a verdict calls
     settings: dict = field(default_factory=dict)
     workload: dict = field(default_factory=dict)
     emulated: bool = False
     routers: dict = field(default_factory=dict)
     router_workload: dict = field(default_factory=dict)
-    sla: dict = field(default_factory=dict)  # profile -> {host: highest rate meeting the SLA} (sla_rates)
+    sla: dict = field(default_factory=dict)  # profile -> {host: highest rate meeting the SLA, median} (sla_rates)
     objectives: list = field(default_factory=list)  # tune.Objective: what the profiles are ranked by
     limits: list = field(default_factory=list)  # tune.Limit: a profile outside one ranks after those within
     rankings: dict = field(default_factory=dict)  # objective name -> rows best first (rank_profiles)
 
     @property
+    def all_runs(self) -> list:
+        return [r for runs in self.runs.values() for r in runs]
+
+    @property
     def ok(self) -> bool:
-        return all(r.ok for r in self.runs.values()) and all(r.ok for r in self.restores)
+        return all(r.ok for r in self.all_runs) and all(r.ok for r in self.restores)
+
+    @property
+    def repeats(self) -> int:
+        """The most deploys of one profile."""
+        return max((len(runs) for runs in self.runs.values()), default=0)
 
     @property
     def hosts(self) -> list:
@@ -98,8 +124,12 @@ class Comparison:
         return f"host {host} (on its own, out of the router)" if self.routers else f"host {host}"
 
     def failures(self) -> dict:
-        """profile -> [Failure] for the deploys that failed; 'restore <profile>' for failed restores."""
-        out = {name: r.failures for name, r in self.runs.items() if not r.ok}
+        """profile -> [Failure] of its first failed deploy; 'restore <profile>' for failed restores."""
+        out = {}
+        for name, runs in self.runs.items():
+            bad = next((r for r in runs if not r.ok), None)
+            if bad is not None:
+                out[name] = bad.failures
         for r in self.restores:
             if not r.ok:
                 out[f"restore {r.profile}"] = r.failures
@@ -109,6 +139,9 @@ class Comparison:
         return {
             "ok": self.ok,
             "profiles": self.profiles,
+            "repeats": self.repeats,
+            "plan": self.plan,
+            "floor": self.floor,
             "emulated": self.emulated,
             "settings": self.settings,
             "workload": self.workload,
@@ -119,7 +152,7 @@ class Comparison:
             "limits": [lim.text for lim in self.limits],
             "rankings": self.rankings,
             "rows": self.rows,
-            "runs": {name: r.to_dict() for name, r in self.runs.items()},
+            "runs": {name: [r.to_dict() for r in runs] for name, runs in self.runs.items()},
             "restores": [r.to_dict() for r in self.restores],
             "measured_order": self.measured_order,
         }
@@ -129,41 +162,55 @@ def _ratio(value, base):
     return value / base if value is not None and base else None
 
 
-def comparison_rows(profiles: list, results: dict, via: str = "host", ranked: bool = True) -> list:
-    """results: profile -> {host: benchmark result}. One row per host, level and profile (profile order); the
-    ratios to the first profile only when `ranked` (the workloads are comparable)."""
+def _levels(per_repeat: list, host: str) -> list:
+    """{level name: level} of each repeat's result on ``host`` (repeats without one left out)."""
+    out = []
+    for per_host in per_repeat:
+        res = per_host.get(host)
+        if res:
+            out.append({table.label(m): m for m in res.get("levels") or []})
+    return out
+
+
+def comparison_rows(
+    profiles: list, results: dict, via: str = "host", ranked: bool = True, floor: float = noise.DEFAULT_FLOOR
+) -> list:
+    """results: profile -> [{host: benchmark result}], one per repeat. One row per host, level and profile
+    (profile order): FIGURES over the repeats; ratios to the first profile and verdicts only when `ranked` (the
+    workloads are comparable)."""
     rows = []
-    hosts = sorted({h for per_host in results.values() for h in per_host})
+    hosts = sorted({h for per_repeat in results.values() for per_host in per_repeat for h in per_host})
     for host in hosts:
-        per_profile = {
-            p: {table.label(m): m for m in results.get(p, {}).get(host, {}).get("levels", [])} for p in profiles
-        }
-        levels = list(dict.fromkeys(name for p in profiles for name in per_profile[p]))
-        for name_of_level in levels:
+        per_profile = {p: _levels(results.get(p) or [], host) for p in profiles}
+        names = list(dict.fromkeys(n for p in profiles for rep in per_profile[p] for n in rep))
+        for level_name in names:
             base = None
-            any_level = next(per_profile[p][name_of_level] for p in profiles if name_of_level in per_profile[p])
+            any_level = next(rep[level_name] for p in profiles for rep in per_profile[p] if level_name in rep)
             for i, name in enumerate(profiles):
-                level = per_profile[name].get(name_of_level)
-                spec = (level or {}).get("spec_accept_length")
+                got = [rep[level_name] for rep in per_profile[name] if level_name in rep]
+                values = {key: [read(lv) for lv in got] for key, (read, _) in FIGURES.items()}
+                spread = {key: noise.spread(v) for key, v in values.items()}
                 row = {
                     "host": host,
                     "via": via,
-                    "level": name_of_level,
+                    "level": level_name,
                     "concurrency": any_level["concurrency"],
                     "profile": name,
-                    "output_tok_s": level.get("output_throughput_tok_s") if level else None,
-                    "decode_tok_s": table.stat(level, "decode_tok_s_per_request", "mean") if level else None,
-                    "ttft_p50_ms": table.stat(level, "ttft_ms", "p50") if level else None,
-                    "goodput_req_s": level.get("goodput_req_s") if level else None,
-                    "accept_length": spec["value"] if spec else None,
-                    "completed": level["completed"] if level else 0,
-                    "requests": level["requests"] if level else 0,
-                    "missing": level is None,
+                    **{key: spread[key]["median"] for key in FIGURES},
+                    "spread": spread,
+                    "values": values,
+                    "runs": len(got),
+                    "completed": sum(lv["completed"] for lv in got),
+                    "requests": sum(lv["requests"] for lv in got),
+                    "missing": not got,
+                    "vs_first": {},
                 }
                 if i == 0:
                     base = row
-                row["output_ratio"] = _ratio(row["output_tok_s"], base["output_tok_s"]) if ranked else None
-                row["decode_ratio"] = _ratio(row["decode_tok_s"], base["decode_tok_s"]) if ranked else None
+                for key, ratio_key, _ in JUDGED:
+                    row[ratio_key] = _ratio(row[key], base[key]) if ranked else None
+                    if ranked and i > 0:
+                        row["vs_first"][key] = noise.verdict(base["values"][key], values[key], FIGURES[key][1], floor)
                 rows.append(row)
     return rows
 
@@ -171,64 +218,100 @@ def comparison_rows(profiles: list, results: dict, via: str = "host", ranked: bo
 def _workload(results: dict) -> dict:
     """The workload of the first result (COMPARABLE's settings), `same_for_all` when every result had it, and
     `differs`: the first setting that differs (None when comparable)."""
-    workloads = [measures.comparable(r) for per_host in results.values() for r in per_host.values()]
+    workloads = [measures.comparable(r) for per_repeat in results.values() for per in per_repeat for r in per.values()]
     differs = measures.first_difference(workloads)
     first = workloads[0] if workloads else measures.comparable({})
     return {**first, "same_for_all": differs is None, "differs": differs}
 
 
 def sla_rates(results: dict) -> dict:
-    """profile -> {host: the highest rate meeting the SLA} of the results that ran an SLA search."""
-    out: dict = {}
-    for name, per_host in results.items():
-        for host, res in per_host.items():
-            if res.get("sla_search"):
-                out.setdefault(name, {})[host] = res["sla_search"]["best_rate"]
-    return out
+    """profile -> {host: the highest rate meeting the SLA, the median over repeats} of the results that ran an SLA
+    search."""
+    found: dict = {}
+    for name, per_repeat in results.items():
+        for per_host in per_repeat:
+            for host, res in per_host.items():
+                if res.get("sla_search"):
+                    found.setdefault(name, {}).setdefault(host, []).append(res["sla_search"]["best_rate"])
+    return {name: {h: noise.spread(v)["median"] for h, v in per.items()} for name, per in found.items()}
 
 
-def rank_profiles(profiles: list, results: dict, objectives: list, limits: list, deployed: dict | None = None) -> dict:
-    """objective name -> a row per profile, best first: value (the mean over hosts), ratio to the first profile's,
-    within_limits and limits_broken (a profile outside a limit ranks after those within), rank. The metrics are
-    tune's (goodput_req_s at a level, sla_rate_req_s of the SLA search, ...), read as tune reads them.
+def _ranked_row(name: str, recs: list, obj, limits: list) -> dict:
+    """A profile's row of one objective: the median over repeats, its spread and values, the limits it broke (a
+    limit holds on the median of its metric)."""
+    from sglang_deploy.tune.store import metric_value
+
+    values = [v for v in (metric_value(rec, obj.metric, obj.level) for rec in recs) if v is not None]
+    broken = []
+    for lim in limits:
+        got = noise.spread([metric_value(rec, lim.metric, lim.level) for rec in recs])["median"]
+        if not lim.holds(got):
+            broken.append(f"{lim.text} (got {'-' if got is None else format(got, '.2f')})")
+    spread = noise.spread(values)
+    return {
+        "profile": name,
+        "value": spread["median"],
+        "spread": spread,
+        "values": values,
+        "within_limits": not broken,
+        "limits_broken": broken,
+    }
+
+
+def rank_profiles(
+    profiles: list,
+    results: dict,
+    objectives: list,
+    limits: list,
+    deployed: dict | None = None,
+    floor: float = noise.DEFAULT_FLOOR,
+) -> dict:
+    """objective name -> a row per profile, best first: value (the median over repeats of the mean over hosts),
+    its spread, ratio to the first profile's, within_limits and limits_broken (a profile outside a limit ranks
+    after those within), rank, and vs_leader (noise.verdict against the best): `tied` where it is no difference.
+    The metrics are tune's (goodput_req_s at a level, sla_rate_req_s of the SLA search, ...), read as tune reads
+    them. results: profile -> [{host: benchmark result}], one per repeat.
 
     Ranked are only measurements (tune's rule, store.measurement_problem: the deploy succeeded, ``deployed``:
-    profile -> its run's ok, all when None; no request failed at the objective's level) on the hosts of the first
-    profile measured; the others follow with rank None and not_ranked: why."""
+    profile -> all its runs ok, all when None; no request failed at the objective's level, in any repeat) on the
+    hosts of the first profile measured; the others follow with rank None and not_ranked: why."""
     from sglang_deploy.tune.measures import level_text
-    from sglang_deploy.tune.store import level_metrics, measurement_problem, metric_value
+    from sglang_deploy.tune.store import level_metrics, measurement_problem
 
     deployed = deployed or {}
     records = {
-        name: {"metrics": {host: level_metrics(res) for host, res in (results.get(name) or {}).items()}}
+        name: [{"metrics": {h: level_metrics(res) for h, res in per.items()}} for per in results.get(name) or []]
         for name in profiles
     }
     measured = [p for p in profiles if deployed.get(p, True) and results.get(p)]
-    hosts = sorted(results.get(measured[0]) or {}) if measured else []
+    hosts = sorted(results[measured[0]][0]) if measured else []
     out = {}
     for obj in objectives:
         rows, left = [], []
         for name in profiles:
-            value = metric_value(records[name], obj.metric, obj.level)
-            why = measurement_problem(deployed.get(name, True), results.get(name) or {}, obj.level)
-            if why is None and sorted(results.get(name) or {}) != hosts:
-                why = f"measured on {', '.join(sorted(results[name]))}, the first profile {measured[0]} on {', '.join(hosts)}"
-            if why is None and value is None:
+            per_repeat = results.get(name) or [{}]
+            why = next(
+                filter(None, (measurement_problem(deployed.get(name, True), per, obj.level) for per in per_repeat)),
+                None,
+            )
+            seen = sorted({h for per in per_repeat for h in per})
+            if why is None and seen != hosts:
+                why = f"measured on {', '.join(seen)}, the first profile {measured[0]} on {', '.join(hosts)}"
+            row = _ranked_row(name, records[name], obj, limits)
+            if why is None and row["value"] is None:
                 why = f"no value of {obj.metric} at {level_text(obj.level)}"
             if why:
-                left.append({"profile": name, "value": value, "rank": None, "not_ranked": why})
+                left.append({"profile": name, "value": row["value"], "rank": None, "not_ranked": why})
                 continue
-            broken = []
-            for lim in limits:
-                got = metric_value(records[name], lim.metric, lim.level)
-                if not lim.holds(got):
-                    broken.append(f"{lim.text} (got {'-' if got is None else format(got, '.2f')})")
-            rows.append({"profile": name, "value": value, "within_limits": not broken, "limits_broken": broken})
+            rows.append(row)
         first = next((r["value"] for r in rows if r["profile"] == profiles[0]), None)
         sign = -1 if obj.goal == "max" else 1
         rows.sort(key=lambda r: (not r["within_limits"], sign * r["value"]))
         for i, r in enumerate(rows, 1):
             r["ratio"], r["rank"] = _ratio(r["value"], first), i
+            if i > 1:
+                r["vs_leader"] = noise.verdict(rows[0]["values"], r["values"], obj.goal, floor)
+                r["tied"] = r["within_limits"] and r["vs_leader"]["verdict"] == noise.SAME
         out[obj.name] = rows + left
     return out
 
@@ -241,25 +324,34 @@ def build_comparison(
     objectives: list = (),
     limits: list = (),
     measured_order: list | None = None,
+    plan: dict | None = None,
+    floor: float = noise.DEFAULT_FLOOR,
 ) -> Comparison:
-    """A Comparison from each profile's deploy result (api.RunResult: its `benchmarks`, and its
-    `router_benchmarks` on a fleet); ranked by the objectives (tune.Objective) within the limits (tune.Limit) when
-    the profiles ran the same workload."""
-    results = {name: run.benchmarks for name, run in runs.items()}
-    through = {name: run.router_benchmarks for name, run in runs.items()}
+    """A Comparison from each profile's deploy results (profile -> [api.RunResult], one per repeat, or one
+    RunResult: their `benchmarks`, and their `router_benchmarks` on a fleet); ranked by the objectives
+    (tune.Objective) within the limits (tune.Limit) when the profiles ran the same workload."""
+    runs = {
+        name: [] if name not in runs else list(runs[name]) if isinstance(runs[name], list) else [runs[name]]
+        for name in profiles
+    }
+    results = {name: [r.benchmarks for r in rs if r.benchmarks] for name, rs in runs.items()}
+    through = {name: [r.router_benchmarks for r in rs if r.router_benchmarks] for name, rs in runs.items()}
     routers: dict = {}
-    for per_router in through.values():
-        for host, res in per_router.items():
-            routers.setdefault(host, sorted((res.get("context") or {}).get("replicas") or {}))
-    everything = [r for per in (*results.values(), *through.values()) for r in per.values()]
+    for per_repeat in through.values():
+        for per_router in per_repeat:
+            for host, res in per_router.items():
+                routers.setdefault(host, sorted((res.get("context") or {}).get("replicas") or {}))
+    everything = [r for per in (*results.values(), *through.values()) for rep in per for r in rep.values()]
     workload, router_workload = _workload(results), _workload(through)
     return Comparison(
         profiles=list(profiles),
-        rows=comparison_rows(profiles, results, ranked=workload["same_for_all"])
-        + comparison_rows(profiles, through, via="router", ranked=router_workload["same_for_all"]),
-        runs=dict(runs),
+        rows=comparison_rows(profiles, results, ranked=workload["same_for_all"], floor=floor)
+        + comparison_rows(profiles, through, via="router", ranked=router_workload["same_for_all"], floor=floor),
+        runs=runs,
         restores=list(restores),
-        measured_order=list(measured_order or runs),
+        measured_order=list(measured_order or [n for n, rs in runs.items() for _ in rs]),
+        plan=dict(plan or {}),
+        floor=floor,
         settings=dict(settings or {}),
         workload=workload,
         emulated=any(r.get("server_emulated") for r in everything),
@@ -268,7 +360,9 @@ def build_comparison(
         sla=sla_rates(results),
         objectives=list(objectives),
         limits=list(limits),
-        rankings=rank_profiles(profiles, results, objectives, limits, {name: run.ok for name, run in runs.items()})
+        rankings=rank_profiles(
+            profiles, results, objectives, limits, {n: all(r.ok for r in rs) for n, rs in runs.items()}, floor
+        )
         if workload["same_for_all"]
         else {},
     )
@@ -287,8 +381,9 @@ def _ranking_lines(comp: Comparison) -> list:
             lines.append(f"{head}: not ranked, the workloads differ")
             continue
         ranked = [
-            f"{r['rank']}. {r['profile']} {table.fmt(r['value'], 2)}"
+            f"{r['rank']}. {r['profile']} {_spread_text(r['spread'], 2)}"
             + (f" (x{r['ratio']:.2f})" if r["ratio"] is not None and r["profile"] != comp.profiles[0] else "")
+            + (" [tied with the leader at this noise]" if r.get("tied") else "")
             + ("" if r["within_limits"] else f" [over: {'; '.join(r['limits_broken'])}]")
             for r in rows or []
             if r["rank"] is not None
@@ -302,10 +397,45 @@ def _ranking_lines(comp: Comparison) -> list:
     return lines
 
 
+def _spread_text(spread: dict, digits: int) -> str:
+    """median, and (min-max) over more than one repeat."""
+    text = table.fmt(spread["median"], digits)
+    if spread["n"] > 1:
+        text += f" ({table.fmt(spread['min'], digits)}-{table.fmt(spread['max'], digits)})"
+    return text
+
+
 def _cells(row: dict) -> list:
     if row["missing"]:
         return ["no result"] + ["-"] * (len(COLUMNS) - 1)
-    return [table.fmt(row[key], digits) for key, _, digits in COLUMNS]
+    return [
+        _spread_text(row["spread"][key], digits) if key in row["spread"] else table.fmt(row[key], digits)
+        for key, _, digits in COLUMNS
+    ]
+
+
+def verdict_lines(comp: Comparison, host: str, via: str) -> list:
+    """A line per level and profile after the first: each judged figure against the first profile (noise.verdict)."""
+    lines = []
+    for row in (r for r in comp.rows if (r["host"], r["via"]) == (host, via) and r["vs_first"]):
+        first = comp.profiles[0]
+        parts = [
+            noise.describe(row["vs_first"][key], words, first) for key, _, words in JUDGED if key in row["vs_first"]
+        ]
+        lines.append(f"{row['level']} {row['profile']}: " + "; ".join(parts))
+    return lines
+
+
+def repeats_note(comp: Comparison) -> str:
+    """What the figures are over: the repeats, their order, and the rule of the verdicts."""
+    n = comp.repeats
+    if n <= 1:
+        return "one run per profile: no spread measured, no verdict (--repeats 3 or more for one)"
+    return (
+        f"each figure: median (min-max) over {n} repeats, deployed {' '.join(comp.measured_order)}; a verdict "
+        f"needs the 95% bootstrap interval of the ratio of medians to exclude 1 and a difference over "
+        f"{comp.floor:.0%}"
+    )
 
 
 def format_table(comp: Comparison) -> str:
@@ -318,6 +448,7 @@ def format_table(comp: Comparison) -> str:
         f"in={w.get('input_len')} out={w.get('output_len')} tokens; out tok/s = aggregate output, "
         f"dec tok/s = per-request decode (mean); x first = ratio to {comp.profiles[0]}"
     )
+    lines.append(repeats_note(comp))
     if not w.get("same_for_all", True):
         lines.append(f"NOT RANKED: the profiles ran different workloads ({w['differs']} differs)")
     if comp.routers:
@@ -334,6 +465,7 @@ def format_table(comp: Comparison) -> str:
             lines.append(
                 "  ".join(cell.ljust(widths[i]) if i == 1 else cell.rjust(widths[i]) for i, cell in enumerate(r))
             )
+        lines += ["  " + text for text in verdict_lines(comp, host, via)]
     for name, per_host in comp.sla.items():
         for host, rate in per_host.items():
             lines.append(f"{name} on {host}: highest rate meeting the SLA {table.fmt(rate, 2)} req/s")
@@ -342,7 +474,8 @@ def format_table(comp: Comparison) -> str:
         for f in failures or []:
             lines.append(f"{name}: FAILED on {f.host}, task '{f.task}': {f.message.splitlines()[0]}")
         if not failures:
-            lines.append(f"{name}: FAILED ({comp.runs[name].error if name in comp.runs else 'see artifacts'})")
+            bad = next((r for r in comp.runs.get(name, []) if not r.ok), None)
+            lines.append(f"{name}: FAILED ({bad.error if bad is not None and bad.error else 'see artifacts'})")
     return "\n".join(lines)
 
 
@@ -371,6 +504,8 @@ def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
         ),
         f"- Ratios (`x first`) are to **{comp.profiles[0]}**; `dec tok/s` is the per-request decode speed (mean), "
         "`out tok/s` the aggregate output throughput of the level.",
+        f"- Repeats: {repeats_note(comp)}.",
+        *([f"- Plan: {comp.plan['text']}."] if comp.plan.get("text") else []),
         *(f"- Ranked by {text}" for text in _ranking_lines(comp)),
         "",
     ]
@@ -390,6 +525,9 @@ def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
                 cells = [f"**{c}**" if c != "-" else c for c in cells]
             out.append("| " + " | ".join([row["level"], row["profile"]] + cells) + " |")
         out.append("")
+        verdicts = verdict_lines(comp, host, via)
+        if verdicts:
+            out += ["Against " + f"**{comp.profiles[0]}**:", "", *(f"- {text}" for text in verdicts), ""]
     failures = comp.failures()
     if failures:
         out += ["## Failures", ""]
@@ -403,20 +541,23 @@ def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
     out += ["## Runs", ""]
     if comp.measured_order and comp.measured_order != comp.profiles[: len(comp.measured_order)]:
         out += [
-            f"Deployed in this order: {', '.join(comp.measured_order)} (the profile the hosts are restored to last, "
-            "so that the hosts it passed on stay on it; `--keep-order` keeps the order given).",
+            f"Deployed in this order: {', '.join(comp.measured_order)} (each round the reverse of the one before, "
+            "the profile the hosts are restored to last, so that the hosts it passed on stay on it; `--keep-order` "
+            "starts from the order given).",
             "",
         ]
     out += ["| run | status | artifacts |", "|---|---|---|"]
-    for name, r in comp.runs.items():
-        out.append(f"| deploy {name} | {r.status} | `{r.artifacts}` |")
+    for name, runs in comp.runs.items():
+        for i, r in enumerate(runs, 1):
+            out.append(f"| deploy {name} ({i}/{len(runs)}) | {r.status} | `{r.artifacts}` |")
     for r in comp.restores:
         out.append(f"| restore {r.profile} (no benchmark) | {r.status} | `{r.artifacts}` |")
     return "\n".join(out) + "\n"
 
 
 def plot(comp: Comparison, path) -> Path:
-    """PNG: aggregate output tok/s and per-request decode tok/s against concurrency, one line per profile."""
+    """PNG: aggregate output tok/s and per-request decode tok/s against concurrency, one line per profile through
+    the medians over the repeats, with min..max bars."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -440,19 +581,22 @@ def plot(comp: Comparison, path) -> Path:
         for i, name in enumerate(comp.profiles):
             for j, (host, via) in enumerate(targets):
                 pts = [
-                    (r["concurrency"], r[key])
+                    (r["concurrency"], r[key], r["spread"][key]["min"], r["spread"][key]["max"])
                     for r in closed_loop
                     if r["profile"] == name and (r["host"], r["via"]) == (host, via) and r[key] is not None
                 ]
                 if not pts:
                     continue
-                top = max(top, *(p[1] for p in pts))
+                top = max(top, *(p[3] for p in pts))
                 where = f"router {host}" if via == "router" else host
                 label = name if len(targets) == 1 else f"{name} @ {where}"
-                # Distinct markers keep profiles with near-equal figures apart where the lines overlap.
-                ax.plot(
+                # Distinct markers keep profiles with near-equal figures apart where the lines overlap; the bars
+                # span min..max over the repeats, the line joins the medians.
+                ax.errorbar(
                     [p[0] for p in pts],
                     [p[1] for p in pts],
+                    yerr=[[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]],
+                    capsize=4,
                     marker=markers[i % len(markers)],
                     markersize=7,
                     linewidth=2,
@@ -477,7 +621,9 @@ def plot(comp: Comparison, path) -> Path:
         fig.legend(handles, labels, loc="outside right upper", title="profile", frameon=False)
     w = comp.workload
     fig.suptitle(
-        f"{' vs '.join(comp.profiles)}  (in {w.get('input_len')} / out {w.get('output_len')} tokens)", fontsize=12
+        f"{' vs '.join(comp.profiles)}  (in {w.get('input_len')} / out {w.get('output_len')} tokens; "
+        f"median and min..max of {comp.repeats} repeat{'s' * (comp.repeats != 1)})",
+        fontsize=12,
     )
     notes = []
     missing = [

@@ -14,7 +14,7 @@ task). The command line's `sglang_deploy.cli.progress.Progress` is such a handle
 Nothing here prints: the command line (sglang_deploy.cli) formats what these functions return.
 """
 
-from .comparison import compare
+from .comparison import DEFAULT_REPEATS, MAX_REPEATS, compare
 from .operations import PHASES, deploy, lab, rollback, status, unknown_profile
 from .results import (
     Failure,
@@ -31,6 +31,8 @@ from .runner import inventory_path
 from .search import TuneResult, tune
 
 __all__ = [
+    "DEFAULT_REPEATS",
+    "MAX_REPEATS",
     "PHASES",
     "PHASE_EVENT",
     "Failure",

@@ -1,9 +1,12 @@
-"""compare(): each profile deployed and benchmarked in turn on the same hosts, then what served before restored
-(the Rollout); compare_report builds the comparison from the runs."""
+"""compare(): each profile deployed and benchmarked `repeats` times, interleaved, on the same hosts, then what served
+before restored (the Rollout); compare_report builds the comparison from the runs, noise judges it."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+
+from sglang_deploy import noise
 
 from .results import RunResult
 from .rollout import Rollout
@@ -12,6 +15,9 @@ from .runner import EventHandler
 # On a fleet each profile is also benchmarked through the router (playbooks/deploy.yml), and each replica restarts
 # and is benchmarked out of the router even when it serves the profile already, unless -e says otherwise.
 MEASURE_ON_FLEET = {"sglang_fleet_benchmark": True, "sglang_fleet_force_restart": True}
+
+
+DEFAULT_REPEATS = 3
 
 
 def compare(
@@ -24,15 +30,18 @@ def compare(
     objectives: list = (),
     limits: list = (),
     keep_order: bool = False,
+    repeats: int = DEFAULT_REPEATS,
+    floor: float = noise.DEFAULT_FLOOR,
 ):
-    """Deploy and benchmark each profile in turn on the same hosts, then restore what served before. Behind an smg
-    router (inventory group sglang_router) each profile is rolled across the replicas, benchmarked per host and then
-    through the router (sglang_fleet_benchmark).
+    """Deploy and benchmark each profile `repeats` times on the same hosts, interleaved (A B B A A B: schedule()),
+    then restore what served before. Behind an smg router (inventory group sglang_router) each profile is rolled
+    across the replicas, benchmarked per host and then through the router (sglang_fleet_benchmark).
 
     The restored profile is `restore`, or per host the profile status() found serving (else its last good one);
     the restore deploys without a benchmark. Unless `keep_order`, the profile most hosts are to be restored to, when
     it is one of `profiles`, is measured last: when that roll passes, the hosts it left on it are not restored.
-    Returns a compare_report.Comparison; a profile that failed to deploy is in it with its failures and no figures.
+    A profile whose deploy fails is not deployed again. Returns a compare_report.Comparison: every figure over the
+    repeats, and each profile against the first with noise.verdict (`floor`: the smallest difference called).
     `objectives` (tune.Objective, e.g. sla_rate_req_s or goodput_req_s at a level) rank the profiles, those outside
     a `limits` (tune.Limit) last.
     """
@@ -42,22 +51,83 @@ def compare(
         raise ValueError("compare needs at least two profiles")
     if len(set(profiles)) < len(profiles):
         raise ValueError(f"a profile is given twice: {', '.join(profiles)}; give each once")
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEATS:
+        raise ValueError(f"repeats must be a whole number from 1 to {MAX_REPEATS} (got {repeats!r})")
     rollout = Rollout(inventory, limit, extravars, on_event)
     settings = {k: v for k, v in rollout.extravars.items() if k.startswith("sglang_benchmark_")}
     before = rollout.serving() if restore is None else restore
-    order = list(profiles) if keep_order else measuring_order(profiles, before)
-    runs = {}
+    order = schedule(list(profiles) if keep_order else measuring_order(profiles, before), repeats)
+    plan = plan_cost(order, before, last_start_s(before if isinstance(before, dict) else {}))
+    rollout.phase(plan["text"])
+    runs: dict = {name: [] for name in profiles}
+    done: list = []
+    restores: list = []
     for i, name in enumerate(order, 1):
-        rollout.phase(f"profile {i}/{len(order)}: {name}")
-        runs[name] = rollout.deploy(name, {**MEASURE_ON_FLEET, **rollout.extravars})
-        if runs[name].status == "canceled":  # Ctrl-C: stop here, restore nothing
-            return compare_report.build_comparison(
-                profiles, runs, settings=settings, objectives=objectives, limits=limits, measured_order=order
-            )
-    restores = rollout.restore(left_to_restore(before, order[-1], runs[order[-1]]))
+        if any(not r.ok for r in runs[name]):
+            continue  # it failed once (a crash, garbage): another deploy would only fail again
+        rollout.phase(f"deploy {i}/{len(order)}: {name} (repeat {len(runs[name]) + 1}/{repeats})")
+        runs[name].append(rollout.deploy(name, {**MEASURE_ON_FLEET, **rollout.extravars}))
+        done.append(name)
+        if runs[name][-1].status == "canceled":  # Ctrl-C: stop here, restore nothing
+            break
+    else:
+        restores = rollout.restore(left_to_restore(before, done[-1], runs[done[-1]][-1]))
     return compare_report.build_comparison(
-        profiles, runs, restores=restores, settings=settings, objectives=objectives, limits=limits, measured_order=order
+        profiles,
+        runs,
+        restores=restores,
+        settings=settings,
+        objectives=objectives,
+        limits=limits,
+        measured_order=done,
+        plan=plan,
+        floor=floor,
     )
+
+
+MAX_REPEATS = 50
+
+
+def schedule(order: list, repeats: int) -> list:
+    """The deploys of `repeats` rounds over `order`, every other round reversed so that drift falls on no one
+    profile (A B | B A | A B), the last round in `order` (its last profile is the one to end on)."""
+    rounds = [order if (repeats - 1 - r) % 2 == 0 else order[::-1] for r in range(repeats)]
+    return [name for rnd in rounds for name in rnd]
+
+
+def plan_cost(order: list, before: dict | str, start_s: float | None) -> dict:
+    """The schedule's deploys and server restarts (a deploy of another profile than the one serving restarts the
+    servers; the same one again only benchmarks), and what the restarts cost at the last measured start."""
+    now = {before} if isinstance(before, str) else set(before.values())
+    serving = next(iter(now)) if len(now) == 1 else None
+    restarts = sum(1 for i, name in enumerate(order) if name != (order[i - 1] if i else serving))
+    text = f"plan: {len(order)} deploys in the order {' '.join(order)}, {restarts} of them restart the servers"
+    if start_s is not None:
+        text += f" (about {restarts * start_s:.0f} s of server starts at the last measured start, {start_s:.0f} s)"
+    else:
+        text += " (no start measured on these hosts yet: each costs a server start)"
+    return {"deploys": len(order), "restarts": restarts, "start_s": start_s, "order": order, "text": text}
+
+
+def last_start_s(hosts) -> float | None:
+    """The slowest of the hosts' last measured starts: the startup report (ready seconds) in the newest result
+    file of each host on the controller; None when none has one."""
+    from sglang_deploy.paths import RESULTS, read_bounded
+
+    found = []
+    for host in sorted(hosts):
+        folder = RESULTS / str(host)
+        files = sorted(folder.glob("*.json"), reverse=True)[:20] if folder.is_dir() else []
+        for path in files:
+            try:
+                doc = json.loads(read_bounded(path, 64 << 20, "a benchmark result"))
+                total = doc["context"]["deployed"]["startup"]["phases"]["total"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if isinstance(total, (int, float)) and 0 < total < 1e6:
+                found.append(float(total))
+                break
+    return max(found) if found else None
 
 
 def measuring_order(profiles: list, before: dict | str) -> list:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from sglang_deploy import api, compare_report
+from sglang_deploy import api, compare_report, noise
 from sglang_deploy.host import bench
 from sglang_deploy.cli import workload
 from sglang_deploy.cli.errors import UsageError
@@ -86,6 +86,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="deploy the profiles in the order given (default: the one to restore last, which saves its restore)",
     )
+    p.add_argument(
+        "--repeats",
+        type=_repeats,
+        default=api.DEFAULT_REPEATS,
+        metavar="N",
+        help=f"deploy and benchmark each profile N times, interleaved (A B B A A B; default {api.DEFAULT_REPEATS}): "
+        "every figure is a median with its min-max, and a profile is called better or worse than the first only "
+        "where the 95%% bootstrap interval of the ratio of medians excludes 1; the plan and the cost of its server "
+        "starts are printed first. 1: one run each, no verdict",
+    )
+    p.add_argument(
+        "--noise",
+        dest="floor",
+        type=_fraction,
+        default=noise.DEFAULT_FLOOR,
+        metavar="FRACTION",
+        help=f"the smallest difference a verdict calls, as tune's `noise` (default {noise.DEFAULT_FLOOR})",
+    )
     p.add_argument("--out", metavar="DIR", help="report folder (default results/compare-<time>)")
     p.add_argument(
         "--objective",
@@ -136,6 +154,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("action", choices=["up", "down"])
     p.set_defaults(func=lab)
+
+
+def _repeats(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= api.MAX_REPEATS:
+        raise argparse.ArgumentTypeError(f"a whole number from 1 to {api.MAX_REPEATS} is needed (got {text!r})")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"a fraction from 0 to below 1 is needed, e.g. 0.02 for 2% (got {text!r})")
+    return value
 
 
 def _phases(text: str) -> str:
@@ -278,11 +316,13 @@ def compare(args: argparse.Namespace) -> int:
             extravars=extravars,
             restore=args.restore,
             keep_order=args.keep_order,
+            repeats=args.repeats,
+            floor=args.floor,
             on_event=progress,
             objectives=objectives,
             limits=limits,
         )
-    usage = _unknown_profile(list(comp.runs.values()) + comp.restores)
+    usage = _unknown_profile(comp.all_runs + comp.restores)
     out = compare_report.write_report(comp, args.out)
     if args.json:
         _emit_json({**comp.to_dict(), "report_dir": str(out)})
@@ -295,7 +335,7 @@ def compare(args: argparse.Namespace) -> int:
         raise UsageError(usage)
     for r in comp.restores:
         _print_failures(r)
-    if any(r.status == "canceled" for r in comp.runs.values()):
+    if any(r.status == "canceled" for r in comp.all_runs):
         return 130
     return 0 if comp.ok else 1
 

@@ -1,0 +1,69 @@
+"""sglang_deploy.noise: spreads over repeats, the bootstrap interval of a ratio of medians and the verdict on it."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sglang_deploy import noise
+
+
+def test_spread_is_min_median_max_of_the_values_given():
+    assert noise.spread([3.0, None, 1.0, 2.0]) == {"min": 1.0, "median": 2.0, "max": 3.0, "n": 3}
+    assert noise.spread([None]) == {"min": None, "median": None, "max": None, "n": 0}
+
+
+def test_the_interval_brackets_the_ratio_and_is_the_same_for_the_same_runs():
+    a, b = [100.0, 102.0, 98.0], [110.0, 108.0, 112.0]
+    low, high = noise.ratio_interval(a, b)
+    assert low <= 110 / 100 <= high
+    # at three runs a side the percentile bootstrap reaches the extremes: about min B / max A .. max B / min A
+    assert low == pytest.approx(108 / 102) and high == pytest.approx(112 / 98)
+    assert noise.ratio_interval(a, b) == (low, high)
+
+
+def test_a_clear_difference_is_called_with_its_direction_and_goal():
+    a, b = [100.0, 101.0, 99.0], [110.0, 111.0, 109.0]
+    assert noise.verdict(a, b)["verdict"] == noise.BETTER
+    assert noise.verdict(b, a)["verdict"] == noise.WORSE
+    assert noise.verdict(a, b, goal="min")["verdict"] == noise.WORSE  # a time: higher is worse
+    assert "better than A" in noise.describe(noise.verdict(a, b))
+
+
+def test_overlapping_runs_are_no_difference_with_the_repeats_that_would_resolve_it():
+    a, b = [100.0, 106.0, 97.0], [103.0, 109.0, 100.0]  # B 3% ahead in its median, the runs overlapping
+    v = noise.verdict(a, b)
+    assert v["verdict"] == noise.SAME and v["low"] < 1 < v["high"]
+    assert v["repeats_needed"] > 3
+    text = noise.describe(v, "B", "A")
+    assert "no difference at this noise (the interval includes 1)" in text
+    assert f"about {v['repeats_needed']} repeats a side would resolve a 3.0% difference" in text
+
+
+def test_a_difference_under_the_floor_is_no_difference_even_when_the_runs_do_not_overlap():
+    a, b = [100.0, 100.1, 100.2], [101.0, 101.1, 101.2]  # 1% apart, every run of B above every run of A
+    v = noise.verdict(a, b, floor=0.02)
+    assert v["verdict"] == noise.SAME and v["repeats_needed"] is None and "within the 2% floor" in v["why"]
+    assert noise.verdict(a, b, floor=0.0)["verdict"] == noise.BETTER
+
+
+def test_one_run_a_side_gives_no_verdict_and_nothing_measured_says_so():
+    v = noise.verdict([100.0], [150.0])
+    assert v["verdict"] == noise.SAME and v["why"] == "one run a side: no spread measured"
+    assert noise.verdict([], [1.0])["verdict"] == noise.UNKNOWN
+    assert noise.verdict([100.0, 100.0], [100.0, 100.0])["repeats_needed"] is None  # equal medians
+
+
+@pytest.mark.parametrize(("n", "least_found"), [(3, 85), (5, 95)])
+def test_on_simulated_runs_a_true_five_percent_is_found_and_no_difference_is_rarely_called(n, least_found):
+    """Lognormal run-to-run noise of 1.5%: a true 5% difference is called in nearly every trial, two identical
+    profiles almost never (the 2% floor holds back what the coarse interval lets through)."""
+    rng = random.Random(7)
+
+    def runs(mean):
+        return [mean * rng.lognormvariate(0, 0.015) for _ in range(n)]
+
+    found = sum(noise.verdict(runs(100), runs(105))["verdict"] == noise.BETTER for _ in range(100))
+    false = sum(noise.verdict(runs(100), runs(100))["verdict"] != noise.SAME for _ in range(100))
+    assert found >= least_found and false <= 5, (found, false)
