@@ -486,3 +486,27 @@ def test_a_description_prints_on_one_line_in_the_listing(tmp_path, capsys):
     f.write_text(json.dumps({"sglang_profiles": {"a": {"description": forged, "args": {}}}}))
     rc, cap = cli_run(capsys, "profiles", "--profiles-file", str(f))
     assert rc == 0 and cap.out == "a\n    fast fake-profile (extends baseline) the operator's tested launch\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        ({"model-path": "https://hub.example/w?token=hunter2-secret"}, {}),
+        ({}, {"HF_ENDPOINT": "https://hf.example/?a=1&password=pa55word"}),
+        ({"model-path": "s3://bucket/w?X-Amz-Signature=hunter2-secret"}, {}),
+        ({"json-model-override-args": '{"rope_theta": 1e6, "auth": {"hf_token": "hunter2-secret"}}'}, {}),
+    ],
+)
+def test_a_secret_query_parameter_or_json_key_in_a_launch_value_is_refused_without_showing_it(args, env):
+    """argv and the unit show every launch value: a ?token= or a secret-named JSON key is a secret there (issue 41 N15)."""
+    message = refused("secret-in-profile", args=args, env=env)
+    assert "hunter2-secret" not in message and "pa55word" not in message
+
+
+def test_ordinary_query_parameters_and_json_keys_are_not_secrets():
+    render(
+        args={
+            "model-path": "https://hub.example/w?revision=main&max_tokens=8",
+            "json-model-override-args": '{"max_tokens": 8}',
+        }
+    )

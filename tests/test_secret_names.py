@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from sglang_deploy import flags
-from sglang_deploy.secret_names import MASK, is_secret_name, mask, url_passwords
+from sglang_deploy.secret_names import MASK, is_secret_name, mask, mask_secrets, url_passwords, value_secrets
 
 
 @pytest.mark.parametrize(
@@ -125,3 +125,46 @@ def test_url_passwords_takes_one_pass_over_a_long_value(value):
     start = time.perf_counter()
     url_passwords(value)
     assert time.perf_counter() - start < 0.5
+
+
+@pytest.mark.parametrize(
+    ("text", "secrets"),
+    [
+        ("https://hub.example/w?token=T0KEN", ["T0KEN"]),
+        ("https://h/?a=1&password=PW&access_token=AT&api_key=AK&key=K", ["PW", "AT", "AK", "K"]),
+        # a signed URL's signature; X-Amz-Credential names a credential (its value is the key id, masked too)
+        ("s3://b/w?X-Amz-Credential=c&X-Amz-Signature=SIG1&sig=SIG2", ["c", "SIG1", "SIG2"]),
+        ("https://u:pw@h/?secret=S", ["pw", "S"]),
+        ("https://h/?q=tokens&max_tokens=8&token=", []),
+        ("no url ?token=T", []),
+        ('{"rope_theta": 1e6, "auth": {"hf_token": "J1", "api_key": 42}}', ["J1", "42"]),
+        ('[{"password": "a\\"b"}]', ['a"b', 'a\\"b']),
+        ('{"max_tokens": 8, "tokenizer": "x", "token": ""}', []),
+        ("{not json", []),
+    ],
+)
+def test_value_secrets_reads_url_queries_and_json(text, secrets):
+    """A token in a URL's query or under a secret-named JSON key of a non-secret flag (issue 41 N15)."""
+    assert value_secrets(text) == secrets
+    masked = mask_secrets(text)
+    assert not [s for s in secrets if s in masked and len(s) > 2]
+
+
+@pytest.mark.parametrize("value", ["https://h/" + "?a=" * 21000, "a://?" + "&" * 65536, "[" * 65536, "{" * 65536])
+def test_value_secrets_takes_one_pass_over_a_long_value(value):
+    start = time.perf_counter()
+    value_secrets(value)
+    assert time.perf_counter() - start < 0.5
+
+
+def test_a_secret_query_parameter_makes_an_extra_variable_secret_and_is_scrubbed():
+    from sglang_deploy.api import redaction
+
+    public, secret = redaction.split_secrets(
+        {
+            "sglang_stack_pip_env": {"PIP_INDEX_URL": "https://pypi.example/simple?token=hunter2tok"},
+            "x": "https://h/?q=1",
+        }
+    )
+    assert set(secret) == {"sglang_stack_pip_env"} and set(public) == {"x"}
+    assert redaction.secret_values(secret) == ["hunter2tok"]

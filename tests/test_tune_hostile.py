@@ -178,6 +178,20 @@ def test_newlines_and_control_characters_of_user_values_are_escaped_in_every_rep
 # Secrets: masked in every listing; --promote's diff shows only the promotion's own lines
 
 
+def listings(out, tmp_path, capsys) -> dict:
+    """Every text a search's candidates are listed in: the PRUNED lines, the summary, report.md, outcome.json."""
+    from sglang_deploy.cli.tune import print_plan
+
+    print_plan(out)
+    folder = tune_report.write(out, tmp_path / "report")
+    return {
+        "PRUNED lines": capsys.readouterr().err,
+        "summary": tune_report.summary(out),
+        "report.md": (folder / "report.md").read_text(),
+        "outcome.json": (folder / "outcome.json").read_text(),
+    }
+
+
 SECRETS = ("sk-live-0123456789abcdef", "hf_0123456789abcdef", "PASSW0RDxyz", "svc@corp")
 
 
@@ -191,16 +205,7 @@ def test_secret_axis_values_are_masked_in_pruned_lines_reports_and_outcome(tmp_p
         },
     )
     assert out.pruned and all("api-key=***" in p.candidate.label for p in out.planned)
-    from sglang_deploy.cli.tune import print_plan
-
-    print_plan(out)
-    folder = tune_report.write(out, tmp_path / "report")
-    texts = {
-        "PRUNED lines": capsys.readouterr().err,
-        "summary": tune_report.summary(out),
-        "report.md": (folder / "report.md").read_text(),
-        "outcome.json": (folder / "outcome.json").read_text(),
-    }
+    texts = listings(out, tmp_path, capsys)
     for where, text in texts.items():
         assert not [s for s in SECRETS if s in text], where
     assert "model-path=https://***@host/w" in texts["report.md"] and "env.HF_TOKEN=***" in texts["report.md"]
@@ -292,3 +297,19 @@ def test_a_bad_promotion_is_refused_before_the_search_runs(argv, needle, tmp_pat
     assert cli.main(["tune", str(path), "--out", str(tmp_path / "out"), *argv]) == 2
     err = capsys.readouterr().err
     assert needle.replace("{tmp}", str(tmp_path)) in err and "Traceback" not in err
+
+
+def test_secret_query_parameters_and_json_keys_are_masked_in_every_listing(tmp_path, capsys):
+    """A token in a URL's query or inside the JSON value of a non-secret flag (issue 41 N15)."""
+    out = outcome_with(
+        tmp_path,
+        **{
+            "model-path": ["/m", "https://hub.example/w?revision=main&token=hf_query0123456789"],
+            "json-model-override-args": ['{"rope_theta": 1e6}', '{"hf_token": "hf_json0123456789"}'],
+        },
+    )
+    texts = listings(out, tmp_path, capsys)
+    assert "PRUNED" in texts["PRUNED lines"]
+    for where, text in texts.items():
+        assert "hf_query" not in text and "hf_json" not in text, where
+    assert "revision=main&token=***" in texts["report.md"]

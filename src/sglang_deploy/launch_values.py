@@ -12,7 +12,7 @@ from typing import Any
 from . import flags, formats, nodes
 from .formats import MAX_VALUE_BYTES
 from .host.launch import MIN_KEY_LENGTH, SECRET_FLAGS
-from .secret_names import is_secret_name, url_passwords
+from .secret_names import is_secret_name, value_secrets
 
 API_KEY_ENV = "SGLANG_API_KEY"
 SECRETS_VAR = "sglang_server_secret_env"
@@ -48,11 +48,12 @@ def word(value: Any, where: str, problems: list[tuple[str, str]], flag: bool = T
                 " hold: shorten it (a long template or JSON belongs in a file whose path the flag takes)",
             )
         )
-    elif url_passwords(text):
+    elif value_secrets(text):
         problems.append(
             (
                 "secret-in-profile",
-                f"{where}: the value is a URL with a password (profiles reach argv, results and logs): remove the"
+                f"{where}: the value is a URL with a password or holds another secret (a query parameter such as ?token=, a"
+                " secret-named JSON key; profiles reach argv, results and logs): remove the"
                 f" credential; give it to the server through {SECRETS_VAR} (vault it)",
             )
         )

@@ -38,7 +38,7 @@ from .formats import MAX_LAUNCH_BYTES
 from .host.launch import SECRET_FLAGS
 from .launch_values import API_KEY_ENV, OPTION_LIKE, SECRETS_VAR, check_api_key
 from .paths import GROUP_VARS, read_bounded
-from .secret_names import is_secret_name, url_passwords
+from .secret_names import is_secret_name, value_secrets
 
 PROFILES_FILE = GROUP_VARS / "all" / "profiles.yml"
 SETTINGS_FILE = GROUP_VARS / "all" / "sglang.yml"
@@ -367,9 +367,10 @@ def _extra_flag_problem(
             f"{var}: a value of {name} begins with '-', which the parser would read as another flag: write"
             " each flag as its own key"
         )
-    if any(url_passwords(str(v)) for v in values):
+    if any(value_secrets(str(v)) for v in values):
         return (
-            f"{var}: a value of {name} is a URL with a password, which argv and the unit file would show:"
+            f"{var}: a value of {name} is a URL with a password or holds another secret (?token=, a secret-named"
+            " JSON key), which argv and the unit file would show:"
             f" remove it ({secret_fix})"
         )
     return None

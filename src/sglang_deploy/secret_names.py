@@ -8,7 +8,9 @@ TOKENIZER, KEYFILE (``max-total-tokens``, ``speculative-token-map``, ``KEY_VALUE
 
 from __future__ import annotations
 
+import json
 import re
+from collections import deque
 
 _WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 SECRET_WORDS = frozenset(
@@ -88,3 +90,56 @@ def url_passwords(text: str) -> list[str]:
                     break
         at = text.find("://", at + 3)
     return found
+
+
+# A parameter of a URL's query: ?NAME=VALUE or &NAME=VALUE, the value up to '&', '#', whitespace or a quote.
+_PARAM = re.compile(r"[?&]([^=?&#\s\"'<>]+)=([^&#\s\"'<>]*)")
+# Query parameters that are credentials by their name alone (a signed URL's signature: S3's X-Amz-Signature, sig=).
+QUERY_SECRET_WORDS = frozenset({"SIG", "SIGNATURE"})
+
+
+def _query_secrets(text: str) -> list[str]:
+    """The value of each secret-named parameter (token, password, api_key, sig...) of a URL's query in text."""
+    first = text.find("://")
+    found = []
+    for match in _PARAM.finditer(text, first + 3) if first != -1 else ():
+        name, value = match.groups()
+        if value and (is_secret_name(name) or (words(name) or [""])[-1] in QUERY_SECRET_WORDS):
+            found.append(value)
+    return found
+
+
+def _json_secrets(text: str) -> list[str]:
+    """In a JSON value (a flag such as --json-model-override-args), each value under a secret-named key at any
+    depth, as decoded and as it is written in the JSON text."""
+    if not text.lstrip().startswith(("{", "[")):
+        return []
+    try:
+        todo = deque([(json.loads(text), False)])
+    except (ValueError, RecursionError):
+        return []
+    found = []
+    while todo:  # no recursion: a value nested 10,000 deep is walked all the same
+        value, secret = todo.popleft()
+        if isinstance(value, dict):
+            todo += [(item, secret or is_secret_name(key)) for key, item in value.items()]
+        elif isinstance(value, list):
+            todo += [(item, secret) for item in value]
+        elif secret and value not in (None, "") and not isinstance(value, bool):
+            found += dict.fromkeys([str(value), json.dumps(value)[1:-1] if isinstance(value, str) else str(value)])
+    return found
+
+
+def value_secrets(text: str) -> list[str]:
+    """Every secret a value holds in clear: each URL's password (url_passwords), each secret-named parameter of a
+    URL's query (?token=, &password=, &X-Amz-Signature=) and, in a JSON value, each value under a secret-named key.
+    The one rule that refuses a launch value and the router's flags, makes an extra variable secret, and masks
+    values in output (mask_secrets)."""
+    return url_passwords(text) + _query_secrets(text) + _json_secrets(text)
+
+
+def mask_secrets(text: str) -> str:
+    """text with every secret value_secrets finds in it replaced by ***."""
+    for secret in sorted(set(value_secrets(text)), key=len, reverse=True):
+        text = text.replace(secret, MASK)
+    return text

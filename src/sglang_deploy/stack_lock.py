@@ -38,7 +38,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 
 from sglang_deploy.host import stack, stack_prune, wheel_fetch
 from sglang_deploy.host.bench.sweep import write_file
-from sglang_deploy.secret_names import MASK, url_passwords
+from sglang_deploy.secret_names import mask_secrets
 
 DEFAULT_PLATFORM = "x86_64-manylinux_2_35"  # glibc 2.35: Ubuntu 22.04; Debian 12 and Ubuntu 24.04 are newer
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -157,19 +157,12 @@ def _index_args(bundle: dict) -> list[str]:
     ]
 
 
-def mask(text: str) -> str:
-    """text with the password of each URL in it replaced by *** (the URL rule of secret_names)."""
-    for password in url_passwords(text):
-        text = text.replace(password, MASK)
-    return text
-
-
 def _run(argv: list[str], what: str, cwd: str | None = None, env: dict | None = None) -> str:
     result = subprocess.run(
         argv, capture_output=True, text=True, cwd=cwd, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})}
     )
     if result.returncode != 0:
-        raise LockError(mask(f"{what} failed ({' '.join(argv[:3])} ...): {result.stderr.strip()[-3000:]}"))
+        raise LockError(mask_secrets(f"{what} failed ({' '.join(argv[:3])} ...): {result.stderr.strip()[-3000:]}"))
     return result.stdout
 
 

@@ -12,20 +12,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sglang_deploy.secret_names import is_secret_name, url_passwords
+from sglang_deploy.secret_names import is_secret_name, value_secrets
 
 REDACTED = "[redacted secret]"
 
 
 def split_secrets(extravars: dict) -> tuple[dict, dict]:
     """(public, secret): a variable is secret when its name or any nested key names a secret, or a value in it is
-    a URL with a password."""
+    a URL with a password or another secret (secret_names.value_secrets)."""
 
     def secret(key, value) -> bool:
         if is_secret_name(key):
             return True
         if isinstance(value, str):
-            return bool(url_passwords(value))
+            return bool(value_secrets(value))
         if isinstance(value, dict):
             return any(secret(k, v) for k, v in value.items())
         if isinstance(value, list):
@@ -39,8 +39,8 @@ def split_secrets(extravars: dict) -> tuple[dict, dict]:
 
 
 def secret_values(secret_vars: dict) -> list:
-    """The clear-text values to scrub: every string under a secret key and every URL's password (at least 4
-    characters each)."""
+    """The clear-text values to scrub: every string under a secret key and every secret a string holds (a URL's
+    password, a ?token=: value_secrets), at least 4 characters each."""
     out: list = []
 
     def walk(value, under_secret: bool):
@@ -53,7 +53,7 @@ def secret_values(secret_vars: dict) -> list:
         elif under_secret and value not in (None, "") and len(str(value)) >= 4:
             out.append(str(value))
         if isinstance(value, str):
-            out.extend(p for p in url_passwords(value) if len(p) >= 4)
+            out.extend(p for p in value_secrets(value) if len(p) >= 4)
 
     walk(secret_vars, False)
     return sorted(set(out), key=len, reverse=True)

@@ -54,7 +54,7 @@ from .measures import (
     engine_settings,
     level_key,
 )
-from ..secret_names import MASK, is_secret_name
+from ..secret_names import MASK, is_secret_name, mask_secrets
 
 SEARCH_KEYS = {
     "name",
@@ -127,10 +127,11 @@ _USERINFO = re.compile(r"://[^/\s]*@")
 
 def shown_label(key: str | None, label: str) -> str:
     """``label`` as reports show it: *** for every value of a secret flag or variable ``key`` (api-key, HF_TOKEN),
-    and a URL's user part (with its password) masked; the search itself keeps the label."""
+    and a URL's user part (with its password) and every other secret it holds (?token=, a secret-named JSON key:
+    secret_names.mask_secrets) masked; the search itself keeps the label."""
     if key is not None and is_secret_name(key):
         return MASK
-    return _USERINFO.sub(f"://{MASK}@", label)
+    return _USERINFO.sub(f"://{MASK}@", mask_secrets(label))
 
 
 def _need(cond: bool, msg: str) -> None:
