@@ -426,6 +426,29 @@ def test_aggregate_ceiling_and_max_running_requests(emu):
     assert max(results.values()) >= 2.25  # the queued one waited for a slot, then decoded
 
 
+def _decode_speeds(e, n: int) -> list:
+    """Per-request decode speeds (tok/s) of n requests in a row, from the client's clock."""
+    speeds = []
+    for _ in range(n):
+        t0 = time.monotonic()
+        e.post("/v1/completions", {"prompt": "p", "max_tokens": 101, "ignore_eos": True})
+        speeds.append(100 / (time.monotonic() - t0))
+    return speeds
+
+
+def test_the_noise_model_moves_the_speed_from_period_to_period_and_off_it_holds(emu):
+    """SGLANG_EMU_NOISE=0.3 with a 50 ms period: requests of ~100 ms see speeds far apart; without noise they agree
+    (the noise is what makes them differ, not the host)."""
+    fast = {"SGLANG_EMU_DECODE_TOK_S": "1000", "SGLANG_EMU_TTFT_MS": "1"}
+    noisy = emu(env={**fast, "SGLANG_EMU_NOISE": "0.3", "SGLANG_EMU_NOISE_PERIOD_S": "0.05"}).wait_ready()
+    assert noisy.json("GET", "/server_info")[1]["emulator"]["noise"] == 0.3
+    speeds = _decode_speeds(noisy, 8)
+    assert max(speeds) / min(speeds) > 1.3, speeds
+    steady = emu(env=fast).wait_ready()
+    speeds = _decode_speeds(steady, 8)
+    assert max(speeds) / min(speeds) < 1.25, speeds
+
+
 def test_keep_alive_and_http10_close_delimited_stream(plain):
     conn = http.client.HTTPConnection("127.0.0.1", plain.port, timeout=10)
     conn.request("GET", "/v1/models")
@@ -844,6 +867,9 @@ def test_request_lines_cannot_forge_access_log_lines(plain):
         (("--max-running-requests", "-1"), {}, "--max-running-requests"),
         (("--dist-init-addr", "10.0.0.1"), {}, "--dist-init-addr needs host:port"),
         (("--nnodes", "0"), {}, "--nnodes"),
+        ((), {"SGLANG_EMU_NOISE": "1.5"}, "the noise must be from 0 to below 1"),
+        ((), {"SGLANG_EMU_NOISE_PERIOD_S": "0"}, "its period > 0 seconds"),
+        ((), {"SGLANG_EMU_NOISE_SEED": "x"}, "SGLANG_EMU_NOISE_SEED"),
     ],
 )
 def test_bad_settings_are_refused_at_start(args, env, names):

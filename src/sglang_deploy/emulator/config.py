@@ -23,6 +23,10 @@ EMU_SETTINGS = (  # (env var, flag dest, type, default)
     ("SGLANG_EMU_DECODE_TOK_S", "emu_decode_tok_s", float, 172.0),
     ("SGLANG_EMU_AGGREGATE_TOK_S", "emu_aggregate_tok_s", float, 0.0),
     ("SGLANG_EMU_ACCEPT_LENGTH", "emu_accept_length", float, None),
+    # The noise model (engine.Engine._redraw): the speed's relative sd, how often it moves, the draws' seed.
+    ("SGLANG_EMU_NOISE", "emu_noise", float, 0.0),
+    ("SGLANG_EMU_NOISE_PERIOD_S", "emu_noise_period_s", float, 2.0),
+    ("SGLANG_EMU_NOISE_SEED", "emu_noise_seed", int, None),
     ("SGLANG_EMU_FAULT", "emu_fault", str, None),
     ("SGLANG_EMU_FAULT_MESSAGE", "emu_fault_message", str, None),
 )
@@ -194,16 +198,13 @@ class Config:
             if value is None and environ.get(env, "") != "":
                 try:
                     value = (_finite if kind is float else kind)(environ[env])
-                except argparse.ArgumentTypeError as exc:
+                except (argparse.ArgumentTypeError, ValueError) as exc:
                     parser.error(f"{env}: {exc}")
             setattr(self, dest[4:], default if value is None else value)
         self.perf = self._perf_model(parser, ns, environ)
         if self.fault is not None and self.fault not in FAULTS:
             parser.error(f"SGLANG_EMU_FAULT must be one of {', '.join(FAULTS)} (got {self.fault!r})")
-        if self.decode_tok_s <= 0 or self.aggregate_tok_s < 0 or self.ttft_ms < 0:
-            parser.error("decode rate must be > 0, aggregate rate and TTFT >= 0")
-        if self.load_s < 0 or self.warmup_s < 0:
-            parser.error("load and warm-up times must be >= 0")
+        self._check_ranges(parser)
         if ns.skip_server_warmup:
             self.warmup_s = 0.0
         if ns.nnodes < 1 or ns.tp_size < 1 or ns.pp_size < 1:
@@ -240,6 +241,14 @@ class Config:
             parser.error("accept length must be >= 1 (tokens per decode step)")
         self.max_running = ns.max_running_requests or (SPEC_DEFAULT_MAX_RUNNING if self.spec else None)
 
+    def _check_ranges(self, parser) -> None:
+        if self.decode_tok_s <= 0 or self.aggregate_tok_s < 0 or self.ttft_ms < 0:
+            parser.error("decode rate must be > 0, aggregate rate and TTFT >= 0")
+        if self.load_s < 0 or self.warmup_s < 0:
+            parser.error("load and warm-up times must be >= 0")
+        if not 0 <= self.noise < 1 or self.noise_period_s <= 0:
+            parser.error("the noise must be from 0 to below 1 (0.05: 5% run to run) and its period > 0 seconds")
+
     def settings(self) -> dict:
         return {
             "load_s": self.load_s,
@@ -248,6 +257,8 @@ class Config:
             "decode_tok_s": self.decode_tok_s,
             "aggregate_tok_s": self.aggregate_tok_s,
             "accept_length": self.accept_length,
+            "noise": self.noise,
+            "noise_period_s": self.noise_period_s,
             "fault": self.fault,
             "perf_model": self.perf,
         }

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import heapq
 import math
+import random
 import zlib
 
 from .config import Config
@@ -32,8 +33,8 @@ WAKE_TOLERANCE_S = 50e-6  # tokens due within this of a wake-up are sent in that
 class Pacer:
     """One virtual clock shared by all running streams; it advances at the per-stream rate.
 
-    The rate is min(decode, aggregate / running) and changes only when `running` changes; at each
-    change the clock is re-anchored (v0 at t0), so every deadline stays absolute.
+    The rate is min(decode, aggregate / running) times the noise factor and changes only when `running` or the
+    factor changes; at each change the clock is re-anchored (v0 at t0), so every deadline stays absolute.
     """
 
     def __init__(self, decode_tok_s: float, aggregate_tok_s: float):
@@ -44,6 +45,7 @@ class Pacer:
         self.v0 = 0.0
         self.t0 = self.loop.time()
         self.rate = decode_tok_s
+        self.factor = 1.0
         self._heap: list = []
         self._seq = 0
         self._handle: asyncio.TimerHandle | None = None
@@ -57,13 +59,20 @@ class Pacer:
         return self.t0 + (v - self.v0) / self.rate
 
     def add_running(self, delta: int) -> None:
+        self._retime(self.running + delta, self.factor)
+
+    def set_factor(self, factor: float) -> None:
+        """Every stream from now on at ``factor`` times the configured speed (the noise model)."""
+        self._retime(self.running, factor)
+
+    def _retime(self, running: int, factor: float) -> None:
         now = self.loop.time()
         self.v0, self.t0 = self.v_at(now), now
-        self.running += delta
+        self.running, self.factor = running, factor
         rate = self.decode
         if self.aggregate > 0 and self.running > 0:
             rate = min(rate, self.aggregate / self.running)
-        self.rate = rate
+        self.rate = rate * factor
         self._arm(force=True)
 
     def halt(self) -> None:
@@ -148,6 +157,15 @@ class Engine:
         self.pacer = Pacer(cfg.decode_tok_s, cfg.aggregate_tok_s)
         self.slots = asyncio.Semaphore(cfg.max_running) if cfg.max_running else None
         self.stats = Stats()
+        if cfg.noise > 0:
+            self.rng = random.Random(cfg.noise_seed)
+            self._redraw()
+
+    def _redraw(self) -> None:
+        """The noise model: every noise_period_s the speed (decode, aggregate, first token) moves to a new factor,
+        lognormal around 1 with sd ``noise``, as a real server's speed drifts from run to run."""
+        self.pacer.set_factor(self.rng.lognormvariate(0.0, self.cfg.noise))
+        self.loop.call_later(self.cfg.noise_period_s, self._redraw)
 
     async def run(self, plan: Plan, internal: bool = False):
         """Yield (start, end) token ranges, one per step: the prefill token, then decode steps."""
@@ -162,7 +180,7 @@ class Engine:
         self.pacer.add_running(+1)
         finished = False
         try:
-            await asyncio.sleep(cfg.ttft_ms / 1000.0)
+            await asyncio.sleep(cfg.ttft_ms / 1000.0 / self.pacer.factor)
             # The decode steps count from the first token's real time, not its due time: after a late first token
             # (a busy host) they must not catch up, which would read faster than the configured rate.
             first_at = loop.time()
