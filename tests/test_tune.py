@@ -10,7 +10,7 @@ import shutil
 import pytest
 import yaml
 
-from sglang_deploy import api
+from sglang_deploy import noise, api
 from sglang_deploy import profiles
 from sglang_deploy import rules, tune
 from sglang_deploy.tune import report as tune_report
@@ -319,16 +319,25 @@ def test_two_stage_and_repeats(tmp_path):
 
 
 def test_decide_calls_no_winner_inside_noise():
+    """compare's rule (noise.verdict): the leader wins only where the interval of the ratio of medians excludes 1
+    and the gap passes the noise; a candidate measured once is judged against the leader's repeats."""
     obj = tune.Objective("decode_tok_s", 1, "max")
-    rows = [
-        {"key": "a", "median": 100, "min": 99, "max": 101, "n": 3, "within_limits": True},
-        {"key": "b", "median": 99.5, "min": 98, "max": 100.5, "n": 3, "within_limits": True},
-    ]
+
+    def row(key, values):
+        return {"key": key, **noise.spread(values), "values": values, "within_limits": True}
+
+    rows = [row("a", [99, 100, 101]), row("b", [98, 99.5, 100.5])]
     d = tune.decide(obj, rows, 0.02)
-    assert d["winner"] is None and d["tied"] == ["a", "b"]
-    rows[1].update(median=90, min=89, max=91)
-    assert tune.decide(obj, rows, 0.02)["winner"] == "a"
+    assert d["winner"] is None and d["tied"] == ["a", "b"] and "no difference at this noise" in d["reason"]
+    rows[1] = row("b", [89, 90, 91])
+    d = tune.decide(obj, rows, 0.02)
+    assert d["winner"] == "a" and "clear of 1" in d["reason"]
     assert tune.decide(obj, rows, 0.2)["winner"] is None  # 10% apart, but the noise threshold is 20%
+    rows = [row("a", [96, 100, 104]), row("b", [101]), row("c", [80])]  # b and c measured once
+    d = tune.decide(obj, rows, 0.02)
+    assert d["winner"] is None and d["tied"] == ["a", "b"]  # b inside a's spread, c far behind it
+    rows = [row("a", [100]), row("b", [90])]  # single runs: the gap alone, and the reason says so
+    assert tune.decide(obj, rows, 0.02)["reason"] == "10.0% ahead of the runner-up (single runs: no spread measured)"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -249,3 +249,45 @@ def test_the_pareto_plot_marks_limit_breakers_and_keeps_labels_clear_of_the_lege
     assert not legend.get_window_extent().overlaps(ax.get_window_extent())
     labels = [t.get_text() for t in ax.texts]
     assert sum(t.endswith("over limit") for t in labels) == len(over)
+
+
+def test_repeats_are_kept_by_a_resumed_search_and_the_terminal_names_the_promote_command(
+    search, monkeypatch, tmp_path, capsys
+):
+    s, planned = search
+    lab = Lab(monkeypatch)
+    lab.planned = planned
+    res = api.tune(s, out_dir=tmp_path, repeats=3)
+    assert tune.Store(tmp_path).meta()["repeats"] == 3
+    repeated = [r for r in res.outcome.records if r["repeat"] > 0]
+    assert repeated and max(r["repeat"] for r in repeated) == 2  # the top candidates measured 3 times in all
+    benchmarks = sum(b for _, b in lab.deploys)
+    res = api.tune(s, out_dir=tmp_path)  # resumed without --repeats: the same runs, all stored, none again
+    assert sum(b for _, b in lab.deploys) == benchmarks
+    assert sum(r["repeat"] > 0 for r in res.outcome.records) == len(repeated)
+    with pytest.raises(tune.SearchError, match="repeats: a whole number from 1 to 50"):
+        api.tune(s, out_dir=tmp_path, repeats=0)
+    path = tmp_path / "s.yml"
+    path.write_text(yaml.safe_dump({**SEARCH, "name": "t"}, sort_keys=False))
+    capsys.readouterr()
+    assert cli.main(["tune", str(path), "--out", str(tmp_path / "cli"), "--repeats", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"promote the winner: sglang-deploy tune {path} --out {tmp_path / 'cli'} --promote NAME --into" in out
+
+
+def test_promoting_a_candidate_tied_with_the_leader_says_so(search, monkeypatch, tmp_path):
+    s, planned = search
+    s.noise = 0.9  # every gap within the noise: every candidate within the limits tied with the leader
+    lab = Lab(monkeypatch)
+    lab.planned = planned
+    target = tmp_path / "profiles.yml"
+    shutil.copy(profiles.PROFILES_FILE, target)
+    res = api.tune(s, out_dir=tmp_path / "out", repeats=2)
+    tied = res.outcome.decisions[s.objectives[0].name]["tied"]
+    assert res.outcome.winner is None and len(tied) > 1
+    chosen = next(p for p in planned if p.key == tied[1])
+    res = api.tune(
+        s, out_dir=tmp_path / "out", promote="pick", promote_into=target, candidate=str(chosen.candidate.index)
+    )
+    assert f"candidate #{chosen.candidate.index} is tied with " in res.promoted["warning"]
+    assert "no measured difference makes it the better one" in res.promoted["warning"]

@@ -64,7 +64,7 @@ def verdict(base: list, other: list, goal: str = "max", floor: float = DEFAULT_F
     ratio = statistics.median(other) / statistics.median(base)
     low, high = ratio_interval(base, other)
     out.update(ratio=ratio, low=low, high=high)
-    if min(len(base), len(other)) < 2:  # one run a side: no spread, no interval worth the name
+    if max(len(base), len(other)) < 2:  # one run a side: no spread, no interval worth the name
         return {**out, "verdict": SAME, "repeats_needed": 3, "why": "one run a side: no spread measured"}
     clear = (low > 1 or high < 1) and abs(ratio - 1) > floor
     if clear:

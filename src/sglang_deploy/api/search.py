@@ -6,7 +6,7 @@ the report and promotes the winner. The search's logic: sglang_deploy.tune."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -89,13 +89,16 @@ def tune(
     on_plan: Callable | None = None,
     over_limit: bool = False,
     promote_hint: str | None = None,
+    repeats: int | None = None,
 ) -> TuneResult:
     """Run the search of ``search_file`` (path or tune.Search). SearchError / ValueError for bad input.
     ``over_limit`` lets ``candidate`` be one that broke a limit; ``promote_hint``: the command report.md gives
-    for promoting the winner."""
+    for promoting the winner. ``repeats``: the top candidates measured this often in all (the search file's
+    `repeat: times`; its `top`, else REPEAT_TOP); kept in the store, so that a resumed search keeps it."""
     search = search_file if isinstance(search_file, Search) else load_search(search_file)
     budget_obj = Budget.parse(budget)
     store = _store(search, out_dir)
+    search = with_repeats(search, store, repeats)
     promote_into = promote_into or profiles.PROFILES_FILE
     if promote:  # refused before the search runs, not after it
         promotion.check_promotion(promote, promote_into)
@@ -125,6 +128,23 @@ def tune(
     if promote:
         result.promoted = _promote(result.outcome, hosts[0], promote, promote_into, candidate, over_limit)
     return result
+
+
+REPEAT_TOP = 3  # --repeats on a search file without `repeat:`: the top 3 of each objective
+
+
+def with_repeats(search: Search, store: Store, repeats: int | None) -> Search:
+    """``search`` with the top candidates measured ``repeats`` times, else as often as the run that began this
+    store said (a resumed search keeps its repeats), else as its file says."""
+    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= 50):
+        raise SearchError(f"repeats: a whole number from 1 to 50 (got {repeats!r})")
+    if repeats is None:
+        repeats = store.meta().get("repeats")
+    else:
+        store.update_meta(repeats=repeats)
+    if not isinstance(repeats, int) or repeats < 1:
+        return search
+    return replace(search, repeat_times=repeats, repeat_top=search.repeat_top or REPEAT_TOP)
 
 
 def _store(search: Search, out_dir) -> Store:
@@ -286,6 +306,13 @@ def _promote(outcome: Outcome, host: HostFacts, name: str, into, candidate: str 
     promoted = {"name": name, "file": str(into), "diff": diff, "candidate": chosen.key}
     if broken:
         promoted["warning"] = f"candidate {candidate} broke a limit: {'; '.join(broken)}"
+    tied = (outcome.decisions.get(outcome.search.objectives[0].name) or {}).get("tied") or []
+    if chosen.key in tied:
+        others = ", ".join(f"#{p.candidate.index}" for p in outcome.runnable if p.key in tied and p is not chosen)
+        promoted["warning"] = (
+            f"candidate #{chosen.candidate.index} is tied with {others} at this noise: no measured difference "
+            "makes it the better one (--repeats measures more)"
+        )
     return promoted
 
 

@@ -70,8 +70,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "compare",
         parents=[common],
         help="benchmark several profiles in turn and report",
-        description="Deploy and benchmark each PROFILE in turn on the same hosts with the same "
-        "settings (the one to restore last, unless --keep-order: the hosts its roll leaves on it need no restore), "
+        description="Deploy and benchmark each PROFILE --repeats times, interleaved, on the same hosts with the "
+        "same settings (the one to restore last, unless --keep-order: the hosts its roll leaves on it need no restore), "
         "restore the profile that served before (or --restore's) where it does not serve (no benchmark), print the "
         "comparison and "
         "write report.md, compare.png and comparison.json under results/compare-<time>/. " + PROGRESS,

@@ -12,7 +12,7 @@ from sglang_deploy import api, compare_report
 from sglang_deploy.tune import Budget, Outcome, SearchError, load_search, one_line, report
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.cli.progress import Progress
-from sglang_deploy.cli.runs import _extravars, _print_failures, run_options
+from sglang_deploy.cli.runs import _extravars, _print_failures, _repeats, run_options
 from sglang_deploy.profiles import PROFILES_FILE
 
 
@@ -38,6 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         default=str(PROFILES_FILE),
         help="group_vars file for --promote (default group_vars/all/profiles.yml)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=_repeats,
+        metavar="N",
+        help="measure the top candidates of each objective N times in all (the search file's repeat: times; its "
+        "top, else 3): a winner only where the bootstrap interval of the ratio of medians excludes 1, as compare "
+        "decides; a resumed search keeps the N it began with",
     )
     p.add_argument("--candidate", metavar="N|KEY", help="promote this candidate instead of the winner")
     p.add_argument(
@@ -93,6 +101,7 @@ def tune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 candidate=args.candidate,
                 over_limit=args.over_limit,
                 promote_hint=promote_command(parser, args),
+                repeats=args.repeats,
                 on_event=progress,
                 on_plan=print_plan,
             )
@@ -102,6 +111,8 @@ def tune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(json.dumps(res.to_dict(), indent=2, default=str))
     elif res.outcome is not None:
         print_outcome(res.outcome, res.report_dir)
+        if res.outcome.winner is not None and not args.promote:
+            print(f"promote the winner: {promote_command(parser, args)}")
     if res.promoted:
         print_promoted(res.promoted)
     if res.error:

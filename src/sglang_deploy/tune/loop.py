@@ -193,10 +193,11 @@ class _Run:
                 return
 
     def repeats(self) -> None:
-        """The top candidates measured again; the rounds interleave the candidates, so drift hits them alike."""
+        """The top candidates measured again; the rounds interleave the candidates, every other one reversed (the
+        first stage in order, then C B A, A B C, ...), so drift hits them alike."""
         times = self.search.repeat_times
         again = self.top(self.search.repeat_top, "full")
-        rounds = [(r, j, p) for r in range(1, times) for j, p in enumerate(again, 1)]
+        rounds = [(r, j, p) for r in range(1, times) for j, p in enumerate(again if r % 2 == 0 else again[::-1], 1)]
         for r, j, p in rounds:
             if self.measure(p, self.search.workload, "full", r, f"[repeat {r + 1}/{times}, {j}/{len(again)}]") is None:
                 return

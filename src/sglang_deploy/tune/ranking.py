@@ -1,16 +1,13 @@
 """Ranking with noise: per objective the candidates by their median over repeats (those outside a limit last),
-and the winner only where its lead is clear of the noise."""
+and the winner only where its lead is clear of the noise (sglang_deploy.noise: compare's rule)."""
 
 from __future__ import annotations
 
 import statistics
 
+from .. import noise as noise_rule
 from .searchfile import Objective, Search
 from .store import OK, metric_value
-
-
-def _spread(values: list) -> dict:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values), "n": len(values)}
 
 
 def ranking(search: Search, obj: Objective, planned: list, by_key: dict, stage: str = "full") -> list:
@@ -32,7 +29,8 @@ def ranking(search: Search, obj: Objective, planned: list, by_key: dict, stage: 
                 "key": p.key,
                 "candidate": p.candidate.index,
                 "label": p.candidate.label,
-                **_spread(values),
+                **noise_rule.spread(values),
+                "values": values,
                 "within_limits": not broken,
                 "limits_broken": broken,
             }
@@ -45,32 +43,42 @@ def ranking(search: Search, obj: Objective, planned: list, by_key: dict, stage: 
 
 
 def decide(obj: Objective, rows: list, noise: float) -> dict:
-    """The winner of a ranking, or a tie: the best median wins only when its whole spread beats the runner-up's
-    and the medians differ by more than ``noise`` (relative)."""
+    """The winner of a ranking, or a tie. With repeats the leader wins only where, against every other candidate
+    within the limits, the bootstrap interval of the ratio of medians excludes 1 and the gap passes ``noise``
+    (noise.verdict); a candidate it does not beat so is tied with it. Candidates measured once each are decided by
+    the gap alone (no interval to judge: the reason says so)."""
     ok = [r for r in rows if r["within_limits"]]
     if not ok:
         return {"winner": None, "tied": [], "reason": "no candidate measured within the limits"}
     best = ok[0]
     if len(ok) == 1:
         return {"winner": best["key"], "tied": [], "reason": "the only candidate measured within the limits"}
-    tied = []
+    tied, verdicts = [], {}
     for other in ok[1:]:
         gap = abs(best["median"] - other["median"]) / abs(best["median"]) if best["median"] else 0.0
-        overlap = other["max"] >= best["min"] if obj.goal == "max" else other["min"] <= best["max"]
-        if overlap or gap <= noise:
+        if best["n"] > 1 or other["n"] > 1:
+            v = noise_rule.verdict(other["values"], best["values"], obj.goal, noise)
+            verdicts[other["key"]] = v
+            if v["verdict"] != noise_rule.BETTER:
+                tied.append(other["key"])
+        elif gap <= noise:
             tied.append(other["key"])
     if tied:
+        needed = [v["repeats_needed"] for k, v in verdicts.items() if k in tied and v.get("repeats_needed")]
+        more = f"; about {max(needed)} repeats would resolve it" if needed else ""
         return {
             "winner": None,
             "tied": [best["key"], *tied],
-            "reason": f"{len(tied) + 1} candidates within noise (spreads overlap or medians within "
-            f"{noise:.0%}): measure more (repeat) or pick one with --candidate",
+            "reason": f"{len(tied) + 1} candidates with no difference at this noise (the interval of the ratio of "
+            f"medians includes 1, or the gap is within {noise:.0%}){more}: measure more (--repeats) or pick one "
+            "with --candidate",
         }
     second = ok[1]
     gap = abs(best["median"] - second["median"]) / abs(best["median"]) if best["median"] else 0.0
     why = f"{gap:.1%} ahead of the runner-up"
-    if best["n"] > 1 or second["n"] > 1:
-        why += " and its spread clear of the runner-up's"
+    v = verdicts.get(second["key"])
+    if v is not None:
+        why += f", the interval of the ratio of medians [{1 / v['high']:.3f}, {1 / v['low']:.3f}] clear of 1"
     else:
         why += " (single runs: no spread measured)"
     return {"winner": best["key"], "tied": [], "reason": why}
