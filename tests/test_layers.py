@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "sglang_deploy"
 HOST = PACKAGE / "host"
 # Programs whose stdout/stderr is their interface: run by the roles on hosts, or the emulated server package.
-PROGRAMS = {"host/check_argv.py", "host/launch.py", "emulator"}
+PROGRAMS = {"host/check_argv.py", "host/launch.py", "host/model_share.py", "emulator"}
 # check_argv runs with the stack venv's Python and imports SGLang's (or smg's) own argument parser.
 HOST_THIRD_PARTY = {"check_argv.py": {"sglang", "smg"}}
 

@@ -1,0 +1,86 @@
+"""The share of one round of the sglang_model role's fan-out: a holder's checkpoint folder served over HTTP to the
+round's receiver, and only to a request that carries the round's token (``Authorization: Bearer TOKEN``).
+
+roles/sglang_model/tasks/fanout_round.yml copies this file to the host and starts it as a transient unit of nobody
+with the checkpoint's group (files 0440, folders 0550), its standard input a root-only file that holds the token:
+the token is never in argv or the environment. The unit stops when the round ends or fails, and at RuntimeMaxSec.
+Serves GET of a regular file of the folder (no hidden part, no link at its end), nothing else.
+
+    python3 model_share.py --bind ADDRESS --port PORT --directory FOLDER < TOKEN_FILE
+
+Stdlib only, one file: it runs with the host's python3, which has no sglang_deploy package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hmac
+import http.server
+import os
+import shutil
+import socket
+import stat
+import sys
+import urllib.parse
+
+MIN_TOKEN = 32
+
+
+class Share(http.server.BaseHTTPRequestHandler):
+    token = b""
+    folder = ""
+    timeout = 60  # a client that sends nothing for a minute is dropped, so it holds no thread for long
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        sent = self.headers.get("Authorization", "").encode("utf-8", "replace")
+        if not hmac.compare_digest(sent, b"Bearer " + self.token):
+            self.send_error(403, "this round's token is missing or wrong")
+            return
+        rel = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path).removeprefix("/")
+        if any(not part or part.startswith(".") for part in rel.split("/")) or "\x00" in rel:
+            self.send_error(404)
+            return
+        try:
+            handle = open(os.open(os.path.join(self.folder, rel), os.O_RDONLY | os.O_NOFOLLOW), "rb")  # noqa: SIM115
+        except OSError:
+            self.send_error(404)
+            return
+        with handle:
+            size = os.fstat(handle.fileno())
+            if not stat.S_ISREG(size.st_mode):
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(size.st_size))
+            self.end_headers()
+            shutil.copyfileobj(handle, self.wfile, 1 << 20)
+
+
+def server(bind: str, port: int, folder: str, token: bytes) -> http.server.ThreadingHTTPServer:
+    """The share of folder on bind:port (an IPv4 or IPv6 address, or a name), for requests that carry token."""
+    if len(token) < MIN_TOKEN:
+        raise ValueError(f"the token is {len(token)} bytes: {MIN_TOKEN} or more (the role draws 43)")
+    family = socket.getaddrinfo(bind, port, type=socket.SOCK_STREAM)[0][0]
+    handler = type("RoundShare", (Share,), {"token": token, "folder": folder})
+    return type("Server", (http.server.ThreadingHTTPServer,), {"address_family": family})((bind, port), handler)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bind", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--directory", required=True)
+    args = parser.parse_args(argv)
+    try:
+        share = server(args.bind, args.port, args.directory, sys.stdin.buffer.read(1024).strip())
+    except (OSError, ValueError) as exc:
+        print(f"model_share: {exc}", file=sys.stderr)
+        return 2
+    with share:
+        share.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
