@@ -67,3 +67,30 @@ def test_on_simulated_runs_a_true_five_percent_is_found_and_no_difference_is_rar
     found = sum(noise.verdict(runs(100), runs(105))["verdict"] == noise.BETTER for _ in range(100))
     false = sum(noise.verdict(runs(100), runs(100))["verdict"] != noise.SAME for _ in range(100))
     assert found >= least_found and false <= 5, (found, false)
+
+
+def test_the_ab_benchmark_runs_and_finds_an_obvious_difference(tmp_path):
+    """benchmarks/ab_noise.py end to end on three emulators, kept small: B 50% faster is called better at the
+    first verdict, A2 (alike) is not, and --help works."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "ab_noise.py"
+    assert (
+        "LAB: three emulated SGLang servers"
+        in subprocess.run([sys.executable, script, "--help"], capture_output=True, text=True, check=True).stdout
+    )
+    out = tmp_path / "ab.json"
+    args = ["--trials", "1", "--max-repeats", "2", "--requests", "4", "--output-len", "16", "--effect", "0.5"]
+    run = subprocess.run(
+        [sys.executable, script, *args, "--noise", "0.01", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "B found in 1 of 1 trials, at 2 / 2 / 2 repeats" in run.stdout
+    assert "A2 called different in 0 of 1 verdicts" in run.stdout
+    assert json.loads(out.read_text())["trials"][0]["found_at"] == 2

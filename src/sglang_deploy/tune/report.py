@@ -140,7 +140,8 @@ def _settings(out: Outcome) -> list:
         f"- Candidates: {c['expanded']} expanded, {c['excluded']} excluded by constraints, {c['pruned']} pruned "
         f"by the rules, {c['run']} run, {c['failed']} failed, {c['not_run_budget']} not run (budget {out.budget})",
         f"- Repeats: top {s.repeat_top} of each objective measured {s.repeat_times} times; "
-        f"a winner needs its spread clear of the runner-up's and a median gap above {s.noise:.0%}",
+        f"a winner needs the 95% bootstrap interval of the ratio of medians to exclude 1 against every other "
+        f"candidate and a median gap above {s.noise:.0%}; otherwise they are tied",
     ]
     if s.limits:
         lines.append("- Limits: " + "; ".join(lim.text for lim in s.limits))
