@@ -209,7 +209,7 @@ def test_an_endless_metrics_after_a_level_keeps_the_level(scripted, tmp_path, ca
 )
 def test_a_malformed_stream_fails_its_requests_as_what_it_is(stream, error, scripted, tmp_path, capsys):
     server = scripted(**{"/v1/chat/completions": stream})
-    rc, result = run_bench(server.url, tmp_path)
+    rc, result = run_bench(server.url, tmp_path, "--output-len", "512")  # its answer's bound is past a 2 MiB line
     assert rc == 1 and result["stopped"] is None  # every level ran; the table and the JSON are there
     for level in result["levels"]:
         assert level["failed"] == level["requests"]
@@ -225,6 +225,7 @@ def test_a_malformed_stream_fails_its_requests_as_what_it_is(stream, error, scri
         (b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (2 << 20) + b"\r\n\r\n", "response head is over 1048576 bytes"),
         (b"HTTP/1.1 200 OK\r\n" + b"X-H: 1\r\n" * 150 + b"\r\n", "more than 100 header lines"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "bad response body"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-6\r\nxxxxxx", "bad response body"),
     ],
 )
 def test_a_bad_response_head_or_framing_is_named(head, error, scripted, tmp_path):
@@ -249,6 +250,10 @@ def test_prompts_are_counted_in_the_servers_tokens_where_it_can_tokenize(scripte
     huge = json.dumps({"count": 10**12}).encode()  # no tokenizer gives it: one token per word stays
     wrong = scripted(**{"/v1/tokenize": huge, "/v1/chat/completions": good_stream()})
     rc, result = run_bench(wrong.url, tmp_path)
+    assert rc == 0 and result["workload"]["tokens_per_word"] is None
+    # 10 tokens for 1000 words would make each prompt 100 times its length in words: not believed either
+    tiny = scripted(**{"/v1/tokenize": json.dumps({"count": 10}).encode(), "/v1/chat/completions": good_stream()})
+    rc, result = run_bench(tiny.url, tmp_path)
     assert rc == 0 and result["workload"]["tokens_per_word"] is None
 
 
@@ -367,3 +372,69 @@ def test_answers_are_counted_with_special_tokens_as_bench_serving_counts_them(sc
     count_answers(server.url, sharegpt_file(tmp_path, 2))
     body = json.loads(server.bodies["/v1/tokenize"][0])
     assert body["add_special_tokens"] is True and body["prompt"] == ["w " * 20] * 2 and body["model"] == MODEL
+
+
+def endless_answer(event: bytes) -> callable:
+    """A valid SSE answer that never ends: a head without a length, then `event` over and over."""
+
+    def answer(conn: socket.socket, n: int) -> None:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+        while True:  # until the client hangs up
+            conn.sendall(event * 16)
+
+    return answer
+
+
+def token_event(text: str) -> bytes:
+    return sse(
+        [{"object": "chat.completion.chunk", "model": MODEL, "choices": [{"index": 0, "delta": {"content": text}}]}]
+    )
+
+
+@pytest.mark.parametrize(
+    ("event", "error"),
+    [
+        (token_event(" word"), "the answer holds over 96 SSE events, more than 16 tokens (max_tokens) take"),
+        (token_event("w" * 50_000), "the answer is over 393216 bytes, more than 16 tokens (max_tokens) take"),
+        (b": keep-alive" + b" " * 50_000 + b"\n", "the answer is over 393216 bytes"),
+    ],
+)
+def test_an_endless_answer_fails_its_request_at_a_bound_of_its_max_tokens(event, error, scripted, tmp_path):
+    """An answer that never ends once kept every byte until the timeout (958 MB in 45 s): a request stops reading at
+    2 x max_tokens + 64 events or 4 KiB a such event, and fails as what it is; the sweep goes on."""
+    server = scripted(**{"/v1/chat/completions": endless_answer(event)})
+    t0 = time.monotonic()
+    rc, result = run_bench(server.url, tmp_path, "--timeout", "5")
+    assert rc == 1 and result["stopped"] is None and time.monotonic() - t0 < 4
+    for level in result["levels"]:
+        assert level["failed"] == level["requests"] and all(error in e for e in level["errors"])
+
+
+@pytest.mark.parametrize("size", [b"-6", b"ffffffffff"])
+def test_a_chunk_size_out_of_range_is_refused_at_once(size):
+    """A negative chunk size sent the decoder back to where it began, for ever (a loop that never awaits: no timeout
+    stops it); a huge one kept every byte while it waited for the chunk's end."""
+    from sglang_deploy.host.bench import client
+
+    raised = []
+
+    def feed():
+        try:
+            client.ChunkedDecoder(lambda data: None).feed(size + b"\r\n" + b"x" * 100)
+        except ValueError as exc:
+            raised.append(str(exc))
+
+    worker = threading.Thread(target=feed, daemon=True)
+    worker.start()
+    worker.join(5)
+    assert raised == [f"a chunk size of {size.decode()!r} is not one of 0 to {client.MAX_PENDING} bytes"]
+
+
+@pytest.mark.parametrize(("name", "text"), [("sharegpt", "[" * 100_000), ("custom", '{"messages": ' + "[" * 100_000)])
+def test_a_dataset_nested_past_the_recursion_limit_is_refused_by_name(name, text, tmp_path, capsys):
+    path = tmp_path / "deep.json"
+    path.write_text(text)
+    argv = ["bench", "--url", "http://127.0.0.1:9", "--dataset-name", name, "--dataset-path", str(path)]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{name} dataset {path}" in err and "is JSON nested too deeply to read" in err and "Traceback" not in err

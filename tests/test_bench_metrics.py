@@ -199,7 +199,7 @@ def test_sse_recorder_is_independent_of_chunk_boundaries():
     raw = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
     for step in (1, 7, len(raw)):
         tl = Timeline()
-        rec = client._SSERecorder(tl)
+        rec = client._SSERecorder(tl, 3)
         for i in range(0, len(raw), step):
             rec.feed(raw[i : i + step])
         assert rec.done and tl.error is None

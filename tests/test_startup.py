@@ -77,6 +77,32 @@ def test_a_line_it_cannot_read_never_fails_a_ready_server(tmp_path, monkeypatch)
     assert startup.unit_report("sglang")["error"].endswith("could not convert string to float: '1.2.3'")
 
 
+def test_an_elapsed_figure_of_400_digits_never_reaches_the_json_as_infinity():
+    """float() of 400 digits is inf, which json writes as Infinity (not JSON): such a figure is left out, the span
+    between the milestones stands in; a journal stamp of 400 digits is a line left out too."""
+    lines = [
+        "[2026-12-01 10:00:00] Load weight begin.",
+        f"[2026-12-01 10:00:03] Load weight end. elapsed={'9' * 400} s",
+    ]
+    r = startup.parse(startup.log_entries("\n".join(lines)))
+    assert r["phases"]["weights"] == 3.0
+    json.dumps(r, allow_nan=False)
+    huge = json.dumps({"__MONOTONIC_TIMESTAMP": "9" * 400, "MESSAGE": "x"})
+    assert startup.journal_entries([huge, *journal([(1.0, "y")])]) == [(1.0, "y")]
+
+
+def test_a_bad_date_in_the_line_prefix_takes_the_time_before_it():
+    """2026-13-45 is no date: that record keeps the time of the record before it (none before: it is left out)."""
+    lines = [
+        "[2026-13-45 10:00:00] Init parallel begin.",
+        "[2026-12-01 10:00:00] Load weight begin.",
+        "[2026-12-01 10:00:99] Load weight end.",
+        f"[2026-12-01 10:00:05] {startup.READY_LINE}",
+    ]
+    r = startup.parse(startup.log_entries("\n".join(lines)))
+    assert r["milestones"] == {"first_model_line": 0.0, "weights_begin": 0.0, "weights_loaded": 0.0, "ready": 5.0}
+
+
 def journal(entries: list, binary: bool = False) -> list:
     """`journalctl -o json` lines of (monotonic seconds, message); journald keeps a message with a control
     character as an array of bytes."""

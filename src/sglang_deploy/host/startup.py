@@ -29,7 +29,7 @@ EMULATOR_BANNER = "EMULATED SGLang server"
 # such as " TP1" or " DP0 TP0 EP0" for the scheduler processes.
 _PREFIX = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(\.\d+)?((?: [A-Za-z_]+\d+)*)\] ")
 _OTHER_RANK = re.compile(r"[A-Za-z_]+[1-9]\d*")
-_ELAPSED = re.compile(r"elapsed=(\d+(?:\.\d+)?) ?s")
+_ELAPSED = re.compile(r"elapsed=(\d{1,9}(?:\.\d{1,9})?) ?s")  # no more digits: 400 of them make float() inf
 READY_LINE = "The server is fired up and ready to roll!"
 FREEZE_LINE = "Freezing GC in Tokenizer Manager process"  # sglang/srt/utils/common.py freeze_gc()
 _WEIGHTS_END = re.compile(r"^Load weight end\.")
@@ -60,17 +60,27 @@ def log_entries(text: str) -> list:
     return [(None, line) for line in text.splitlines()]
 
 
+def _prefix_time(m: re.Match, before: float | None) -> float | None:
+    """The time of a record's prefix; `before` (the record before it, None for none) when it is no date."""
+    try:
+        return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + float(m.group(2) or 0)
+    except (ValueError, OverflowError):  # 2026-13-45, or year 1 in a zone east of UTC
+        return before
+
+
 def _records(entries):
     """(time, rank-0, message) of every SGLang log record in (time or None, journal line) pairs. A line may hold
-    several records (tqdm's carriage returns run a progress bar into the next record)."""
+    several records (tqdm's carriage returns run a progress bar into the next record). A prefix that is no date
+    takes the time of the record before it; without one, the record is left out."""
+    when = None
     for stamp, line in entries:
         for part in line.split("\r"):
             found = list(_PREFIX.finditer(part))
             for i, m in enumerate(found):
                 end = found[i + 1].start() if i + 1 < len(found) else len(part)
-                when = stamp
+                when = stamp if stamp is not None else _prefix_time(m, when)
                 if when is None:
-                    when = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + float(m.group(2) or 0)
+                    continue
                 rank0 = not _OTHER_RANK.search(m.group(3))
                 yield when, rank0, part[m.end() : end].strip()
 
@@ -254,7 +264,7 @@ def journal_entries(lines) -> list:
         try:
             entry = json.loads(raw)
             stamp = int(entry["__MONOTONIC_TIMESTAMP"]) / 1e6
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, OverflowError):  # OverflowError: a stamp of 400 digits
             continue
         message = entry.get("MESSAGE")
         if isinstance(message, list):

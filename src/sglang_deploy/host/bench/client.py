@@ -20,6 +20,18 @@ HEAD_LIMIT = 1 << 20  # bytes of a response head (also the stream reader's buffe
 MAX_HEADERS = 100  # header lines (http.client's limit)
 MAX_PENDING = 1 << 20  # bytes of an SSE line or a chunk-size line still without its end
 MAX_ERROR_BODY = 1 << 16  # bytes kept of a non-200 answer
+# An answer of at most max_tokens tokens (the request's cap) has at most EVENTS_PER_TOKEN x max_tokens + EXTRA_EVENTS
+# SSE events and EVENT_BYTES a such event (SGLang sends about one event a token, of 300 to 500 bytes, and the role,
+# finish and usage chunks): past either, the server does not stop, and the request fails (answer_bounds).
+EVENTS_PER_TOKEN = 2
+EXTRA_EVENTS = 64
+EVENT_BYTES = 4096
+
+
+def answer_bounds(max_tokens: int) -> tuple:
+    """(SSE events, body bytes) an answer to a request of max_tokens stays within."""
+    events = EVENTS_PER_TOKEN * max_tokens + EXTRA_EVENTS
+    return events, events * EVENT_BYTES
 
 
 @dataclass(frozen=True)
@@ -64,7 +76,12 @@ class ChunkedDecoder:
                 if n - pos > MAX_PENDING:
                     raise ValueError(f"a chunk-size line over {MAX_PENDING} bytes")
                 break
-            size = int(buf[pos:crlf].split(b";", 1)[0], 16)
+            field = buf[pos:crlf].split(b";", 1)[0]
+            size = int(field, 16)
+            if not 0 <= size <= MAX_PENDING:  # a negative size would send pos back for ever
+                raise ValueError(
+                    f"a chunk size of {field[:20].decode('latin-1')!r} is not one of 0 to {MAX_PENDING} bytes"
+                )
             if size == 0:
                 end = buf.find(b"\r\n\r\n", crlf) if buf[crlf + 2 : crlf + 4] != b"\r\n" else crlf
                 if end < 0:
@@ -186,17 +203,26 @@ def _count(value) -> bool:
 class _SSERecorder:
     """Parses SSE lines as body bytes arrive and records the request's timeline. What the server sends is
     checked as it is read: the first problem becomes the request's error (never an exception that would end
-    the level), and a line over MAX_PENDING bytes ends the stream (HttpError)."""
+    the level); a line over MAX_PENDING bytes, or an answer past answer_bounds(max_tokens), ends the stream
+    (HttpError)."""
 
-    __slots__ = ("buf", "done", "model", "tl")
+    __slots__ = ("buf", "bytes_left", "done", "events_left", "max_tokens", "model", "tl")
 
-    def __init__(self, tl: Timeline, model: str | None = None):
+    def __init__(self, tl: Timeline, max_tokens: int, model: str | None = None):
         self.tl = tl
         self.model = model  # the answers must name it (when the request named one)
+        self.max_tokens = max_tokens
+        self.events_left, self.bytes_left = answer_bounds(max_tokens)
         self.buf = b""
         self.done = False
 
+    def over(self, what: str) -> HttpError:
+        return HttpError(f"the answer {what}, more than {self.max_tokens} tokens (max_tokens) take: it does not stop")
+
     def feed(self, data: bytes) -> None:
+        self.bytes_left -= len(data)
+        if self.bytes_left < 0:
+            raise self.over(f"is over {answer_bounds(self.max_tokens)[1]} bytes")
         buf = self.buf + data if self.buf else data
         start = 0
         while True:
@@ -206,6 +232,9 @@ class _SSERecorder:
             line = buf[start:nl]
             start = nl + 1
             if line.startswith(b"data:"):
+                self.events_left -= 1
+                if self.events_left < 0:
+                    raise self.over(f"holds over {answer_bounds(self.max_tokens)[0]} SSE events")
                 self.event(line[5:].strip(), time.perf_counter())
         self.buf = buf[start:]
         if len(self.buf) > MAX_PENDING:
@@ -291,12 +320,14 @@ class _SSERecorder:
         tl.completion_tokens, tl.prompt_tokens, tl.reasoning_tokens = counts.values()
 
 
-async def stream_chat(conn: Connection, tl: Timeline, body: bytes, timeout: float, model: str | None = None) -> bool:
+async def stream_chat(
+    conn: Connection, tl: Timeline, body: bytes, max_tokens: int, timeout: float, model: str | None = None
+) -> bool:
     """Send one streamed chat completion on conn, recording it in `tl` (the caller's: a cancelled request keeps
     what it recorded); returns whether the emulated header was seen. Answers that name another model than `model`
-    fail the request."""
+    fail the request, and so do answers past answer_bounds(max_tokens) (the body's max_tokens)."""
     tl.t_send = time.perf_counter()  # replaced by the write's time; kept when it never happens
-    rec = _SSERecorder(tl, model)
+    rec = _SSERecorder(tl, max_tokens, model)
     emulated = False
 
     async def _go():

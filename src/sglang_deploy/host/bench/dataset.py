@@ -12,7 +12,7 @@ import os
 import random
 from dataclasses import dataclass, field, replace
 
-from .workload import build_prompt, words
+from .workload import MAX_LEN_TOKENS, build_prompt, words
 
 DATASETS = ("random", "sharegpt", "custom", "generated-shared-prefix")
 GSP_DEFAULTS = {"num_groups": 64, "prompts_per_group": 16, "system_prompt_len": 2048, "question_len": 128}
@@ -201,6 +201,8 @@ def _json(text: str, where: str, want: type, fix: str):
         value = json.loads(text)
     except ValueError as exc:
         raise ValueError(f"{where} is not JSON ({exc}): {fix}") from exc
+    except RecursionError as exc:  # nested past Python's stack
+        raise ValueError(f"{where} is JSON nested too deeply to read: {fix}") from exc
     if not isinstance(value, want):
         raise ValueError(f"{where} is a JSON {type(value).__name__}, not {fix.removeprefix('give ')}")
     return value
@@ -268,6 +270,25 @@ def _ranged(rng: random.Random, full: int, ratio: float, floor: int = 1) -> int:
     return rng.randint(max(floor, int(full * ratio)), max(floor, full))
 
 
+def _gsp(gsp: dict | None) -> dict:
+    """The generated-shared-prefix settings, GSP_DEFAULTS filled in; ValueError naming the fix for unusable ones."""
+    g = {**GSP_DEFAULTS, **(gsp or {})}
+    bad = [k for k, v in g.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1]
+    if bad:
+        raise ValueError(f"--gsp-{bad[0].replace('_', '-')} must be a positive integer, got {g[bad[0]]!r}")
+    if g["num_groups"] * g["prompts_per_group"] > MAX_GSP_PROMPTS:
+        raise ValueError(
+            f"--gsp-num-groups x --gsp-prompts-per-group is {g['num_groups']} x {g['prompts_per_group']}, over the "
+            f"limit of {MAX_GSP_PROMPTS} prompts (MAX_GSP_PROMPTS): give fewer groups or prompts per group"
+        )
+    if g["system_prompt_len"] + g["question_len"] > MAX_LEN_TOKENS:
+        raise ValueError(
+            f"--gsp-system-prompt-len + --gsp-question-len must be at most {MAX_LEN_TOKENS} tokens (no server's "
+            f"context holds more), got {g['system_prompt_len'] + g['question_len']}: give shorter ones"
+        )
+    return g
+
+
 def load(
     name: str,
     *,
@@ -316,15 +337,7 @@ def load(
 
         data = Dataset(info, make=make, longest=(max(input_len, 10), output_len))
         return data
-    g = {**GSP_DEFAULTS, **(gsp or {})}
-    bad = [k for k, v in g.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1]
-    if bad:
-        raise ValueError(f"--gsp-{bad[0].replace('_', '-')} must be a positive integer, got {g[bad[0]]!r}")
-    if g["num_groups"] * g["prompts_per_group"] > MAX_GSP_PROMPTS:
-        raise ValueError(
-            f"--gsp-num-groups x --gsp-prompts-per-group is {g['num_groups']} x {g['prompts_per_group']}, over the "
-            f"limit of {MAX_GSP_PROMPTS} prompts (MAX_GSP_PROMPTS): give fewer groups or prompts per group"
-        )
+    g = _gsp(gsp)
     info.update(output_len=output_len, range_ratio=range_ratio, **{f"gsp_{k}": v for k, v in g.items()})
     order = list(range(g["num_groups"] * g["prompts_per_group"]))
     random.Random(seed).shuffle(order)

@@ -39,6 +39,7 @@ from .workload import WORKLOAD_DEFAULTS, Level, arrival_gaps, arrivals, chat_bod
 
 EXAMPLES = 3
 TOKENIZE_SAMPLE_WORDS = 1000  # common words tokenized once to count generated prompts in the server's tokens
+MIN_TOKENS_PER_WORD = 0.25  # fewer for the sample is no tokenizer's count (prompts would grow words / tokens_per_word)
 ANSWERS_PER_TOKENIZE = 64  # recorded answers counted per POST /v1/tokenize (its token ids stay under the body cap)
 RATE_PREOPEN = 32  # connections opened before a rate level without a concurrency cap (more open on demand)
 
@@ -84,7 +85,7 @@ class _Probe:
     async def tokens_per_word(self, model: str | None) -> float | None:
         """Tokens per common word in the server's tokenizer: POST /v1/tokenize (SGLang) of TOKENIZE_SAMPLE_WORDS
         words; None when the server has no such endpoint or answers something else, a count no tokenizer gives
-        (dataset.implausible_count) included."""
+        (dataset.implausible_count, or under MIN_TOKENS_PER_WORD a word) included."""
         sample = words(random.Random(0), TOKENIZE_SAMPLE_WORDS)
         try:
             resp = await self.tokenize(model, sample, add_special_tokens=False)
@@ -93,7 +94,12 @@ class _Probe:
             raise ServerUnusable(f"POST /v1/tokenize at {url}: {type(exc).__name__}: {exc}") from exc
         answer = resp.json()
         count = answer.get("count") if isinstance(answer, dict) else None
-        if isinstance(count, int) and not isinstance(count, bool) and not dataset.implausible_count(sample, count):
+        if (
+            isinstance(count, int)
+            and not isinstance(count, bool)
+            and count >= MIN_TOKENS_PER_WORD * TOKENIZE_SAMPLE_WORDS
+            and not dataset.implausible_count(sample, count)
+        ):
             return count / TOKENIZE_SAMPLE_WORDS
         return None
 
@@ -184,12 +190,12 @@ class _Run:
             self.next_index += 1
         return bodies, lens
 
-    async def level(self, level: Level, bodies: list, seed: int) -> tuple:
-        """Send the bodies as `level` says: arrivals at its rate (Poisson: bench_serving's gaps for seed, see
-        arrival_gaps; inf: all at once), at most its concurrency in flight, each on a kept-alive connection (as
-        many opened before the clock as the cap allows). (timelines, stop reason or None): the first request
-        without an answer within the timeout stops the level; requests cut short or never sent then count as
-        failed."""
+    async def level(self, level: Level, bodies: list, lens: list, seed: int) -> tuple:
+        """Send the bodies (their max_tokens: `lens`) as `level` says: arrivals at its rate (Poisson: bench_serving's
+        gaps for seed, see arrival_gaps; inf: all at once), at most its concurrency in flight, each on a kept-alive
+        connection (as many opened before the clock as the cap allows). (timelines, stop reason or None): the first
+        request without an answer within the timeout stops the level; requests cut short or never sent then count
+        as failed."""
         n = len(bodies)
         timelines: list = [None] * n  # each request's Timeline from its dispatch on; None: never sent
         cap = level.concurrency
@@ -211,7 +217,7 @@ class _Run:
                 used.add(conn)
                 tl = timelines[i] = Timeline()
                 try:
-                    emulated = await stream_chat(conn, tl, bodies[i], self.timeout, self.model)
+                    emulated = await stream_chat(conn, tl, bodies[i], lens[i], self.timeout, self.model)
                 except Exception as exc:  # noqa: BLE001 - a request's failure, never a silently ended task
                     tl.t_end, tl.error = time.perf_counter(), f"client error: {type(exc).__name__}: {exc}"[:200]
                     emulated = False
@@ -305,7 +311,7 @@ async def _measure(
     own figures too (requests_detail)."""
     before = await probe.metrics()
     cum_before = None if before else server_info_accept_length(await probe.json("/server_info"))
-    timelines, stopped = await run.level(level, bodies, seed)
+    timelines, stopped = await run.level(level, bodies, lens, seed)
     m = level_metrics(timelines, level.concurrency, _expected(lens), slo=slo)
     if details:
         m["requests_detail"] = request_details(timelines)
@@ -464,11 +470,11 @@ async def run_benchmark_async(
     run = _Run(target, model, data, w["timeout"], min_tokens, dummy_weights(info))
 
     if warmup > 0:
-        bodies, _ = run.bodies(warmup)
+        bodies, lens = run.bodies(warmup)
         cap = min(
             warmup, max_concurrency or warmup, max((lv.concurrency or warmup for lv in fixed_levels), default=warmup)
         )
-        warm, warm_stop = await run.level(Level(cap), bodies, seed)
+        warm, warm_stop = await run.level(Level(cap), bodies, lens, seed)
     else:
         warm, warm_stop = [], None
     warm_failed = [t.error for t in warm if not t.ok]

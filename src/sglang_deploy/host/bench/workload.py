@@ -20,6 +20,7 @@ DEFAULT_SEED = 42  # bench_serving's
 SEED_MAX = 2**32 - 1  # numpy's legacy seeding (bench_serving's np.random.seed) takes 0 to 2**32 - 1
 DEFAULT_RANGE_RATIO = 1.0  # fixed lengths (bench_serving's default 0.0 draws them from [1, L])
 DEFAULT_SLA_STEPS = 5  # bisections of the SLA search after its two bounds
+MAX_LEN_TOKENS = 1 << 21  # a prompt or an output length: twice the longest context served (1M tokens)
 
 
 def chat_body(model: str | None, prompt, output_len: int, stream: bool = True, min_tokens: bool = False) -> dict:
@@ -286,8 +287,13 @@ def _size_problems(requests, input_len: int, output_len: int, warmup: int, timeo
         problems.append(f"input_len must be at least 1 token, got {input_len}")
     if output_len < 2:
         problems.append(f"output_len must be at least 2 tokens (decode speed needs two), got {output_len}")
+    problems += [
+        f"{name} must be at most {MAX_LEN_TOKENS} tokens (no server's context holds more), got {n}: give a shorter one"
+        for name, n in (("input_len", input_len), ("output_len", output_len))
+        if n > MAX_LEN_TOKENS
+    ]
     if warmup < 0:
         problems.append(f"warmup must be 0 or more requests, got {warmup}")
-    if not timeout > 0:  # also refuses NaN
-        problems.append(f"timeout must be a positive number of seconds, got {timeout}")
+    if not 0 < timeout < math.inf:  # also refuses NaN
+        problems.append(f"timeout must be a positive number of seconds, got {timeout}: give a finite one, e.g. 600")
     return problems
