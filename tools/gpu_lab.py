@@ -77,7 +77,8 @@ DEBS = (
     "libssl3",
     "libzstd1",
 )
-# ansible-core and every package it imports, plus what the project's controller code imports (packaging, PyYAML).
+# ansible-core and every package it imports, plus what the project's controller code imports (packaging, PyYAML;
+# ansible-runner and matplotlib for the sglang-deploy command: compare and tune in the lab).
 WHEELS = (
     "ansible-core",
     "Jinja2",
@@ -88,6 +89,21 @@ WHEELS = (
     "pycparser",
     "packaging",
     "resolvelib",
+    "ansible-runner",
+    "pexpect",
+    "ptyprocess",
+    "python-daemon",
+    "lockfile",
+    "matplotlib",
+    "numpy",
+    "pillow",
+    "fonttools",
+    "kiwisolver",
+    "contourpy",
+    "cycler",
+    "pyparsing",
+    "python-dateutil",
+    "tzdata",
 )
 PLATFORMS = ("manylinux_2_34_x86_64", "manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 TARGET_PYTHON = (3, 12)
