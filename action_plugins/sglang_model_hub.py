@@ -24,6 +24,8 @@ ARGUMENT_SPEC = {
     "folder": {"type": "path", "required": True},
     "token": {"type": "str", "default": "", "no_log": True},
     "endpoint": {"type": "str", "default": ""},
+    "allow_insecure_endpoint": {"type": "bool", "default": False},
+    "file_timeout": {"type": "float", "default": model_lock.FILE_TIMEOUT},
 }
 
 
@@ -38,10 +40,22 @@ class ActionModule(ActionBase):
         problems = model.validate(lock) or ([] if lock.get("repository") else ["it has no repository: use a path"])
         if problems:
             raise AnsibleActionFail(f"model lock {lock.get('name')!r} cannot be fetched: " + "; ".join(problems))
-        if self._task.check_mode:
-            return {**result, "changed": False, "folder": args["folder"]}
+        if not 0 < args["file_timeout"] < 10**7:
+            raise AnsibleActionFail(
+                f"file_timeout {args['file_timeout']}: seconds above 0 (sglang_model_hf_file_timeout)"
+            )
         try:
-            downloaded = model_lock.hub_download(lock, args["folder"], token=args["token"], endpoint=args["endpoint"])
+            endpoint = model_lock.endpoint_url(args["endpoint"], allow_insecure=args["allow_insecure_endpoint"])
+            if self._task.check_mode:
+                return {**result, "changed": False, "folder": args["folder"]}
+            downloaded = model_lock.hub_download(
+                lock,
+                args["folder"],
+                token=args["token"],
+                endpoint=endpoint,
+                allow_insecure=args["allow_insecure_endpoint"],
+                file_timeout=args["file_timeout"],
+            )
         except model_lock.ModelLockError as exc:
             raise AnsibleActionFail(str(exc)) from exc
         return {**result, "changed": downloaded, "folder": args["folder"]}

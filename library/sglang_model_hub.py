@@ -9,11 +9,13 @@ DOCUMENTATION = r"""
 module: sglang_model_hub
 short_description: Download a model lock's files from the Hugging Face Hub (or a mirror) at the locked commit
 description:
-  - Unless O(folder) already matches the lock (its stamp, sizes and mtimes), downloads the lock's files of its
-    repository at its commit with C(huggingface_hub)'s snapshot download (its fast transfer backends where
-    installed; files already there are kept), then hashes every file against the lock; a file that does not
-    match is deleted and named in the failure.
-  - An action plugin, so it always runs on the controller, in Ansible's own Python, which needs C(huggingface_hub);
+  - Downloads each of the lock's files missing from O(folder), of another size or altered there, from its
+    repository's resolve URL at its commit (files already there are kept), then hashes every file against the lock;
+    a file that does not match is deleted and named in the failure.
+  - A download stops past the file's locked size and at O(file_timeout) seconds, each named in the failure.
+  - O(endpoint) must be https, or http to a loopback address; other http (the token and the files travel in clear)
+    only with O(allow_insecure_endpoint).
+  - An action plugin, so it always runs on the controller, in Ansible's own Python (stdlib only for the download);
     the role runs it once per play and the hosts get the files from there (one download per fleet).
 version_added: "0.1.0"
 author: sglang-deploy
@@ -34,8 +36,14 @@ options:
     description: Hub endpoint, e.g. a mirror (HF_ENDPOINT); empty is the Hub.
     type: str
     default: ""
-requirements:
-  - huggingface_hub on the Python that runs it
+  allow_insecure_endpoint:
+    description: Accept an http O(endpoint) that is not a loopback address.
+    type: bool
+    default: false
+  file_timeout:
+    description: Seconds each file's download may take.
+    type: float
+    default: 3600
 notes:
   - Check mode downloads nothing.
 """

@@ -4,13 +4,22 @@ a commit, read one back (checked by model.validate), and check a folder against 
 From the Hub the lock takes each file's size and sha256 from the Hub's LFS metadata (the weights); a file stored in
 git (config.json, the tokenizer) has only a git blob id there, so it is downloaded once and hashed here. A branch or
 tag given as the revision is resolved to its commit, which the lock records. What runs on the host is in model.py.
+
+Every file comes from the Hub's resolve URL through wheel_fetch.download: it stops past the size the lock (or, when
+locking, the Hub's metadata) states, and at a deadline per file. The endpoint is https (http only on this machine's
+loopback, or acknowledged), so the token and the metadata a lock is made from never travel in clear.
 """
 
 from __future__ import annotations
 
 import datetime
+import ipaddress
 import os
 import tempfile
+import threading
+import time
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,9 +29,20 @@ from sglang_deploy import paths
 from sglang_deploy.host import model
 from sglang_deploy import profiles
 from sglang_deploy.host.bench.sweep import write_file
+from sglang_deploy.host import wheel_fetch
 from sglang_deploy.host.wheel_fetch import sha256_file
 
 MODELS = paths.REPO / "models"
+HUB = "https://huggingface.co"
+# Seconds one file's download may take (configurable: --file-timeout, sglang_model_hf_file_timeout): an hour moves a
+# 10 GB shard at 3 MB/s.
+FILE_TIMEOUT = 3600
+# The cap of a file the Hub's metadata gives no size for (the Hub keeps files over 10 MB in LFS, with a size).
+MAX_UNSIZED_BYTES = 64 << 20
+_INSECURE = (
+    "http:// sends the token and the files' metadata (which a lock pins) in clear: use https://, or acknowledge it "
+    "with --allow-insecure-endpoint (the role: sglang_model_hf_allow_insecure_endpoint: true)"
+)
 _NO_HUB = "huggingface_hub is not installed on the controller: pip install 'sglang-deploy[hub]' (or huggingface_hub), or lock a folder"
 
 
@@ -87,6 +107,54 @@ def folder_entries(folder: Path) -> list[dict]:
         raise ModelLockError(str(exc)) from exc
 
 
+def endpoint_url(endpoint: str = "", *, allow_insecure: bool = False) -> str:
+    """The Hub endpoint to use: endpoint, else HF_ENDPOINT, else the Hub, without a trailing '/'. An https URL; http
+    only to a loopback address (localhost, 127.0.0.0/8, ::1: nothing leaves this machine) or with allow_insecure."""
+    url = (endpoint or os.environ.get("HF_ENDPOINT") or HUB).rstrip("/")
+    parts = urllib.parse.urlsplit(url)
+    if parts.username or parts.password:
+        raise ModelLockError("the Hub endpoint holds a user name or password: give the token in HF_TOKEN instead")
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ModelLockError(f"Hub endpoint {url[:80]!r}: an https:// URL, e.g. {HUB} or a mirror's")
+    if parts.scheme == "http" and not allow_insecure and not _loopback(parts.hostname):
+        raise ModelLockError(f"Hub endpoint {url[:80]}: {_INSECURE}")
+    return url
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _download(
+    endpoint: str,
+    repository: str,
+    revision: str,
+    rel: str,
+    dest: str,
+    size: int,
+    *,
+    token: str = "",
+    exact: bool = True,
+    timeout: float = FILE_TIMEOUT,
+    stop=None,
+) -> None:
+    """Download the file rel of repository at revision to dest: at most size bytes (exact: the locked size, else a
+    cap), within timeout seconds, until stop (an Event) is set; ModelLockError naming the file, the token masked."""
+    url = f"{endpoint}/{urllib.parse.quote(repository)}/resolve/{revision}/{urllib.parse.quote(rel)}"
+    headers = {"User-Agent": "sglang-deploy"} | ({"Authorization": f"Bearer {token}"} if token else {})
+    cap = f"its size of {size} bytes" if exact else f"the {size} bytes allowed for a file of unknown size"
+    try:
+        deadline = time.monotonic() + timeout
+        wheel_fetch.download(url, dest, max_bytes=size, deadline=deadline, stop=stop, headers=headers, cap=cap)
+    except wheel_fetch.DOWNLOAD_ERRORS as exc:
+        if isinstance(exc, wheel_fetch.DownloadStopped) and "deadline" in str(exc):
+            exc = wheel_fetch.DownloadStopped(f"{exc} (the limit per file is {timeout:g} s: --file-timeout)")
+        raise ModelLockError(f"{rel}: " + _masked(f"{exc.__class__.__name__}: {exc}", token)[:600]) from exc
+
+
 def _huggingface_hub():
     """The huggingface_hub module, its progress bars off (domain code writes nothing to the terminal)."""
     try:
@@ -98,11 +166,21 @@ def _huggingface_hub():
     return huggingface_hub
 
 
-def hub_entries(repository: str, revision: str, *, token: str = "", endpoint: str = "") -> tuple[str, list[dict], int]:
-    """(commit, files entries, files hashed here) of repository at revision (a commit, branch or tag)."""
+def hub_entries(
+    repository: str,
+    revision: str,
+    *,
+    token: str = "",
+    endpoint: str = "",
+    allow_insecure: bool = False,
+    file_timeout: float = FILE_TIMEOUT,
+) -> tuple[str, list[dict], int]:
+    """(commit, files entries, files hashed here) of repository at revision (a commit, branch or tag). A file kept in
+    git is downloaded (at most the size the Hub's metadata states, else MAX_UNSIZED_BYTES, within file_timeout s)."""
+    endpoint = endpoint_url(endpoint, allow_insecure=allow_insecure)
     hub = _huggingface_hub()
-    api = hub.HfApi(endpoint=endpoint or None, token=token or False)
-    where = f"{repository} at {revision} on {endpoint or 'the Hub'}"
+    api = hub.HfApi(endpoint=endpoint, token=token or False)
+    where = f"{repository} at {revision} on {endpoint}"
     try:
         info = api.model_info(repository, revision=revision, files_metadata=True)
         entries, hashed = [], 0
@@ -112,16 +190,20 @@ def hub_entries(repository: str, revision: str, *, token: str = "", endpoint: st
                 if lfs is not None:
                     size, sha256 = (lfs["size"], lfs["sha256"]) if isinstance(lfs, dict) else (lfs.size, lfs.sha256)
                 else:
-                    path = hub.hf_hub_download(
-                        repository,
-                        sibling.rfilename,
-                        revision=info.sha,
-                        local_dir=tmp,
-                        token=token or False,
-                        endpoint=endpoint or None,
-                    )
+                    stated = getattr(sibling, "size", None)
+                    exact = isinstance(stated, int) and not isinstance(stated, bool) and stated >= 0
+                    path = os.path.join(tmp, "file")
+                    _download(
+                        endpoint, repository, info.sha, sibling.rfilename, path,
+                        stated if exact else MAX_UNSIZED_BYTES, token=token, exact=exact, timeout=file_timeout,
+                    )  # fmt: skip
                     size, sha256, hashed = os.path.getsize(path), sha256_file(path), hashed + 1
+                    os.unlink(path)
+                    if exact and size != stated:
+                        raise ModelLockError(f"{sibling.rfilename}: {size} bytes arrived, the Hub states {stated}")
                 entries.append({"path": sibling.rfilename, "size": size, "sha256": sha256})
+    except ModelLockError as exc:
+        raise ModelLockError(f"{where}: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - huggingface_hub's and httpx's errors, OSError: named, token masked
         raise ModelLockError(f"{where}: " + _masked(f"{exc.__class__.__name__}: {exc}", token)[:600]) from exc
     return info.sha, entries, hashed
@@ -149,44 +231,62 @@ def write(name: str, models_dir: Path, entries: list[dict], *, repository: str =
 
 
 def lock_folder(name: str, folder: Path, models_dir: Path = MODELS) -> Locked:
+    lock_path(name, models_dir)  # a bad name is refused before anything is hashed
     entries = folder_entries(folder)
     return Locked(write(name, models_dir, entries), load(name, models_dir), len(entries))
 
 
-def lock_hub(
-    name: str, repository: str, revision: str, models_dir: Path = MODELS, *, token: str = "", endpoint: str = ""
-) -> Locked:
-    commit, entries, hashed = hub_entries(repository, revision, token=token, endpoint=endpoint)
+def lock_hub(name: str, repository: str, revision: str, models_dir: Path = MODELS, **hub) -> Locked:
+    """Lock repository at revision as models_dir/<name>.lock.yml; hub: hub_entries' keywords (token, endpoint...)."""
+    lock_path(name, models_dir)  # a bad name is refused before anything is downloaded
+    commit, entries, hashed = hub_entries(repository, revision, **hub)
     path = write(name, models_dir, entries, repository=repository, revision=commit)
     return Locked(path, load(name, models_dir), hashed)
 
 
-def hub_download(lock: dict, folder: str, *, token: str = "", endpoint: str = "") -> bool:
-    """Download the lock's files of its repository at its commit into folder with huggingface_hub (its fast transfer
-    backends where installed) unless folder already matches the lock, then check every file against the lock and
-    stamp the folder. A file that does not match is deleted and named in the error. Returns whether it downloaded."""
+def hub_download(
+    lock: dict,
+    folder: str,
+    *,
+    token: str = "",
+    endpoint: str = "",
+    allow_insecure: bool = False,
+    file_timeout: float = FILE_TIMEOUT,
+    jobs: int = 4,
+) -> bool:
+    """Download the lock's files of its repository at its commit into folder, each one missing there, of another size
+    or altered (files that match are kept), jobs at a time: each stops past its locked size and at file_timeout
+    seconds. Then every file is checked against the lock and the folder stamped. A file that does not match is
+    deleted and named in the error. Returns whether it downloaded."""
+    endpoint = endpoint_url(endpoint, allow_insecure=allow_insecure)
     os.makedirs(folder, exist_ok=True)
-    if not model.file_problems(folder, lock["files"]):
+    todo = {rel for rel, _ in model.file_issues(folder, lock["files"])}
+    if not todo:
         return False
-    hub = _huggingface_hub()
-    try:
-        hub.snapshot_download(
-            repo_id=lock["repository"],
-            revision=lock["revision"],
-            local_dir=folder,
-            allow_patterns=[entry["path"] for entry in lock["files"]],
-            token=token or False,
-            endpoint=endpoint or None,
-        )
-    except Exception as exc:  # noqa: BLE001 - huggingface_hub's errors, httpx's (no OSError), OSError: all named
-        raise ModelLockError(
-            f"download of {lock['repository']} at {lock['revision']} from {endpoint or 'the Hub'} failed: "
-            + _masked(f"{exc.__class__.__name__}: {exc}", token)[:600]
-        ) from exc
+    where = f"{lock['repository']} at {lock['revision']} from {endpoint}"
+
+    def get(entry: dict) -> str:
+        model.remove_inside(folder, entry["path"])  # a link there is removed, never written through
+        try:
+            _download(
+                endpoint, lock["repository"], lock["revision"], entry["path"], os.path.join(folder, entry["path"]),
+                entry["size"], token=token, timeout=file_timeout, stop=stop,
+            )  # fmt: skip
+        except ModelLockError as exc:
+            return str(exc)
+        return ""
+
+    stop = threading.Event()
+    with ThreadPoolExecutor(jobs) as pool:
+        try:
+            failed = [p for p in pool.map(get, [e for e in lock["files"] if e["path"] in todo]) if p]
+        except BaseException:  # Ctrl-C: the other downloads stop too, and remove their temporary files
+            stop.set()
+            raise
+    if failed:
+        raise ModelLockError(f"download of {where} failed: " + "; ".join(failed))
     problems = model.verified(folder, lock)
     if problems:
-        raise ModelLockError(
-            f"{lock['repository']} at {lock['revision']} does not match lock {lock['name']}: " + "; ".join(problems)
-        )
+        raise ModelLockError(f"{where} does not match lock {lock['name']}: " + "; ".join(problems))
     model.write_stamp(folder, lock)
     return True

@@ -15,7 +15,34 @@ from sglang_deploy.host import model
 from sglang_deploy.cli.errors import UsageError
 
 _MODELS_HELP = f"folder of model locks ({model_lock.MODELS})"
-_ENDPOINT_HELP = "Hub endpoint, e.g. a mirror (default HF_ENDPOINT, else the Hub)"
+_ENDPOINT_HELP = "Hub endpoint, e.g. a mirror (default HF_ENDPOINT, else the Hub): https://, or http:// to loopback"
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < 10**7:  # NaN and inf fail too
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: a number of seconds above 0, e.g. 3600")
+    return value
+
+
+def _hub_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--endpoint", default=os.environ.get("HF_ENDPOINT", ""), help=_ENDPOINT_HELP)
+    parser.add_argument(
+        "--allow-insecure-endpoint",
+        action="store_true",
+        help="accept an http:// endpoint that is not loopback (the token and the files' metadata travel in clear)",
+    )
+    parser.add_argument(
+        "--file-timeout",
+        type=_seconds,
+        default=model_lock.FILE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"time limit of each file's download (default {model_lock.FILE_TIMEOUT}); a body past the file's "
+        "size (the lock's, or the Hub's metadata when locking) is refused too",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     source.add_argument("--path", type=Path, help="checkpoint folder on this machine (or a shared file system)")
     source.add_argument("--repo", help="Hub repository OWNER/NAME")
     lock.add_argument("--revision", help="with --repo: commit, branch or tag")
-    lock.add_argument("--endpoint", default=os.environ.get("HF_ENDPOINT", ""), help=_ENDPOINT_HELP)
+    _hub_options(lock)
     lock.add_argument("--models-dir", type=Path, default=model_lock.MODELS, help=_MODELS_HELP)
     lock.set_defaults(func=run_lock)
 
@@ -58,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     fetch.add_argument("name", help="lock name")
     fetch.add_argument("--cache", type=Path, default=model_lock.default_cache(), help="controller cache folder")
-    fetch.add_argument("--endpoint", default=os.environ.get("HF_ENDPOINT", ""), help=_ENDPOINT_HELP)
+    _hub_options(fetch)
     fetch.add_argument("--models-dir", type=Path, default=model_lock.MODELS, help=_MODELS_HELP)
     fetch.set_defaults(func=run_fetch)
 
@@ -68,6 +95,16 @@ def _load(args: argparse.Namespace) -> dict:
         return model_lock.load(args.name, args.models_dir)
     except model_lock.ModelLockError as exc:
         raise UsageError(str(exc)) from exc
+
+
+def _hub(args: argparse.Namespace) -> dict:
+    """The Hub keywords of model_lock.hub_entries and hub_download; the token from HF_TOKEN."""
+    return {
+        "token": os.environ.get("HF_TOKEN", ""),
+        "endpoint": args.endpoint,
+        "allow_insecure": args.allow_insecure_endpoint,
+        "file_timeout": args.file_timeout,
+    }
 
 
 def run_lock(args: argparse.Namespace) -> int:
@@ -85,8 +122,7 @@ def run_lock(args: argparse.Namespace) -> int:
                 args.repo,
                 args.revision,
                 args.models_dir,
-                token=os.environ.get("HF_TOKEN", ""),
-                endpoint=args.endpoint,
+                **_hub(args),
             )
     except model_lock.ModelLockError as exc:
         print(f"sglang-deploy model lock: {exc}", file=sys.stderr)
@@ -127,9 +163,7 @@ def run_fetch(args: argparse.Namespace) -> int:
     folder = args.cache / f"{lock['name']}-{model.lock_id(lock)}"
     start = time.monotonic()
     try:
-        downloaded = model_lock.hub_download(
-            lock, str(folder), token=os.environ.get("HF_TOKEN", ""), endpoint=args.endpoint
-        )
+        downloaded = model_lock.hub_download(lock, str(folder), **_hub(args))
     except model_lock.ModelLockError as exc:
         print(f"sglang-deploy model fetch: {exc}", file=sys.stderr)
         return 1

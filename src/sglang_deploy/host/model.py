@@ -11,12 +11,14 @@ mtime as they were verified, so a later run rehashes only a file whose size or m
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
 import os
 import re
 import shutil
+import stat
 
 from .stack import _COMMIT, _NAME
 from .stack_prune import tree_size
@@ -33,15 +35,21 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # A lock's paths reach Ansible (a template is never evaluated from a lock, but a lock is refused that holds one) and
 # huggingface_hub's allow_patterns (globs).
 _SPECIAL = re.compile(r"[\\{}*?\[\]]")
+# The longest lock name: NAME.lock.yml and the controller cache's NAME-<lock id> stay far below a file name's 255 bytes.
+MAX_NAME = 100
 _KEYS = {"name", "repository", "revision", "locked_at", "files"}
 _FILE_KEYS = {"path", "size", "sha256"}
 
 
 def path_problem(path: object) -> str:
     """Why path cannot be a file of a checkpoint folder ('' when it can): relative, inside the folder, no hidden
-    part (the stamp, the Hub's .cache/), no control character."""
+    part (the stamp, the Hub's .cache/), no control character, UTF-8 (a lock is YAML)."""
     if not isinstance(path, str) or not path:
         return f"file path {path!r} is not a non-empty string"
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"file path {path[:80]!r} is not UTF-8 (a byte the file system holds that no lock can): rename the file"
     parts = path.split("/")
     if path.startswith("/") or any(part in ("", ".", "..") or part.startswith(".") for part in parts):
         return f"file path {path[:80]!r} must be relative, inside the folder, without hidden parts"
@@ -53,15 +61,106 @@ def path_problem(path: object) -> str:
     return ""
 
 
+# The system's folders, which a checkpoint never replaces: each of _SYSTEM_TREES and everything below it, each of
+# _SYSTEM_FOLDERS itself, and a home folder /home/USER itself. A checkpoint goes in a folder of its own below them.
+_SYSTEM_TREES = (
+    "/bin", "/boot", "/dev", "/efi", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/lost+found", "/proc", "/run",
+    "/sbin", "/snap", "/sys", "/usr",
+)  # fmt: skip
+_SYSTEM_FOLDERS = {
+    "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp", "/var", "/var/backups", "/var/cache", "/var/lib",
+    "/var/local", "/var/lock", "/var/log", "/var/mail", "/var/opt", "/var/run", "/var/snap", "/var/spool", "/var/tmp",
+}  # fmt: skip
+
+
+def system_folder(path: str) -> bool:
+    """Whether path is one of the system's folders (_SYSTEM_TREES and below, _SYSTEM_FOLDERS, /home/USER)."""
+    return (
+        path in _SYSTEM_FOLDERS
+        or any(path == tree or path.startswith(tree + "/") for tree in _SYSTEM_TREES)
+        or (path.startswith("/home/") and path.count("/") == 2)
+    )
+
+
 def dest_problem(dest: str) -> str:
     """Why dest cannot be a checkpoint folder ('' when it can): an absolute, normalized path below the root, since
-    <dest>.partial and <dest>.previous are made beside it and the folder there is replaced."""
+    <dest>.partial and <dest>.previous are made beside it and the folder there is replaced; never a system folder
+    (system_folder), by its name or by where the links of the folders above it lead."""
     if not dest or not os.path.isabs(dest) or os.path.normpath(dest) != dest or dest == "/" or _CONTROL.search(dest):
         return (
             f"model folder {dest[:80]!r}: an absolute, normalized path below / (e.g. /data/models/NAME); "
             "set sglang_model_dir or sglang_model_path"
         )
+    real = os.path.join(os.path.realpath(os.path.dirname(dest)), os.path.basename(dest))
+    if system_folder(dest) or system_folder(real):
+        where = dest if system_folder(dest) else f"{dest} (really {real})"
+        return (
+            f"model folder {where} is a system folder or inside one: the role replaces that folder and deletes the "
+            "one before it; set sglang_model_dir (or sglang_model_path) to a folder of its own, e.g. /data/models/NAME"
+        )
     return ""
+
+
+def _owned(st: os.stat_result) -> bool:
+    return st.st_uid in (0, os.geteuid())
+
+
+def _unsafe_folder(path: str) -> str:
+    """Why another user could replace what is in the folder path ('' when no one but root can)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return ""  # the role creates it (owner root, 0755)
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{path} is not a folder"
+    if not _owned(st):
+        return f"{path} is owned by uid {st.st_uid}, not root"
+    writable = st.st_mode & (0o002 if st.st_gid == 0 else 0o022)
+    if writable and not st.st_mode & stat.S_ISVTX:
+        return f"{path} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}) without the sticky bit"
+    return ""
+
+
+def place_problems(dest: str) -> list[str]:
+    """Why the role cannot work at dest safely ([] when it can): a folder above it that another user can write (who
+    could swap <dest>.partial for a link between a check and its use), or dest, <dest>.partial or <dest>.previous
+    already there as something else than a folder owned by root (a link planted on a shared models folder would
+    make the role, as root, copy into, chmod and delete files where it leads). Each names the fix."""
+    parents = [os.path.dirname(dest)]
+    while parents[-1] != "/":
+        parents.append(os.path.dirname(parents[-1]))
+    real = os.path.realpath(parents[0])
+    while real != "/":
+        parents.append(real)
+        real = os.path.dirname(real)
+    problems = [p for p in dict.fromkeys(_unsafe_folder(parent) for parent in reversed(parents)) if p]
+    if problems:
+        return [
+            f"{'; '.join(problems)}: another user could replace {dest}, {dest}{PARTIAL} or {dest}{PREVIOUS} with a "
+            f"link while the role works there as root; make the folders above {dest} owned by root and not writable "
+            "by others (chown root, chmod go-w, or chmod +t as /tmp has), or set sglang_model_dir to such a folder"
+        ]
+    for path in (dest, dest + PARTIAL, dest + PREVIOUS):
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        what = (
+            "a link"
+            if stat.S_ISLNK(st.st_mode)
+            else "not a folder"
+            if not stat.S_ISDIR(st.st_mode)
+            else f"owned by uid {st.st_uid}, not root"
+            if not _owned(st)
+            else ""
+        )
+        if what:
+            problems.append(
+                f"{path} is {what}: the role makes and replaces that folder itself and never works through what "
+                "another user may have put there; see what it is, remove it (the link itself, not where it leads) "
+                "and run again"
+            )
+    return problems
 
 
 def validate(lock: object) -> list[str]:
@@ -72,8 +171,11 @@ def validate(lock: object) -> list[str]:
         f"unknown key {str(key)[:40]!r} (a lock has {', '.join(sorted(_KEYS))})" for key in lock if key not in _KEYS
     ]
     name = lock.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
-        problems.append(f"name {name!r}: lower-case letters, digits, '.' and '-' only (the lock file is NAME.lock.yml)")
+    if not isinstance(name, str) or not _NAME.match(name) or len(name) > MAX_NAME:
+        problems.append(
+            f"name {str(name)[:80]!r}: lower-case letters, digits, '.' and '-' only, at most {MAX_NAME} characters "
+            "(the lock file is NAME.lock.yml)"
+        )
     repository, revision = lock.get("repository", ""), lock.get("revision", "")
     if repository:
         if not isinstance(repository, str) or not _REPO.match(repository):
@@ -116,7 +218,8 @@ def validate(lock: object) -> list[str]:
 
 def usage_problem(lock: object, dest: str) -> str:
     """'' when lock can be installed at dest, else one sentence naming every problem (the modules' refusal)."""
-    problems = [p for p in [dest_problem(dest)] if p] + validate(lock)
+    problems = [p for p in [dest_problem(dest)] if p]
+    problems += validate(lock) + ([] if problems else place_problems(dest))
     name = lock.get("name") if isinstance(lock, dict) else None
     return f"model lock {name!r} cannot be used at {dest[:80]!r}: " + "; ".join(problems) if problems else ""
 
@@ -160,12 +263,21 @@ def file_entries(folder: str) -> list[dict]:
     ]
 
 
-def _stat(path: str) -> list[int] | None:
+def _stat(path: str, folder: str = "") -> list[int] | None:
+    """[size, mtime] of a regular file, [-1, 0] for a link or anything else, None when missing; with folder, a link
+    among the folders between folder and path counts as a link (it is never followed)."""
+    rel = os.path.relpath(path, folder) if folder else ""
+    for parent in [os.path.join(folder, *rel.split(os.sep)[:n]) for n in range(1, rel.count(os.sep) + 1)]:
+        try:
+            if not stat.S_ISDIR(os.lstat(parent).st_mode):
+                return [-1, 0]
+        except FileNotFoundError:
+            return None
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return None
-    return [st.st_size, st.st_mtime_ns] if os.path.isfile(path) and not os.path.islink(path) else [-1, 0]
+    return [st.st_size, st.st_mtime_ns] if stat.S_ISREG(st.st_mode) else [-1, 0]
 
 
 def read_stamp(folder: str) -> dict:
@@ -177,27 +289,33 @@ def read_stamp(folder: str) -> dict:
     return stamp if isinstance(stamp, dict) and isinstance(stamp.get("files"), dict) else {}
 
 
-def file_problems(folder: str, files: list[dict], *, full: bool = False) -> list[str]:
-    """Each locked file that is missing from folder, a link, of another size, or of another sha256, naming it. A file
-    whose size and mtime are those the stamp recorded for this lock is not hashed again unless full."""
+def file_issues(folder: str, files: list[dict], *, full: bool = False) -> list[tuple[str, str]]:
+    """(path, sentence) for each locked file that is missing from folder, a link (or below one), of another size, or
+    of another sha256. A file whose size and mtime are those the stamp recorded for this lock is not hashed again
+    unless full."""
     stamp = read_stamp(folder)
     known = stamp.get("files", {}) if stamp.get("lock_files") == _files_key(files) else {}
-    problems = []
+    issues = []
     for entry in files:
-        path = os.path.join(folder, entry["path"])
-        seen = _stat(path)
+        rel, path = entry["path"], os.path.join(folder, entry["path"])
+        seen = _stat(path, folder)
         if seen is None:
-            problems.append(f"{entry['path']}: missing from {folder}")
+            issues.append((rel, f"{rel}: missing from {folder}"))
         elif seen[0] < 0:
-            problems.append(f"{entry['path']}: a link or not a regular file in {folder}")
+            issues.append((rel, f"{rel}: a link or not a regular file in {folder}"))
         elif seen[0] != entry["size"]:
             what = "truncated" if seen[0] < entry["size"] else "longer than locked"
-            problems.append(f"{entry['path']}: {seen[0]} bytes, the lock says {entry['size']} ({what})")
-        elif full or known.get(entry["path"]) != seen:
+            issues.append((rel, f"{rel}: {seen[0]} bytes, the lock says {entry['size']} ({what})"))
+        elif full or known.get(rel) != seen:
             digest = sha256_file(path)
             if digest != entry["sha256"]:
-                problems.append(f"{entry['path']}: sha256 {digest}, the lock says {entry['sha256']} (altered)")
-    return problems
+                issues.append((rel, f"{rel}: sha256 {digest}, the lock says {entry['sha256']} (altered)"))
+    return issues
+
+
+def file_problems(folder: str, files: list[dict], *, full: bool = False) -> list[str]:
+    """The sentences of file_issues."""
+    return [problem for _, problem in file_issues(folder, files, full=full)]
 
 
 def _files_key(files: list[dict]) -> str:
@@ -215,7 +333,10 @@ def write_stamp(folder: str, lock: dict) -> None:
         "files": {entry["path"]: _stat(os.path.join(folder, entry["path"])) for entry in lock["files"]},
     }
     tmp = os.path.join(folder, STAMP + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(stamp, handle, indent=1, sort_keys=True)
     os.chmod(tmp, 0o444)
     os.replace(tmp, os.path.join(folder, STAMP))
@@ -321,23 +442,79 @@ def free_bytes(path: str) -> int:
     return shutil.disk_usage(path).free
 
 
+def remove_inside(folder: str, rel: str) -> None:
+    """Remove folder/rel without following a link: where a folder on the way is a link (or not a folder), that link
+    itself is removed; a folder is removed whole (shutil.rmtree, which follows no link inside it)."""
+    path = folder
+    for part in rel.split("/"):
+        path = os.path.join(path, part)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            os.unlink(path)
+            return
+    shutil.rmtree(path)
+
+
 def verified(folder: str, lock: dict) -> list[str]:
     """file_problems(full=True) for folder, each file named there removed, so that the next fetch gets it again."""
-    problems = file_problems(folder, lock["files"], full=True)
-    for problem in problems:
-        path = os.path.join(folder, problem.split(": ", 1)[0])
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        elif os.path.lexists(path):
-            os.unlink(path)
-    return problems
+    issues = file_issues(folder, lock["files"], full=True)
+    for rel, _ in issues:
+        remove_inside(folder, rel)
+    return [problem for _, problem in issues]
+
+
+def make_partial(dest: str, lock: dict, gid: int) -> dict:
+    """Create <dest>.partial and the folders the lock's files need in it (owner root, group gid, 0550), refusing
+    what place_problems refuses; an existing one is kept (a fetch resumes) once a link, a file owned by another user
+    or with other names (hard links), and anything else than a file or a folder are removed from it (never
+    followed). Returns problems, removed (paths inside the partial folder)."""
+    problems = place_problems(dest)
+    if problems:
+        return {"problems": problems, "removed": []}
+    partial, removed, refused = dest + PARTIAL, [], []
+    needed = {""}
+    for entry in lock["files"]:
+        parts = entry["path"].split("/")[:-1]
+        needed.update("/".join(parts[: n + 1]) for n in range(len(parts)))
+    for folder in sorted(needed):  # a folder before the folders in it
+        path = os.path.join(partial, folder) if folder else partial
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o700)
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode) and folder:
+            os.unlink(path)  # a link or a file where a folder goes, in the partial folder only root writes
+            removed.append(folder)
+            os.mkdir(path, 0o700)
+            st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode) or not _owned(st):
+            return {"problems": place_problems(dest) or [f"{path}: not a folder owned by root"], "removed": removed}
+        os.chown(path, 0 if os.geteuid() == 0 else -1, gid, follow_symlinks=False)
+        os.chmod(path, 0o550 if os.geteuid() == 0 else 0o750)
+    for root, dirs, names in os.walk(partial):
+        for name in dirs + names:
+            path = os.path.join(root, name)
+            st = os.lstat(path)
+            rel = os.path.relpath(path, partial)
+            if stat.S_ISDIR(st.st_mode):
+                if not _owned(st):
+                    refused.append(f"{path}: a folder owned by uid {st.st_uid}, not root; remove it and run again")
+            elif not stat.S_ISREG(st.st_mode) or not _owned(st) or st.st_nlink != 1:
+                os.unlink(path)
+                removed.append(rel)
+    return {"problems": refused, "removed": removed}
 
 
 def finish(partial: str, dest: str, lock: dict) -> dict:
     """Verify partial against the lock (every file hashed), remove what the lock does not list, check it for a
     launch, stamp it, then move dest (a previous checkpoint) to dest.previous and partial to dest. A file that does not
     match is deleted, so the next run copies it again; problems leave dest as it was. Returns problems, removed."""
-    problems = verified(partial, lock)
+    problems = place_problems(dest)
+    if not problems and not os.path.isdir(partial):
+        problems = [f"{partial}: missing, nothing was fetched into it"]
+    problems = problems or verified(partial, lock)
     if problems:
         return {"problems": problems, "removed": []}
     try:
@@ -353,7 +530,7 @@ def finish(partial: str, dest: str, lock: dict) -> dict:
     previous = dest.rstrip("/") + PREVIOUS
     if os.path.lexists(dest):
         if os.path.lexists(previous):
-            shutil.rmtree(previous)
+            remove_inside(os.path.dirname(previous), os.path.basename(previous))
         try:
             os.replace(dest, previous)
         except OSError as exc:

@@ -69,6 +69,19 @@ class DownloadStopped(OSError):
     """A download stopped at the size cap, the deadline, or because its fetch was interrupted."""
 
 
+class _SameOriginAuth(urllib.request.HTTPRedirectHandler):
+    """A redirect keeps an Authorization header only to the same scheme, host and port (a token is never sent to a
+    CDN, nor downgraded to http)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None:
+            before, after = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(new.full_url)
+            if (before.scheme, before.netloc) != (after.scheme, after.netloc):
+                new.headers = {k: v for k, v in new.headers.items() if k.lower() != "authorization"}
+        return new
+
+
 def _opener(sockets: list, late: threading.Event) -> urllib.request.OpenerDirector:
     """urllib's opener, keeping each socket it connects (redirects included) in sockets, so that the deadline can end a
     read under way: a server that drips its headers a byte at a time never returns from urlopen otherwise."""
@@ -87,7 +100,9 @@ def _opener(sockets: list, late: threading.Event) -> urllib.request.OpenerDirect
 
         return Watching
 
-    return urllib.request.build_opener(watching(urllib.request.HTTPHandler), watching(urllib.request.HTTPSHandler))
+    return urllib.request.build_opener(
+        watching(urllib.request.HTTPHandler), watching(urllib.request.HTTPSHandler), _SameOriginAuth
+    )
 
 
 def _cut(sockets: list, late: threading.Event) -> None:
@@ -97,11 +112,22 @@ def _cut(sockets: list, late: threading.Event) -> None:
             sock.shutdown(socket.SHUT_RDWR)
 
 
-def download(url: str, dest: str, *, max_bytes: int = MAX_WHEEL_BYTES, deadline: float | None = None, stop=None) -> int:
+def download(
+    url: str,
+    dest: str,
+    *,
+    max_bytes: int = MAX_WHEEL_BYTES,
+    deadline: float | None = None,
+    stop=None,
+    headers: dict | None = None,
+    cap: str = "",
+) -> int:
     """Download url to dest; returns the size. The body goes to a private temporary file, renamed to dest only when
-    complete and removed on any failure. DownloadStopped past max_bytes, at deadline (time.monotonic(), default
-    FETCH_TIMEOUT from now: its sockets are shut down then, however slowly the server sends), when the server sends
-    nothing for READ_TIMEOUT s, or when stop (a threading.Event) is set; OSError for a body cut short."""
+    complete and removed on any failure. DownloadStopped past max_bytes (cap names it in the error), at deadline
+    (time.monotonic(), default FETCH_TIMEOUT from now: its sockets are shut down then, however slowly the server
+    sends), when the server sends nothing for READ_TIMEOUT s, or when stop (a threading.Event) is set; OSError for a
+    body cut short. headers go with the request (an Authorization header never to another origin on a redirect)."""
+    cap = cap or f"the cap of {max_bytes / 1e9:.2f} GB per wheel"
     deadline = time.monotonic() + FETCH_TIMEOUT if deadline is None else deadline
     path = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
     if url.startswith("file:") and not os.path.isfile(path):  # a FIFO or a device would block or never end
@@ -113,16 +139,15 @@ def download(url: str, dest: str, *, max_bytes: int = MAX_WHEEL_BYTES, deadline:
     timer.daemon = True
     timer.start()
     try:
-        with os.fdopen(fd, "wb") as handle, _opener(sockets, late).open(url, timeout=READ_TIMEOUT) as response:
+        request = urllib.request.Request(url, headers=headers or {})
+        with os.fdopen(fd, "wb") as handle, _opener(sockets, late).open(request, timeout=READ_TIMEOUT) as response:
             announced = response.headers.get("Content-Length") or ""
             if announced.isdigit() and int(announced) > max_bytes:
-                raise DownloadStopped(
-                    f"announces {int(announced) / 1e9:.2f} GB, over the cap of {max_bytes / 1e9:.2f} GB per wheel"
-                )
+                raise DownloadStopped(f"announces {int(announced) / 1e9:.2f} GB, over {cap}")
             while block := response.read1(1 << 20):  # what has arrived, so a slow drip meets the checks below
                 size += len(block)
                 if size > max_bytes:
-                    raise DownloadStopped(f"sent more than the cap of {max_bytes / 1e9:.2f} GB per wheel")
+                    raise DownloadStopped(f"sent more than {cap}")
                 if stop is not None and stop.is_set():
                     raise DownloadStopped("interrupted")
                 handle.write(block)

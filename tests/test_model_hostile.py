@@ -1,0 +1,431 @@
+"""The model role's host code and the Hub downloads against hostile hosts, files and servers (issue 41): a partial
+folder planted as a link on a shared models folder (N1), a lock path with ': ' (N5), a name too long (N6), a file name
+that is not UTF-8 (N7), endless and throttled bodies from the Hub (N3), an http endpoint (N16), a system folder as the
+model folder (N17)."""
+
+from __future__ import annotations
+
+import grp
+import http.server
+import os
+import stat
+import sys
+import threading
+import time
+import types
+from pathlib import Path
+
+import pytest
+import yaml
+from emulator_proc import run_module  # first: puts the repo's module_utils on the import path
+
+from sglang_deploy import model_lock
+from sglang_deploy.cli import main
+from sglang_deploy.host import model
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "library"))
+import sglang_model_install  # noqa: E402
+import sglang_model_plan  # noqa: E402
+
+OTHER_UID = 4242  # another local user
+REVISION = "0123456789abcdef" * 2 + "01234567"
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="plants folders owned by another user (needs root)")
+
+
+def _checkpoint(folder: Path) -> Path:
+    """config.json, sub/w.safetensors and w.safetensors: a lock with a subfolder."""
+    (folder / "sub").mkdir(parents=True)
+    (folder / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+    (folder / "w.safetensors").write_bytes(b"w" * 1000)
+    (folder / "sub" / "w.safetensors").write_bytes(b"s" * 1000)
+    return folder
+
+
+@pytest.fixture
+def locked(tmp_path: Path) -> dict:
+    return model_lock.lock_folder("lab", _checkpoint(tmp_path / "src"), tmp_path / "models").lock
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    """A folder of root's the other user wants changed: its files, mode and owner must stay."""
+    folder = tmp_path / "victim"
+    folder.mkdir(mode=0o700)
+    (folder / "config.json").write_text("root's own")
+    (folder / "keep.txt").write_text("root's own")
+    return folder
+
+
+def _snapshot(folder: Path) -> dict:
+    return {p.name: (p.read_bytes(), stat.S_IMODE(p.stat().st_mode), p.stat().st_uid) for p in folder.iterdir()} | {
+        ".": stat.S_IMODE(folder.stat().st_mode)
+    }
+
+
+def _copy(src: Path, dest: Path) -> None:
+    os.system(f"cp -r {src} {dest}")
+
+
+# N1: a planted <dir>.partial, <dir>.previous or <dir>.
+
+
+@pytest.mark.parametrize("step", ["plan", "prepare", "install"])
+def test_a_partial_folder_planted_as_a_link_is_refused_and_nothing_is_done_where_it_leads(
+    capsys, tmp_path, locked, victim, step
+):
+    dest = tmp_path / "models" / "lab"
+    Path(f"{dest}{model.PARTIAL}").symlink_to(victim)
+    before = _snapshot(victim)
+    module, args = (sglang_model_plan, {}) if step == "plan" else (sglang_model_install, {"step": step})
+    failed, result = run_module(module, {"lock": locked, "dest": str(dest), **args}, capsys)
+    assert failed and f"{dest}{model.PARTIAL} is a link" in result["msg"], result
+    assert "remove it (the link itself, not where it leads)" in result["msg"]
+    assert _snapshot(victim) == before and not dest.exists()
+
+
+@pytest.mark.parametrize("which", [model.PARTIAL, model.PREVIOUS, ""])
+def test_a_folder_of_another_user_or_a_link_beside_the_checkpoint_is_refused(tmp_path, locked, victim, which):
+    dest = tmp_path / "models" / "lab"
+    planted = Path(f"{dest}{which}")
+    planted.mkdir()
+    os.chown(planted, OTHER_UID, OTHER_UID)
+    assert model.place_problems(str(dest)) == [
+        f"{planted} is owned by uid {OTHER_UID}, not root: the role makes and replaces that folder itself and never "
+        "works through what another user may have put there; see what it is, remove it (the link itself, not where "
+        "it leads) and run again"
+    ]
+    planted.rmdir()
+    planted.symlink_to(victim)
+    assert f"{planted} is a link" in model.usage_problem(locked, str(dest))
+    result = model.make_partial(str(dest), locked, 0)
+    assert result["problems"] and f"{planted} is a link" in result["problems"][0]
+    assert model.finish(f"{dest}{model.PARTIAL}", str(dest), locked)["problems"] == result["problems"]
+
+
+def test_a_models_folder_others_can_write_is_refused_unless_sticky(tmp_path, locked):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    dest = shared / "lab"
+    (problem,) = model.place_problems(str(dest))
+    assert problem.startswith(f"{shared} is writable by other users (mode 0777) without the sticky bit: another user")
+    assert "chmod go-w, or chmod +t" in problem
+    shared.chmod(0o1777)
+    assert model.place_problems(str(dest)) == []
+    shared.chmod(0o755)
+    os.chown(shared, OTHER_UID, OTHER_UID)
+    assert f"{shared} is owned by uid {OTHER_UID}, not root" in model.place_problems(str(dest))[0]
+    os.chown(shared, 0, 0)
+    (tmp_path / "link").symlink_to(shared)  # the folders a link leads to count too
+    shared.chmod(0o777)
+    assert f"{shared} is writable by other users" in model.usage_problem(locked, str(tmp_path / "link" / "lab"))
+
+
+def test_the_partial_folder_is_made_by_the_role_and_what_was_planted_in_it_is_removed(capsys, tmp_path, locked):
+    dest = tmp_path / "models" / "lab"
+    partial = Path(f"{dest}{model.PARTIAL}")
+    partial.mkdir()
+    (partial / "sub").symlink_to("/etc")
+    (partial / "w.safetensors").write_bytes(b"w" * 1000)
+    os.chown(partial / "w.safetensors", OTHER_UID, OTHER_UID)  # could keep it open and rewrite it after the check
+    (tmp_path / "outside.json").write_text("{}")
+    os.link(tmp_path / "outside.json", partial / "config.json")  # a second name of a file outside
+    group, etc = grp.getgrgid(os.getegid()).gr_name, os.stat("/etc")
+    failed, result = run_module(
+        sglang_model_install, {"lock": locked, "dest": str(dest), "step": "prepare", "group": group}, capsys
+    )
+    assert not failed and sorted(result["removed"]) == ["config.json", "sub", "w.safetensors"], result
+    assert os.stat("/etc") == etc and (tmp_path / "outside.json").read_text() == "{}"  # untouched
+    for folder in (partial, partial / "sub"):
+        st = os.lstat(folder)
+        assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o550 and st.st_uid == 0
+    assert sorted(os.listdir(partial)) == ["sub"]
+    failed, result = run_module(
+        sglang_model_install, {"lock": locked, "dest": str(dest), "step": "prepare", "group": "no-such-group"}, capsys
+    )
+    assert failed and "group 'no-such-group' does not exist" in result["msg"]
+
+
+def test_a_linked_subfolder_in_the_partial_folder_is_removed_never_deleted_through(tmp_path, locked, victim):
+    dest = tmp_path / "models" / "lab"
+    partial = Path(f"{dest}{model.PARTIAL}")
+    _copy(tmp_path / "src", partial)
+    for name in os.listdir(partial / "sub"):
+        (partial / "sub" / name).unlink()
+    (partial / "sub").rmdir()
+    (victim / "w.safetensors").write_bytes(b"x" * 1000)  # what sub/w.safetensors names through the link
+    (partial / "sub").symlink_to(victim)
+    before = _snapshot(victim)
+    result = model.finish(str(partial), str(dest), locked)
+    assert result["problems"] == [f"sub/w.safetensors: a link or not a regular file in {partial}"]
+    assert _snapshot(victim) == before and not os.path.lexists(partial / "sub") and not dest.exists()
+
+
+def test_a_previous_folder_planted_as_a_link_is_not_followed_by_finish(tmp_path, locked, victim, monkeypatch):
+    """Between the checks and the rename: removed as a link, never emptied through."""
+    dest = tmp_path / "models" / "lab"
+    _copy(tmp_path / "src", dest)
+    _copy(tmp_path / "src", Path(f"{dest}{model.PARTIAL}"))
+    before = _snapshot(victim)
+    real = model.verified
+
+    def plant(folder: str, lock: dict) -> list:
+        Path(f"{dest}{model.PREVIOUS}").symlink_to(victim)
+        return real(folder, lock)
+
+    monkeypatch.setattr(model, "verified", plant)
+    assert model.finish(f"{dest}{model.PARTIAL}", str(dest), locked)["problems"] == []
+    assert _snapshot(victim) == before and model.plan(str(dest), locked)["installed"]
+
+
+# N5: a lock path with ': ' (a problem sentence was split at its first ': ').
+
+
+def test_verified_removes_the_file_a_problem_names_not_a_prefix_of_it(tmp_path):
+    folder = _checkpoint(tmp_path / "ckpt")
+    lock = model_lock.lock_folder("lab", folder, tmp_path / "models").lock
+    lock["files"].append({"path": "config.json: copy", "size": 2, "sha256": "0" * 64})
+    assert model.validate(lock) == []
+    assert model.verified(str(folder), lock) == [f"config.json: copy: missing from {folder}"]
+    assert (folder / "config.json").exists()
+
+
+# N6, N7: a lock name too long, a file name that is not UTF-8.
+
+
+def test_a_lock_name_too_long_is_a_clear_error(tmp_path, capsys):
+    name = "a" * 256
+    argv = ["--models-dir", str(tmp_path / "models")]
+    (tmp_path / "models").mkdir()
+    assert main(["model", "lock", name, "--path", str(_checkpoint(tmp_path / "ckpt")), *argv]) == 1
+    assert main(["model", "check", name, str(tmp_path / "ckpt"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("at most 100 characters") == 2 and "Traceback" not in err
+    assert list((tmp_path / "models").iterdir()) == []
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_and_no_lock_is_written(tmp_path, capsys):
+    folder = _checkpoint(tmp_path / "ckpt")
+    with open(os.path.join(os.fsencode(folder), b"tok\xff.json"), "wb") as handle:
+        handle.write(b"{}")
+    models = tmp_path / "models"
+    assert main(["model", "lock", "lab", "--path", str(folder), "--models-dir", str(models)]) == 1
+    err = capsys.readouterr().err
+    assert "'tok\\udcff.json' is not UTF-8" in err and "rename the file" in err
+    assert not (models / "lab.lock.yml").exists()
+
+
+# N17: a system folder as the model folder.
+
+
+@pytest.mark.parametrize(
+    "dest",
+    ["/etc", "/home", "/usr", "/usr/lib/x86_64-linux-gnu", "/var", "/var/lib", "/opt", "/srv", "/tmp", "/root"]
+    + ["/home/alice", "/proc/1", "/boot/efi", "/dev/shm/lab", "/run/lab", "/sys/x", "/bin", "/lib64", "/sbin/x"],
+)
+def test_a_system_folder_is_refused_as_the_model_folder(capsys, locked, dest):
+    failed, result = run_module(sglang_model_plan, {"lock": locked, "dest": dest}, capsys)
+    assert failed and f"model folder {dest} is a system folder or inside one" in result["msg"], result
+    assert "set sglang_model_dir (or sglang_model_path) to a folder of its own" in result["msg"]
+
+
+@pytest.mark.parametrize("dest", ["/data/models/lab", "/opt/models/lab", "/srv/lab", "/home/alice/models", "/tmp/x"])
+def test_a_folder_of_its_own_is_a_model_folder(dest):
+    assert model.dest_problem(dest) == ""
+
+
+def test_a_model_folder_that_leads_into_a_system_folder_is_refused(tmp_path):
+    (tmp_path / "models").symlink_to("/etc")
+    assert "(really /etc/lab) is a system folder" in model.dest_problem(str(tmp_path / "models" / "lab"))
+
+
+def test_the_role_checks_the_model_folder_with_the_plan_module_before_anything_else():
+    """The rule lives in model.py: the role's first task on the host that reads sglang_model_dir is the plan."""
+    tasks = yaml.safe_load((REPO / "roles/sglang_model/tasks/main.yml").read_text())
+    on_host = [t for t in tasks if "sglang_model_dir" in str(t) and "ansible.builtin.assert" not in t]
+    assert on_host[0]["sglang_model_plan"]["dest"] == "{{ sglang_model_dir }}"
+
+
+# N3, N16: the Hub.
+
+
+@pytest.fixture
+def hub():
+    """A Hub endpoint on loopback: /<repo>/resolve/<rev>/<path> answers what bodies[path] says: bytes, 'endless' (no
+    length, never ends), 'drip' (a byte every 50 ms), 'huge' (announces 100 GB), ('redirect', url); every request's
+    Authorization header is kept in seen."""
+    bodies, seen, stopping = {}, [], threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append((self.path, self.headers.get("Authorization")))
+            body = bodies.get(self.path.split("/resolve/", 1)[-1].split("/", 1)[-1], b"")
+            if isinstance(body, tuple):
+                self.send_response(302)
+                self.send_header("Location", body[1])
+                self.end_headers()
+                return
+            self.send_response(200)
+            if body == "huge":
+                self.send_header("Content-Length", str(100 * 10**9))
+            elif isinstance(body, bytes):
+                self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            try:
+                if isinstance(body, bytes):
+                    self.wfile.write(body)
+                while not isinstance(body, bytes) and not stopping.is_set():
+                    self.wfile.write(b"x" * (65536 if body == "endless" else 1))
+                    self.wfile.flush()
+                    time.sleep(0 if body == "endless" else 0.05)
+            except OSError:
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield types.SimpleNamespace(url=f"http://127.0.0.1:{server.server_port}", bodies=bodies, seen=seen)
+    stopping.set()
+    server.shutdown()
+
+
+def _hub_lock(folder: Path, tmp_path: Path) -> dict:
+    lock = model_lock.lock_folder("lab", folder, tmp_path / "models").lock
+    return {**lock, "repository": "lab/dense", "revision": REVISION}
+
+
+def _bounded(call, seconds: float = 6):
+    """call() in a thread: a download that never ends fails the test, not the run. Returns its exception."""
+    caught = []
+
+    def run() -> None:
+        try:
+            call()
+        except Exception as exc:  # noqa: BLE001 - handed to the test
+            caught.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), "the download did not stop"
+    return caught[0] if caught else None
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            "endless",
+            "from {url} failed: w.safetensors: DownloadStopped: sent more than its size of 1000 bytes",
+        ),
+        ("huge", "from {url} failed: w.safetensors: DownloadStopped: announces 100.00 GB, over its size"),
+        (b"w" * 1001, "from {url} failed: w.safetensors: DownloadStopped: announces 0.00 GB, over its size"),
+    ],
+)
+def test_a_hub_download_stops_at_the_locked_size(hub, tmp_path, body, message):
+    lock = _hub_lock(_checkpoint(tmp_path / "src"), tmp_path)
+    hub.bodies.update({"config.json": (tmp_path / "src/config.json").read_bytes(), "w.safetensors": body})
+    hub.bodies["sub/w.safetensors"] = (tmp_path / "src/sub/w.safetensors").read_bytes()
+    cache = tmp_path / "cache"
+    error = _bounded(lambda: model_lock.hub_download(lock, str(cache), endpoint=hub.url))
+    assert isinstance(error, model_lock.ModelLockError) and message.format(url=hub.url) in str(error), error
+    assert sorted(os.listdir(cache)) == ["config.json", "sub"]  # no w.safetensors, no temporary file
+
+
+def test_a_hub_download_stops_at_its_deadline_per_file(hub, tmp_path, capsys):
+    lock = _hub_lock(_checkpoint(tmp_path / "src"), tmp_path)
+    hub.bodies.update({name: "drip" for name in ("config.json", "w.safetensors", "sub/w.safetensors")})
+    start = time.monotonic()
+    error = _bounded(lambda: model_lock.hub_download(lock, str(tmp_path / "cache"), endpoint=hub.url, file_timeout=1))
+    assert time.monotonic() - start < 4 and isinstance(error, model_lock.ModelLockError)
+    assert "stopped at the deadline of the fetch after 0.0 MB (the limit per file is 1 s: --file-timeout)" in str(error)
+    (tmp_path / "models" / "lab.lock.yml").write_text(yaml.safe_dump(lock))
+    argv = ["model", "fetch", "lab", "--models-dir", str(tmp_path / "models"), "--cache", str(tmp_path / "cache")]
+    assert _bounded(lambda: main([*argv, "--endpoint", hub.url, "--file-timeout", "0.5"])) is None
+    assert "(the limit per file is 0.5 s: --file-timeout)" in capsys.readouterr().err
+    for bad in ("0", "inf", "nan", "soon"):
+        with pytest.raises(SystemExit):
+            main([*argv, "--file-timeout", bad])
+
+
+def test_a_hub_download_gets_the_locked_files_and_sends_the_token_only_to_the_endpoint(hub, tmp_path):
+    lock = _hub_lock(_checkpoint(tmp_path / "src"), tmp_path)
+    hub.bodies.update({"config.json": (tmp_path / "src/config.json").read_bytes()})
+    hub.bodies["w.safetensors"] = ("redirect", f"http://localhost:{hub.url.rsplit(':', 1)[1]}/cdn/w.safetensors")
+    hub.bodies["sub/w.safetensors"] = ("redirect", "/cdn/sub/w.safetensors")
+    hub.bodies["cdn/w.safetensors"] = (tmp_path / "src/w.safetensors").read_bytes()
+    hub.bodies["cdn/sub/w.safetensors"] = (tmp_path / "src/sub/w.safetensors").read_bytes()
+    cache = tmp_path / "cache"
+    assert model_lock.hub_download(lock, str(cache), endpoint=hub.url, token="hf_SECRET") is True
+    assert model.file_problems(str(cache), lock["files"], full=True) == []
+    tokens = dict(hub.seen)
+    assert tokens[f"/lab/dense/resolve/{REVISION}/config.json"] == "Bearer hf_SECRET"
+    assert tokens["/cdn/sub/w.safetensors"] == "Bearer hf_SECRET"  # the same origin
+    assert tokens["/cdn/w.safetensors"] is None  # another origin (localhost, not 127.0.0.1): no token
+    assert model_lock.hub_download(lock, str(cache), endpoint=hub.url) is False
+
+
+class _FakeHub(types.ModuleType):
+    """huggingface_hub's model_info as the Hub answers it: config.json kept in git, with the size it states."""
+
+    def __init__(self, size):
+        super().__init__("huggingface_hub")
+        sibling = types.SimpleNamespace(rfilename="config.json", lfs=None, size=size)
+        info = types.SimpleNamespace(sha=REVISION, siblings=[sibling])
+        self.HfApi = lambda endpoint, token: types.SimpleNamespace(model_info=lambda *a, **k: info)
+        self.utils = types.SimpleNamespace(disable_progress_bars=lambda: None)
+
+
+@pytest.mark.parametrize(
+    ("size", "message"),
+    [(10, "sent more than its size of 10 bytes"), (None, "sent more than the 100 bytes allowed for a file of unknown")],
+)
+def test_a_hub_lock_stops_a_file_at_the_size_the_hub_states(hub, tmp_path, monkeypatch, capsys, size, message):
+    fake = _FakeHub(size)
+    monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
+    monkeypatch.setitem(sys.modules, "huggingface_hub.utils", fake.utils)
+    monkeypatch.setattr(model_lock, "MAX_UNSIZED_BYTES", 100)
+    hub.bodies["config.json"] = "endless"
+    argv = ["model", "lock", "lab", "--repo", "lab/dense", "--revision", "main", "--endpoint", hub.url]
+    assert _bounded(lambda: main([*argv, "--models-dir", str(tmp_path / "models")])) is None
+    assert f"lab/dense at main on {hub.url}: config.json: DownloadStopped: {message}" in capsys.readouterr().err
+    hub.bodies["config.json"] = b"{}" * 5
+    assert main([*argv, "--models-dir", str(tmp_path / "models")]) == 0
+    assert model_lock.load("lab", tmp_path / "models")["files"][0]["size"] == 10
+
+
+@pytest.mark.parametrize("endpoint", ["http://hub.example.invalid", "http://10.0.0.1:8080/hf"])
+def test_an_http_endpoint_is_refused_unless_acknowledged(tmp_path, monkeypatch, capsys, endpoint):
+    lock = _hub_lock(_checkpoint(tmp_path / "src"), tmp_path)
+    with pytest.raises(model_lock.ModelLockError, match="http:// sends the token and the files' metadata"):
+        model_lock.hub_download(lock, str(tmp_path / "cache"), endpoint=endpoint, token="hf_SECRET")
+    assert not (tmp_path / "cache").exists()
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)  # the environment's endpoint too
+    with pytest.raises(model_lock.ModelLockError, match="--allow-insecure-endpoint"):
+        model_lock.hub_entries("lab/dense", "main")
+    argv = ["model", "lock", "lab", "--repo", "lab/dense", "--revision", "main", "--models-dir", str(tmp_path / "m")]
+    assert main(argv) == 1 and "sglang_model_hf_allow_insecure_endpoint: true" in capsys.readouterr().err
+    assert model_lock.endpoint_url(endpoint, allow_insecure=True) == endpoint
+    monkeypatch.delenv("HF_ENDPOINT")
+    assert model_lock.endpoint_url("") == model_lock.HUB
+    assert model_lock.endpoint_url("http://127.0.0.1:8090/") == "http://127.0.0.1:8090"  # loopback: nothing leaves
+    for bad in ("ftp://hub.example", "https://user:hf_pw@hub.example", "huggingface.co"):
+        with pytest.raises(model_lock.ModelLockError) as caught:
+            model_lock.endpoint_url(bad)
+        assert "hf_pw" not in str(caught.value)
+
+
+def test_the_role_hands_the_hub_bounds_to_the_download():
+    tasks = yaml.safe_load((REPO / "roles/sglang_model/tasks/fetch.yml").read_text())[0]["block"]
+    hub_args = next(t["sglang_model_hub"] for t in tasks if "sglang_model_hub" in t)
+    assert hub_args["allow_insecure_endpoint"] == "{{ sglang_model_hf_allow_insecure_endpoint }}"
+    assert hub_args["file_timeout"] == "{{ sglang_model_hf_file_timeout }}"
+    specs = yaml.safe_load((REPO / "roles/sglang_model/meta/argument_specs.yml").read_text())
+    options = specs["argument_specs"]["main"]["options"]
+    defaults = yaml.safe_load((REPO / "roles/sglang_model/defaults/main.yml").read_text())
+    for var in ("sglang_model_hf_allow_insecure_endpoint", "sglang_model_hf_file_timeout"):
+        assert options[var]["default"] == defaults[var]
