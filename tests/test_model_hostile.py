@@ -157,6 +157,7 @@ def test_a_linked_subfolder_in_the_partial_folder_is_removed_never_deleted_throu
     (victim / "w.safetensors").write_bytes(b"x" * 1000)  # what sub/w.safetensors names through the link
     (partial / "sub").symlink_to(victim)
     before = _snapshot(victim)
+    assert "sub/w.safetensors" in model.plan(str(dest), locked)["to_copy"]  # what is behind a link is not there
     result = model.finish(str(partial), str(dest), locked)
     assert result["problems"] == [f"sub/w.safetensors: a link or not a regular file in {partial}"]
     assert _snapshot(victim) == before and not os.path.lexists(partial / "sub") and not dest.exists()

@@ -417,7 +417,7 @@ def plan(dest: str, lock: dict, *, full: bool = False, reserve: int = 0) -> dict
         else [
             entry
             for entry in lock["files"]
-            if (_stat(os.path.join(partial, entry["path"])) or [None])[0] != entry["size"]
+            if (_stat(os.path.join(partial, entry["path"]), partial) or [None])[0] != entry["size"]
         ]
     )
     return {
