@@ -259,7 +259,13 @@ def test_compare_measures_what_served_before_last_and_restores_only_the_hosts_it
     assert deploys == [("p1", "all"), ("x", "all"), ("p2", "all"), ("p2", "all"), ("x", "all"), ("p1", "all")] + [
         ("p2", "b")
     ]
-    assert [len(comp.runs[p]) for p in comp.profiles] == [2, 2, 2] and comp.plan["restarts"] == 5  # b serves p2
+    assert [len(comp.runs[p]) for p in comp.profiles] == [2, 2, 2] and comp.plan["restarts"] == 6  # forced: each
+    # without the forced restart only a change of profile restarts (the first deploy too: b serves p2)
+    assert api.comparison.plan_cost(comp.plan["order"], was, None, force=False)["restarts"] == 5
+    assert api.comparison.plan_cost(["p1", "p1"], "p1", 30.0, force=False)["text"] == (
+        "2 deploys in the order p1 p1, 0 of them restart the servers (about 0 s of server starts at the last "
+        "measured start, 30 s)"
+    )
     # --keep-order: the order given, everything restored
     deploys.clear()
     api.compare(["p1", "p2", "x"], limit="all", keep_order=True, repeats=1)
@@ -431,7 +437,7 @@ def test_compare_repeats_each_profile_interleaved_and_calls_only_what_the_noise_
     comp = api.compare(["baseline", "nextn", "no-custom-ar"], extravars=SMALL, repeats=2)
     assert comp.ok, comp.failures()
     assert comp.measured_order == ["baseline", "no-custom-ar", "nextn", "nextn", "no-custom-ar", "baseline"]
-    assert comp.plan["restarts"] == 4 and comp.repeats == 2
+    assert comp.plan["restarts"] == 6 and comp.repeats == 2  # compare restarts every deploy (a fresh start each)
     assert [(r["concurrency"], r["profile"]) for r in comp.rows] == [
         (c, p) for c in (1, 4) for p in ("baseline", "nextn", "no-custom-ar")
     ]

@@ -57,8 +57,9 @@ def compare(
     settings = {k: v for k, v in rollout.extravars.items() if k.startswith("sglang_benchmark_")}
     before = rollout.serving() if restore is None else restore
     order = schedule(list(profiles) if keep_order else measuring_order(profiles, before), repeats)
-    plan = plan_cost(order, before, last_start_s(before if isinstance(before, dict) else {}))
-    rollout.phase(plan["text"])
+    force = bool({**MEASURE_ON_FLEET, **rollout.extravars}["sglang_fleet_force_restart"])
+    plan = plan_cost(order, before, last_start_s(before if isinstance(before, dict) else {}), force)
+    rollout.phase("plan: " + plan["text"])
     runs: dict = {name: [] for name in profiles}
     done: list = []
     restores: list = []
@@ -95,13 +96,16 @@ def schedule(order: list, repeats: int) -> list:
     return [name for rnd in rounds for name in rnd]
 
 
-def plan_cost(order: list, before: dict | str, start_s: float | None) -> dict:
-    """The schedule's deploys and server restarts (a deploy of another profile than the one serving restarts the
-    servers; the same one again only benchmarks), and what the restarts cost at the last measured start."""
+def plan_cost(order: list, before: dict | str, start_s: float | None, force: bool = True) -> dict:
+    """The schedule's deploys and server restarts, and what the restarts cost at the last measured start. With
+    ``force`` (compare's default, sglang_fleet_force_restart) every deploy restarts the servers, so that each is
+    benchmarked after a fresh start; without it only a deploy of another profile than the one serving does."""
     now = {before} if isinstance(before, str) else set(before.values())
     serving = next(iter(now)) if len(now) == 1 else None
-    restarts = sum(1 for i, name in enumerate(order) if name != (order[i - 1] if i else serving))
-    text = f"plan: {len(order)} deploys in the order {' '.join(order)}, {restarts} of them restart the servers"
+    restarts = (
+        len(order) if force else sum(1 for i, name in enumerate(order) if name != (order[i - 1] if i else serving))
+    )
+    text = f"{len(order)} deploys in the order {' '.join(order)}, {restarts} of them restart the servers"
     if start_s is not None:
         text += f" (about {restarts * start_s:.0f} s of server starts at the last measured start, {start_s:.0f} s)"
     else:

@@ -3,9 +3,9 @@
 # unit, systemd booted by tools/gpu_lab.py), and the GPU smoke of this commit first. Device calls, from the
 # repository root of the device's copy, after tools/gpu_stage.py's and gpu_lab.py's parts are in /root/stage and
 # /root/labparts:
-#   bash run.sh smoke     # carry build/gpu-src (git archive of the commit): install the staged SGLang, the smoke
-#   bash run.sh boot      # boot the lab over that checkout, first deploy of dense (site.yml)
-#   bash run.sh compare   # sglang-deploy compare dense dense-b --repeats 3 inside the lab; lab stopped
+#   bash results/gpu-h100/compare-2026-12-05/run.sh smoke     # carry build/gpu-src (git archive of the commit): install the staged SGLang, the smoke
+#   bash results/gpu-h100/compare-2026-12-05/run.sh boot      # boot the lab over that checkout, first deploy of dense (site.yml)
+#   bash results/gpu-h100/compare-2026-12-05/run.sh compare   # sglang-deploy compare dense dense-b --repeats 3 inside the lab; lab stopped
 # Each phase prints "phase NAME: SECONDS s rc N"; logs and results go to $OUT.
 set -u
 S=/root/gpu-src L=/root/gpulab O=/root/labout SITE=/root/site
