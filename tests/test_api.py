@@ -304,6 +304,48 @@ def test_compare_restores_every_host_after_a_stopped_last_roll_and_breaks_ties_b
     assert [d[0] for d in deploys[:2]] == ["p1", "p2"]
 
 
+def test_a_side_by_side_compare_deploys_each_profile_on_its_own_host_once_then_alternates_benchmarks(monkeypatch):
+    """--side-by-side: a host already serving a profile keeps it, the next free host (name order) takes the other;
+    each deployed once without a benchmark, then benchmark-only runs (tags benchmark, no router benchmark) in
+    alternating rounds, their results set side by side under one label; the host lent to x gets p2 back."""
+    was = {"a": "p1", "b": "p2", "c": "p0"}
+    found = {h: SimpleNamespace(serving=True, profile=p, last_good_profile=p) for h, p in was.items()}
+    monkeypatch.setattr(api.operations, "status", lambda **kw: SimpleNamespace(hosts=found))
+    calls = []
+
+    def deploy(profile, inventory=None, limit=None, extravars=None, on_event=None, tags=None):
+        calls.append((profile, limit, tags, extravars))
+        bench = {limit: {"levels": [], "workload": {}}} if tags == "benchmark" else {}
+        return api.RunResult(
+            playbook="site.yml",
+            status="successful",
+            rc=0,
+            hosts={limit: api.HostOutcome(ok=1)},
+            profile=profile,
+            data={"sglang_benchmark": bench},
+        )
+
+    monkeypatch.setattr(api.operations, "deploy", deploy)
+    comp = api.compare(["x", "p1"], repeats=2, side_by_side=True)
+    assert [(c[0], c[1], c[2]) for c in calls] == [
+        ("x", "b", None),
+        ("p1", "a", None),
+        ("p1", "a", "benchmark"),
+        ("x", "b", "benchmark"),
+        ("x", "b", "benchmark"),
+        ("p1", "a", "benchmark"),
+        ("p2", "b", None),
+    ]
+    assert calls[0][3] == api.comparison.SIDE_BY_SIDE_DEPLOY and calls[2][3] == api.comparison.SIDE_BY_SIDE_BENCH
+    assert calls[-1][3]["sglang_benchmark_enabled"] is False  # the restore
+    assert comp.ok and comp.plan["hosts"] == {"x": "b", "p1": "a"} and comp.plan["restarts"] == 1
+    assert [list(r.benchmarks) for r in comp.runs["x"]] == [["b (x) / a (p1)"]] * 2
+    assert comp.measured_order == ["p1", "x", "x", "p1"] and len(comp.setups) == 2
+    assert "Side by side: b (x) / a (p1); each deployed once, then 2 rounds" in compare_report.markdown(comp, None)
+    with pytest.raises(ValueError, match="a side-by-side compare needs a host for each profile: 4 profiles, 3 hosts"):
+        api.compare(["x", "p1", "p2", "p3"], side_by_side=True)
+
+
 def test_parse_status():
     unit = "Description=SGLang server, profile other\nLoadState=loaded\nActiveState=active\nSubState=running\n"
     got = api.parse_status(

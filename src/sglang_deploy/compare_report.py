@@ -80,6 +80,7 @@ class Comparison:
     rows: list = field(default_factory=list)
     runs: dict = field(default_factory=dict)  # profile -> [api.RunResult], one per deploy
     restores: list = field(default_factory=list)  # api.RunResult of the restoring deploys
+    setups: list = field(default_factory=list)  # api.RunResult of a side-by-side compare's deploys (no benchmark)
     measured_order: list = field(default_factory=list)  # the deploys in the order they ran (profile names)
     plan: dict = field(default_factory=dict)  # api.comparison.plan_cost: deploys, restarts, what starts cost
     floor: float = noise.DEFAULT_FLOOR  # the smallest difference a verdict calls
@@ -99,7 +100,7 @@ class Comparison:
 
     @property
     def ok(self) -> bool:
-        return all(r.ok for r in self.all_runs) and all(r.ok for r in self.restores)
+        return all(r.ok for r in (*self.all_runs, *self.setups, *self.restores))
 
     @property
     def repeats(self) -> int:
@@ -127,7 +128,7 @@ class Comparison:
         """profile -> [Failure] of its first failed deploy; 'restore <profile>' for failed restores."""
         out = {}
         for name, runs in self.runs.items():
-            bad = next((r for r in runs if not r.ok), None)
+            bad = next((r for r in (*runs, *(s for s in self.setups if s.profile == name)) if not r.ok), None)
             if bad is not None:
                 out[name] = bad.failures
         for r in self.restores:
@@ -154,6 +155,7 @@ class Comparison:
             "rows": self.rows,
             "runs": {name: [r.to_dict() for r in runs] for name, runs in self.runs.items()},
             "restores": [r.to_dict() for r in self.restores],
+            "setups": [r.to_dict() for r in self.setups],
             "measured_order": self.measured_order,
         }
 
@@ -326,6 +328,7 @@ def build_comparison(
     measured_order: list | None = None,
     plan: dict | None = None,
     floor: float = noise.DEFAULT_FLOOR,
+    setups: list = (),
 ) -> Comparison:
     """A Comparison from each profile's deploy results (profile -> [api.RunResult], one per repeat, or one
     RunResult: their `benchmarks`, and their `router_benchmarks` on a fleet); ranked by the objectives
@@ -349,6 +352,7 @@ def build_comparison(
         + comparison_rows(profiles, through, via="router", ranked=router_workload["same_for_all"], floor=floor),
         runs=runs,
         restores=list(restores),
+        setups=list(setups),
         measured_order=list(measured_order or [n for n, rs in runs.items() for _ in rs]),
         plan=dict(plan or {}),
         floor=floor,
@@ -361,7 +365,12 @@ def build_comparison(
         objectives=list(objectives),
         limits=list(limits),
         rankings=rank_profiles(
-            profiles, results, objectives, limits, {n: all(r.ok for r in rs) for n, rs in runs.items()}, floor
+            profiles,
+            results,
+            objectives,
+            limits,
+            {n: all(r.ok for r in rs) and all(s.ok for s in setups if s.profile == n) for n, rs in runs.items()},
+            floor,
         )
         if workload["same_for_all"]
         else {},
@@ -479,6 +488,35 @@ def format_table(comp: Comparison) -> str:
     return "\n".join(lines)
 
 
+def runs_section(comp: Comparison) -> list:
+    """The report's list of runs: every deploy with its status and artifacts, in the order they ran when it is not
+    the order given."""
+    out = ["## Runs", ""]
+    if comp.setups:
+        out += [
+            f"{comp.plan.get('text', 'side by side')[:1].upper()}{comp.plan.get('text', 'side by side')[1:]}. "
+            f"Benchmarked in this order: {', '.join(comp.measured_order)} "
+            "(each round the reverse of the one before).",
+            "",
+        ]
+    elif comp.measured_order and comp.measured_order != comp.profiles[: len(comp.measured_order)]:
+        out += [
+            f"Deployed in this order: {', '.join(comp.measured_order)} (each round the reverse of the one before, "
+            "the profile the hosts are restored to last, so that the hosts it passed on stay on it; `--keep-order` "
+            "starts from the order given).",
+            "",
+        ]
+    out += ["| run | status | artifacts |", "|---|---|---|"]
+    for name, runs in comp.runs.items():
+        for i, r in enumerate(runs, 1):
+            out.append(f"| deploy {name} ({i}/{len(runs)}) | {r.status} | `{r.artifacts}` |")
+    for r in comp.setups:
+        out.append(f"| deploy {r.profile} side by side (no benchmark) | {r.status} | `{r.artifacts}` |")
+    for r in comp.restores:
+        out.append(f"| restore {r.profile} (no benchmark) | {r.status} | `{r.artifacts}` |")
+    return out
+
+
 def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
     """The Markdown report."""
     w = comp.workload
@@ -538,20 +576,7 @@ def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
             if not items:
                 out.append(f"- **{name}**: see the run's artifacts")
         out.append("")
-    out += ["## Runs", ""]
-    if comp.measured_order and comp.measured_order != comp.profiles[: len(comp.measured_order)]:
-        out += [
-            f"Deployed in this order: {', '.join(comp.measured_order)} (each round the reverse of the one before, "
-            "the profile the hosts are restored to last, so that the hosts it passed on stay on it; `--keep-order` "
-            "starts from the order given).",
-            "",
-        ]
-    out += ["| run | status | artifacts |", "|---|---|---|"]
-    for name, runs in comp.runs.items():
-        for i, r in enumerate(runs, 1):
-            out.append(f"| deploy {name} ({i}/{len(runs)}) | {r.status} | `{r.artifacts}` |")
-    for r in comp.restores:
-        out.append(f"| restore {r.profile} (no benchmark) | {r.status} | `{r.artifacts}` |")
+    out += runs_section(comp)
     return "\n".join(out) + "\n"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 
 from sglang_deploy import noise
 
@@ -32,9 +33,10 @@ def compare(
     keep_order: bool = False,
     repeats: int = DEFAULT_REPEATS,
     floor: float = noise.DEFAULT_FLOOR,
+    side_by_side: bool = False,
 ):
     """Deploy and benchmark each profile `repeats` times on the same hosts, interleaved (A B B A A B: schedule()),
-    then restore what served before. Behind an smg router (inventory group sglang_router) each profile is rolled
+    then restore what served before; with `side_by_side`, each profile on a host of its own instead (side_by_side()). Behind an smg router (inventory group sglang_router) each profile is rolled
     across the replicas, benchmarked per host and then through the router (sglang_fleet_benchmark).
 
     The restored profile is `restore`, or per host the profile status() found serving (else its last good one);
@@ -55,6 +57,20 @@ def compare(
         raise ValueError(f"repeats must be a whole number from 1 to {MAX_REPEATS} (got {repeats!r})")
     rollout = Rollout(inventory, limit, extravars, on_event)
     settings = {k: v for k, v in rollout.extravars.items() if k.startswith("sglang_benchmark_")}
+    if side_by_side:
+        runs, done, setups, restores, plan = _side_by_side(rollout, profiles, restore, repeats)
+        return compare_report.build_comparison(
+            profiles,
+            runs,
+            restores=restores,
+            settings=settings,
+            objectives=objectives,
+            limits=limits,
+            measured_order=done,
+            plan=plan,
+            floor=floor,
+            setups=setups,
+        )
     before = rollout.serving() if restore is None else restore
     order = schedule(list(profiles) if keep_order else measuring_order(profiles, before), repeats)
     force = bool({**MEASURE_ON_FLEET, **rollout.extravars}["sglang_fleet_force_restart"])
@@ -87,6 +103,72 @@ def compare(
 
 
 MAX_REPEATS = 50
+# A side-by-side compare's servers are deployed without a benchmark and left running; its rounds only benchmark.
+SIDE_BY_SIDE_DEPLOY = {"sglang_benchmark_enabled": False, "sglang_fleet_force_restart": False}
+SIDE_BY_SIDE_BENCH = {"sglang_fleet_benchmark": False}
+
+
+def side_by_side_hosts(profiles: list, serving: dict) -> dict:
+    """profile -> the host that serves it in a side-by-side compare: a host already serving a profile keeps it, the
+    others take the rest in name order. ValueError naming the fix when there are fewer hosts than profiles."""
+    hosts = sorted(serving)
+    if len(hosts) < len(profiles):
+        raise ValueError(
+            f"a side-by-side compare needs a host for each profile: {len(profiles)} profiles, {len(hosts)} hosts "
+            f"({', '.join(hosts) or 'none'}); compare fewer profiles, add hosts, or leave out --side-by-side"
+        )
+    chosen: dict = {}
+    for name in profiles:
+        keeps = next((h for h in hosts if serving[h] == name and h not in chosen.values()), None)
+        if keeps:
+            chosen[name] = keeps
+    free = [h for h in hosts if h not in chosen.values()]
+    for name in profiles:
+        chosen.setdefault(name, free.pop(0))
+    return {name: chosen[name] for name in profiles}
+
+
+def _side_by_side(rollout: Rollout, profiles: list, restore: str | None, repeats: int) -> tuple:
+    """Each profile deployed once on a host of its own (side_by_side_hosts), then `repeats` rounds that benchmark
+    them in turn, every other round reversed, with no restart between: drift falls on no side and a round costs
+    its benchmarks only. The results of one round are set side by side under one label; then the hosts get back
+    what served before (or `restore`). Returns (runs, measured order, setup deploys, restores, plan)."""
+    serving = rollout.serving()
+    where = side_by_side_hosts(profiles, serving)
+    label = " / ".join(f"{h} ({p})" for p, h in where.items())
+    order = schedule(list(profiles), repeats)
+    plan = {
+        "deploys": len(profiles),
+        "restarts": sum(1 for p, h in where.items() if serving[h] != p),
+        "order": order,
+        "hosts": where,
+        "text": f"side by side: {label}; each deployed once, then {repeats} rounds of benchmarks in the order "
+        f"{' '.join(order)}, no restart between",
+    }
+    rollout.phase("plan: " + plan["text"])
+    setups = []
+    for name, host in where.items():
+        rollout.phase(f"deploy {name} on {host}")
+        setups.append(rollout.deploy(name, SIDE_BY_SIDE_DEPLOY, limit=host))
+    failed = {name for name, run in zip(where, setups) if not run.ok}
+    runs: dict = {name: [] for name in profiles}
+    done: list = []
+    for i, name in enumerate(order, 1):
+        if name in failed or any(not r.ok for r in runs[name]):
+            continue
+        rollout.phase(f"benchmark {i}/{len(order)}: {name} on {where[name]} (repeat {len(runs[name]) + 1}/{repeats})")
+        run = rollout.deploy(name, SIDE_BY_SIDE_BENCH, limit=where[name], tags="benchmark")
+        side = {label: res for res in run.benchmarks.values()} if len(run.benchmarks) == 1 else {}  # noqa: B035
+        runs[name].append(replace(run, data={**run.data, "sglang_benchmark": side}))
+        done.append(name)
+        if run.status == "canceled":  # Ctrl-C: stop here, restore nothing
+            return runs, done, setups, [], plan
+    back = restore or serving
+    left = {h: (back if isinstance(back, str) else back.get(h)) for h in where.values()}
+    restores = rollout.restore(
+        {h: p for h, p in left.items() if p and p != next(q for q, g in where.items() if g == h)}
+    )
+    return runs, done, setups, restores, plan
 
 
 def schedule(order: list, repeats: int) -> list:

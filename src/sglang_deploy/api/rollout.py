@@ -52,10 +52,11 @@ class Rollout:
         body: dict | None = None,
         limit: str | None = None,
         on_event: EventHandler | None = None,
+        tags: str | None = None,
     ) -> RunResult:
         """deploy() of ``profile`` with ``extravars`` over the rollout's. ``body``: the profile's definition, for a
         profile the hosts' sglang_profiles lack (a search candidate); ``limit`` and ``on_event`` stand in for the
-        rollout's."""
+        rollout's; ``tags``: only these phases (operations.PHASES)."""
         ev = {**self.extravars, **(extravars or {})}
         if body is not None:
             ev["sglang_profiles"] = {profile: body}
@@ -65,6 +66,7 @@ class Rollout:
             limit=limit or self.limit,
             extravars=ev,
             on_event=on_event or self.on_event,
+            **({"tags": tags} if tags else {}),
         )
 
     def restore(self, before: dict | str, bodies: dict | None = None) -> list:

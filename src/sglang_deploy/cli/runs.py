@@ -97,6 +97,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "starts are printed first. 1: one run each, no verdict",
     )
     p.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="each profile on a host of its own (a fleet's replicas: alike hosts), deployed once; then the rounds "
+        "benchmark them in turn with no restart between, so drift falls on no side and a round costs its "
+        "benchmarks only (behind a router the replicas serve different profiles meanwhile)",
+    )
+    p.add_argument(
         "--noise",
         dest="floor",
         type=_fraction,
@@ -318,11 +325,12 @@ def compare(args: argparse.Namespace) -> int:
             keep_order=args.keep_order,
             repeats=args.repeats,
             floor=args.floor,
+            side_by_side=args.side_by_side,
             on_event=progress,
             objectives=objectives,
             limits=limits,
         )
-    usage = _unknown_profile(comp.all_runs + comp.restores)
+    usage = _unknown_profile(comp.all_runs + comp.setups + comp.restores)
     out = compare_report.write_report(comp, args.out)
     if args.json:
         _emit_json({**comp.to_dict(), "report_dir": str(out)})
