@@ -57,38 +57,8 @@ def compare(
         raise ValueError(f"repeats must be a whole number from 1 to {MAX_REPEATS} (got {repeats!r})")
     rollout = Rollout(inventory, limit, extravars, on_event)
     settings = {k: v for k, v in rollout.extravars.items() if k.startswith("sglang_benchmark_")}
-    if side_by_side:
-        runs, done, setups, restores, plan = _side_by_side(rollout, profiles, restore, repeats)
-        return compare_report.build_comparison(
-            profiles,
-            runs,
-            restores=restores,
-            settings=settings,
-            objectives=objectives,
-            limits=limits,
-            measured_order=done,
-            plan=plan,
-            floor=floor,
-            setups=setups,
-        )
-    before = rollout.serving() if restore is None else restore
-    order = schedule(list(profiles) if keep_order else measuring_order(profiles, before), repeats)
-    force = bool({**MEASURE_ON_FLEET, **rollout.extravars}["sglang_fleet_force_restart"])
-    plan = plan_cost(order, before, last_start_s(before if isinstance(before, dict) else {}), force)
-    rollout.phase("plan: " + plan["text"])
-    runs: dict = {name: [] for name in profiles}
-    done: list = []
-    restores: list = []
-    for i, name in enumerate(order, 1):
-        if any(not r.ok for r in runs[name]):
-            continue  # it failed once (a crash, garbage): another deploy would only fail again
-        rollout.phase(f"deploy {i}/{len(order)}: {name} (repeat {len(runs[name]) + 1}/{repeats})")
-        runs[name].append(rollout.deploy(name, {**MEASURE_ON_FLEET, **rollout.extravars}))
-        done.append(name)
-        if runs[name][-1].status == "canceled":  # Ctrl-C: stop here, restore nothing
-            break
-    else:
-        restores = rollout.restore(left_to_restore(before, done[-1], runs[done[-1]][-1]))
+    run_all = _side_by_side if side_by_side else _interleaved
+    runs, done, setups, restores, plan = run_all(rollout, profiles, restore, repeats, keep_order)
     return compare_report.build_comparison(
         profiles,
         runs,
@@ -99,7 +69,29 @@ def compare(
         measured_order=done,
         plan=plan,
         floor=floor,
+        setups=setups,
     )
+
+
+def _interleaved(rollout: Rollout, profiles: list, restore: str | None, repeats: int, keep_order: bool) -> tuple:
+    """Every profile deployed and benchmarked on all the hosts, `repeats` times in schedule()'s order, then what
+    served before restored. Returns (runs, measured order, setup deploys: none, restores, plan)."""
+    before = rollout.serving() if restore is None else restore
+    order = schedule(list(profiles) if keep_order else measuring_order(profiles, before), repeats)
+    force = bool({**MEASURE_ON_FLEET, **rollout.extravars}["sglang_fleet_force_restart"])
+    plan = plan_cost(order, before, last_start_s(before if isinstance(before, dict) else {}), force)
+    rollout.phase("plan: " + plan["text"])
+    runs: dict = {name: [] for name in profiles}
+    done: list = []
+    for i, name in enumerate(order, 1):
+        if any(not r.ok for r in runs[name]):
+            continue  # it failed once (a crash, garbage): another deploy would only fail again
+        rollout.phase(f"deploy {i}/{len(order)}: {name} (repeat {len(runs[name]) + 1}/{repeats})")
+        runs[name].append(rollout.deploy(name, {**MEASURE_ON_FLEET, **rollout.extravars}))
+        done.append(name)
+        if runs[name][-1].status == "canceled":  # Ctrl-C: stop here, restore nothing
+            return runs, done, [], [], plan
+    return runs, done, [], rollout.restore(left_to_restore(before, done[-1], runs[done[-1]][-1])), plan
 
 
 MAX_REPEATS = 50
@@ -128,7 +120,7 @@ def side_by_side_hosts(profiles: list, serving: dict) -> dict:
     return {name: chosen[name] for name in profiles}
 
 
-def _side_by_side(rollout: Rollout, profiles: list, restore: str | None, repeats: int) -> tuple:
+def _side_by_side(rollout: Rollout, profiles: list, restore: str | None, repeats: int, _keep_order: bool) -> tuple:
     """Each profile deployed once on a host of its own (side_by_side_hosts), then `repeats` rounds that benchmark
     them in turn, every other round reversed, with no restart between: drift falls on no side and a round costs
     its benchmarks only. The results of one round are set side by side under one label; then the hosts get back
