@@ -36,8 +36,9 @@ def compare(
     side_by_side: bool = False,
 ):
     """Deploy and benchmark each profile `repeats` times on the same hosts, interleaved (A B B A A B: schedule()),
-    then restore what served before; with `side_by_side`, each profile on a host of its own instead (side_by_side()). Behind an smg router (inventory group sglang_router) each profile is rolled
-    across the replicas, benchmarked per host and then through the router (sglang_fleet_benchmark).
+    then restore what served before; with `side_by_side` each profile on a host of its own instead, deployed once,
+    the rounds benchmarks only (_side_by_side). Behind an smg router (inventory group sglang_router) each profile is
+    rolled across the replicas, benchmarked per host and then through the router (sglang_fleet_benchmark).
 
     The restored profile is `restore`, or per host the profile status() found serving (else its last good one);
     the restore deploys without a benchmark. Unless `keep_order`, the profile most hosts are to be restored to, when
