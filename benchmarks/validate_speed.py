@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """How fast the seed's failing launches are refused: render + validate, in-process and through the CLI.
 
+    python benchmarks/validate_speed.py
+
 Prints figures (ms); the target is "well under a second".
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import subprocess
 import sys
@@ -27,6 +30,7 @@ FAILING = ["seed-msg5980", "seed-msg5983", "seed-spec-v2-topk2"]
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     profile_defs = profiles.load_profiles(SEED)
     settings = profiles.load_settings()
     start = time.perf_counter()
