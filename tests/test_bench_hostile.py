@@ -438,3 +438,20 @@ def test_a_dataset_nested_past_the_recursion_limit_is_refused_by_name(name, text
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert f"{name} dataset {path}" in err and "is JSON nested too deeply to read" in err and "Traceback" not in err
+
+
+def test_endless_trailers_after_the_last_chunk_are_refused_past_the_line_cap():
+    """After the last chunk (size 0) the decoder waited for the blank line that ends the trailers and kept every byte
+    until then: a server sending trailer lines for ever grew the client's memory until --timeout (issue 41 review)."""
+    from sglang_deploy.host.bench import client
+
+    decoder = client.ChunkedDecoder(lambda data: None)
+    decoder.feed(b"0\r\n")
+    line = b"X-Pad: " + b"a" * 1000 + b"\r\n"
+    with pytest.raises(ValueError, match="trailers"):
+        for _ in range(2 * client.MAX_PENDING // len(line)):
+            decoder.feed(line * 16)
+    assert len(decoder.buf) <= client.MAX_PENDING + 16 * len(line)
+    done = client.ChunkedDecoder(lambda data: None)
+    done.feed(b"0\r\nX-A: b\r\n\r\n")
+    assert done.done

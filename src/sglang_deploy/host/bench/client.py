@@ -85,6 +85,8 @@ class ChunkedDecoder:
             if size == 0:
                 end = buf.find(b"\r\n\r\n", crlf) if buf[crlf + 2 : crlf + 4] != b"\r\n" else crlf
                 if end < 0:
+                    if n - pos > MAX_PENDING:  # trailers that never end would be kept for ever
+                        raise ValueError(f"trailers after the last chunk over {MAX_PENDING} bytes")
                     break  # trailers not complete yet
                 self.done = True
                 pos = end + 4
