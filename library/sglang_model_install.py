@@ -8,8 +8,8 @@ DOCUMENTATION = r"""
 module: sglang_model_install
 short_description: Make C(<dest>.partial), or verify it against the model lock and rename it to O(dest)
 description:
-  - With O(step=prepare), creates C(<dest>.partial) and the folders the lock's files need in it (owner root, group
-    O(group), 0550) without following a link, and keeps an existing one (a fetch resumes) once links, files owned by
+  - With O(step=prepare), creates the missing folders above O(dest) (owner root, 0755), C(<dest>.partial) and the
+    folders the lock's files need in it (owner root, group O(group), 0550) without following a link, and keeps an existing one (a fetch resumes) once links, files owned by
     another user and anything else than plain files and folders are removed from it. Refuses, naming the fix, a
     folder above O(dest) that another user can write (without the sticky bit), and O(dest), C(<dest>.partial) or
     C(<dest>.previous) already there as a link, not a folder, or a folder owned by another user than root (planted

@@ -241,6 +241,58 @@ def test_a_model_folder_that_leads_into_a_system_folder_is_refused(tmp_path):
     assert "(really /etc/lab) is a system folder" in model.dest_problem(str(tmp_path / "models" / "lab"))
 
 
+def test_a_missing_parent_planted_as_a_link_after_the_plan_is_refused_not_chowned_where_it_leads(tmp_path, locked):
+    """The plan saw the folder above the checkpoint missing (a sticky shared folder is allowed); another user then
+    linked it to a folder of theirs. The role's Ansible file task (state=directory, owner root, mode 0755) followed
+    the link: the other user's folder became root's, 0755, and the checkpoint went in it (issue 41 review)."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o1777)
+    shared.chmod(0o1777)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, OTHER_UID, OTHER_UID)
+    dest = shared / "models" / "lab"
+    assert model.usage_problem(locked, str(dest)) == "" and model.plan(str(dest), locked)["parent_missing"]
+    (shared / "models").symlink_to(theirs)
+    os.chown(shared / "models", OTHER_UID, OTHER_UID, follow_symlinks=False)
+    result = model.make_partial(str(dest), locked, 0)
+    assert result["problems"] and f"{shared / 'models'} is a link owned by uid {OTHER_UID}" in result["problems"][0]
+    st = os.stat(theirs)
+    assert (st.st_uid, stat.S_IMODE(st.st_mode), os.listdir(theirs)) == (OTHER_UID, 0o700, [])
+    (shared / "models").unlink()
+    assert model.make_partial(str(dest), locked, 0)["problems"] == []  # made here: root's, 0755
+    st = os.lstat(shared / "models")
+    assert stat.S_ISDIR(st.st_mode) and (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o755)
+    assert Path(f"{dest}{model.PARTIAL}").is_dir()
+    fetch = (REPO / "roles/sglang_model/tasks/fetch.yml").read_text()
+    assert "state: directory" not in fetch  # no Ansible task makes a folder of the model's (it follows links)
+
+
+@pytest.mark.parametrize("planted", ["link", "folder"])
+def test_a_parent_planted_between_the_checks_and_its_mkdir_is_refused(tmp_path, locked, monkeypatch, planted):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    dest = shared / "models" / "lab"
+    real_mkdir = os.mkdir
+
+    def racing_mkdir(path, mode=0o777, **kwargs):  # the other user wins the race for the folder above dest
+        if str(path) == str(shared / "models"):
+            if planted == "link":
+                os.symlink(theirs, path)
+            else:
+                real_mkdir(path, 0o777)
+                os.chown(path, OTHER_UID, OTHER_UID)
+        return real_mkdir(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", racing_mkdir)
+    result = model.make_partial(str(dest), locked, 0)
+    assert result["problems"] and str(shared / "models") in result["problems"][0], result
+    assert stat.S_IMODE(os.stat(theirs).st_mode) == 0o700 and os.listdir(theirs) == []
+
+
 def test_the_role_checks_the_model_folder_with_the_plan_module_before_anything_else():
     """The rule lives in model.py: the role's first task on the host that reads sglang_model_dir is the plan."""
     tasks = yaml.safe_load((REPO / "roles/sglang_model/tasks/main.yml").read_text())

@@ -106,11 +106,19 @@ def _owned(st: os.stat_result) -> bool:
 
 
 def _unsafe_folder(path: str) -> str:
-    """Why another user could replace what is in the folder path ('' when no one but root can)."""
+    """Why another user could replace what is in the folder path ('' when no one but root can), or path itself: a
+    link of another user's (which they can point elsewhere at any time) or one that leads nowhere."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except FileNotFoundError:
-        return ""  # the role creates it (owner root, 0755)
+        return ""  # the role creates it (make_parents: owner root, 0755)
+    if stat.S_ISLNK(st.st_mode):
+        if not _owned(st):
+            return f"{path} is a link owned by uid {st.st_uid}, not root"
+        try:
+            st = os.stat(path)
+        except OSError:
+            return f"{path} is a link that leads to no folder"
     if not stat.S_ISDIR(st.st_mode):
         return f"{path} is not a folder"
     if not _owned(st):
@@ -466,12 +474,39 @@ def verified(folder: str, lock: dict) -> list[str]:
     return [problem for _, problem in issues]
 
 
+def make_parents(dest: str) -> list[str]:
+    """Create the missing folders above dest (owner root, 0755), never through a link: a folder another user made
+    (or linked) there between the checks and the mkdir is refused, not chmodded or chowned where it leads (an Ansible
+    file task follows a link planted after the plan). Returns problems."""
+    missing, path = [], os.path.dirname(dest)
+    while not os.path.lexists(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for path in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o700)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            return [f"{path}: a link or not a folder, made by another user while the role made it; remove it"]
+        try:
+            st = os.fstat(fd)
+            if not _owned(st):
+                return [f"{path}: a folder of uid {st.st_uid}, made while the role made it; remove it and run again"]
+            if os.geteuid() == 0:
+                os.fchown(fd, 0, 0)
+            os.fchmod(fd, 0o755)
+        finally:
+            os.close(fd)
+    return []
+
+
 def make_partial(dest: str, lock: dict, gid: int) -> dict:
-    """Create <dest>.partial and the folders the lock's files need in it (owner root, group gid, 0550), refusing
-    what place_problems refuses; an existing one is kept (a fetch resumes) once a link, a file owned by another user
+    """Create the missing folders above dest (make_parents), <dest>.partial and the folders the lock's files need in
+    it (owner root, group gid, 0550), refusing what place_problems refuses; an existing one is kept (a fetch resumes) once a link, a file owned by another user
     or with other names (hard links), and anything else than a file or a folder are removed from it (never
     followed). Returns problems, removed (paths inside the partial folder)."""
-    problems = place_problems(dest)
+    problems = place_problems(dest) or make_parents(dest) or place_problems(dest)
     if problems:
         return {"problems": problems, "removed": []}
     partial, removed, refused = dest + PARTIAL, [], []
