@@ -5,9 +5,11 @@ model folder (N17)."""
 
 from __future__ import annotations
 
+import contextlib
 import grp
 import http.server
 import os
+import socket
 import stat
 import sys
 import threading
@@ -387,6 +389,42 @@ def test_a_hub_download_stops_at_the_locked_size(hub, tmp_path, body, message):
     error = _bounded(lambda: model_lock.hub_download(lock, str(cache), endpoint=hub.url))
     assert isinstance(error, model_lock.ModelLockError) and message.format(url=hub.url) in str(error), error
     assert sorted(os.listdir(cache)) == ["config.json", "sub"]  # no w.safetensors, no temporary file
+
+
+@pytest.fixture
+def tls_drip():
+    """An https endpoint on loopback that never ends its TLS handshake: a record header, then a byte every 50 ms."""
+    listener, stopping = socket.create_server(("127.0.0.1", 0)), threading.Event()
+
+    def drip(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError), conn:
+            conn.recv(4096)  # the ClientHello
+            conn.sendall(b"\x16\x03\x03\x40\x00")  # a handshake record of 16 KiB
+            while not stopping.is_set():
+                conn.sendall(b"\x02")
+                time.sleep(0.05)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                threading.Thread(target=drip, args=(listener.accept()[0],), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield f"https://127.0.0.1:{listener.getsockname()[1]}"
+    stopping.set()
+    listener.close()
+
+
+def test_a_hub_download_stops_at_its_deadline_while_the_tls_handshake_drips(tls_drip, tmp_path):
+    """The deadline shut down the sockets urllib had connected, but an https socket was known only once its
+    handshake was done: a server (or anyone on the way) dripping the handshake held the download for days, whatever
+    the deadline (issue 41 review)."""
+    lock = _hub_lock(_checkpoint(tmp_path / "src"), tmp_path)
+    start = time.monotonic()
+    error = _bounded(lambda: model_lock.hub_download(lock, str(tmp_path / "cache"), endpoint=tls_drip, file_timeout=1))
+    assert time.monotonic() - start < 4 and isinstance(error, model_lock.ModelLockError), error
+    assert "stopped at the deadline of the fetch" in str(error)
+    assert not [path for path in (tmp_path / "cache").rglob("*") if path.is_file()]  # no temporary file left
 
 
 def test_a_hub_download_stops_at_its_deadline_per_file(hub, tmp_path, capsys):

@@ -83,8 +83,10 @@ class _SameOriginAuth(urllib.request.HTTPRedirectHandler):
 
 
 def _opener(sockets: list, late: threading.Event) -> urllib.request.OpenerDirector:
-    """urllib's opener, keeping each socket it connects (redirects included) in sockets, so that the deadline can end a
-    read under way: a server that drips its headers a byte at a time never returns from urlopen otherwise."""
+    """urllib's opener, keeping a second handle (dup) of each socket it connects (redirects included) in sockets, so
+    that the deadline can end a read under way: a server that drips its headers, or its TLS handshake, a byte at a
+    time never returns from urlopen otherwise. The handle is taken as the TCP connection opens, before the handshake
+    (which hands the socket to the TLS layer); download closes them."""
 
     def watching(handler: type) -> type:
         class Watching(handler):
@@ -93,8 +95,15 @@ def _opener(sockets: list, late: threading.Event) -> urllib.request.OpenerDirect
                     def connect(self) -> None:
                         if late.is_set():
                             raise DownloadStopped("the deadline of the fetch passed")
+                        create = self._create_connection
+
+                        def created(*args, **kwargs):
+                            sock = create(*args, **kwargs)
+                            sockets.append(sock.dup())
+                            return sock
+
+                        self._create_connection = created
                         super().connect()
-                        sockets.append(self.sock)
 
                 return super().do_open(Connection, req, **kwargs)
 
@@ -165,6 +174,8 @@ def download(
         raise
     finally:
         timer.cancel()
+        for sock in sockets:
+            sock.close()
     return size
 
 
