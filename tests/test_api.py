@@ -473,22 +473,20 @@ def test_crashing_server_fails_with_task_and_message_and_rolls_back(baseline_wit
 
 @lab
 def test_compare_repeats_each_profile_interleaved_and_calls_only_what_the_noise_allows(baseline_with_key, tmp_path):
-    """baseline, nextn (the lab's model: x1.45 decode) and no-custom-ar (a flag the model ignores: the same speed),
-    twice each, interleaved: nextn is called better, no-custom-ar no different; what served before (baseline) is
-    measured last, so it serves again with no restore."""
-    comp = api.compare(["baseline", "nextn", "no-custom-ar"], extravars=SMALL, repeats=2)
+    """no-custom-ar (a flag the lab's model ignores: the same speed) against baseline, three times each,
+    interleaved: no difference at this noise; what served before (baseline) is measured last, so it serves again
+    with no restore. (A difference called: tests/test_report.py, tests/test_noise.py, benchmarks/ab_noise.py.)"""
+    comp = api.compare(["baseline", "no-custom-ar"], extravars=SMALL, repeats=3)
     assert comp.ok, comp.failures()
-    assert comp.measured_order == ["baseline", "no-custom-ar", "nextn", "nextn", "no-custom-ar", "baseline"]
-    assert comp.plan["restarts"] == 6 and comp.repeats == 2  # compare restarts every deploy (a fresh start each)
+    assert comp.measured_order == ["no-custom-ar", "baseline", "baseline", "no-custom-ar", "no-custom-ar", "baseline"]
+    assert comp.plan["restarts"] == 6 and comp.repeats == 3  # compare restarts every deploy (a fresh start each)
     assert [(r["concurrency"], r["profile"]) for r in comp.rows] == [
-        (c, p) for c in (1, 4) for p in ("baseline", "nextn", "no-custom-ar")
+        (c, p) for c in (1, 4) for p in ("baseline", "no-custom-ar")
     ]
     for r in comp.rows:
-        assert r["runs"] == 2 and r["spread"]["decode_tok_s"]["n"] == 2
+        assert r["runs"] == 3 and r["spread"]["decode_tok_s"]["n"] == 3
         assert r["spread"]["decode_tok_s"]["min"] <= r["decode_tok_s"] <= r["spread"]["decode_tok_s"]["max"]
         assert r["output_tok_s"] > 0 and r["ttft_p50_ms"] > 0
-        if r["profile"] == "nextn":
-            assert r["vs_first"]["decode_tok_s"]["verdict"] == "better", r["vs_first"]
         if r["profile"] == "no-custom-ar":
             assert r["vs_first"]["decode_tok_s"]["verdict"] == "no difference", r["vs_first"]
     assert comp.emulated and comp.workload["same_for_all"]

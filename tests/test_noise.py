@@ -52,7 +52,9 @@ def test_one_run_a_side_gives_no_verdict_and_nothing_measured_says_so():
     v = noise.verdict([100.0], [150.0])
     assert v["verdict"] == noise.SAME and v["why"] == "one run a side: no spread measured"
     assert noise.verdict([], [1.0])["verdict"] == noise.UNKNOWN
-    assert noise.verdict([100.0, 100.0], [100.0, 100.0])["repeats_needed"] is None  # equal medians
+    v = noise.verdict([100.0, 101.0], [130.0, 131.0])  # two runs a side: no interval worth the name
+    assert v["verdict"] == noise.SAME and v["why"] == "too few runs for an interval" and v["repeats_needed"] == 3
+    assert noise.verdict([100.0, 101.0, 99.0], [100.0, 101.0, 99.0])["repeats_needed"] is None  # equal medians
 
 
 @pytest.mark.parametrize(("n", "least_found"), [(3, 85), (5, 95)])
@@ -71,7 +73,7 @@ def test_on_simulated_runs_a_true_five_percent_is_found_and_no_difference_is_rar
 
 def test_the_ab_benchmark_runs_and_finds_an_obvious_difference(tmp_path):
     """benchmarks/ab_noise.py end to end on three emulators, kept small: B 50% faster is called better at the
-    first verdict (after the second round), every verdict on A2 (alike) is counted, and --help works."""
+    first verdict (after the third round), every verdict on A2 (alike) is counted, and --help works."""
     import json
     import subprocess
     import sys
@@ -92,9 +94,9 @@ def test_the_ab_benchmark_runs_and_finds_an_obvious_difference(tmp_path):
         timeout=120,
     )
     assert run.returncode == 0, run.stderr
-    assert "B found in 1 of 1 trials, at 2 / 2 / 2 repeats" in run.stdout, run.stdout
-    assert "A2 called different in " in run.stdout and " of 2 verdicts" in run.stdout  # its rate: the simulation above
-    assert json.loads(out.read_text())["trials"][0]["found_at"] == 2
+    assert "B found in 1 of 1 trials, at 3 / 3 / 3 repeats" in run.stdout, run.stdout
+    assert "A2 called different in " in run.stdout and " of 1 verdicts" in run.stdout  # its rate: the simulation above
+    assert json.loads(out.read_text())["trials"][0]["found_at"] == 3
 
 
 def _scripts() -> list:

@@ -370,7 +370,7 @@ def test_repeats_give_each_figure_its_spread_and_each_profile_a_verdict_against_
 def test_one_run_each_says_there_is_no_verdict():
     comp = compare_report.build_comparison(["a", "b"], _repeated({"a": [100.0], "b": [150.0]}))
     assert row(comp, "b", 1)["vs_first"]["decode_tok_s"]["why"] == "one run a side: no spread measured"
-    assert "one run per profile: no spread measured, no verdict" in compare_report.format_table(comp)
+    assert "1 run per profile: too few for a verdict (--repeats 3 or more for one)" in compare_report.format_table(comp)
 
 
 def test_a_profile_within_the_noise_of_the_leader_is_ranked_tied():

@@ -270,7 +270,7 @@ def test_repeats_are_kept_by_a_resumed_search_and_the_terminal_names_the_promote
     path = tmp_path / "s.yml"
     path.write_text(yaml.safe_dump({**SEARCH, "name": "t"}, sort_keys=False))
     capsys.readouterr()
-    assert cli.main(["tune", str(path), "--out", str(tmp_path / "cli"), "--repeats", "2"]) == 0
+    assert cli.main(["tune", str(path), "--out", str(tmp_path / "cli"), "--repeats", "3"]) == 0
     out = capsys.readouterr().out
     assert f"promote the winner: sglang-deploy tune {path} --out {tmp_path / 'cli'} --promote NAME --into" in out
 

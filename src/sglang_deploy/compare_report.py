@@ -438,8 +438,10 @@ def verdict_lines(comp: Comparison, host: str, via: str) -> list:
 def repeats_note(comp: Comparison) -> str:
     """What the figures are over: the repeats, their order, and the rule of the verdicts."""
     n = comp.repeats
-    if n <= 1:
-        return "one run per profile: no spread measured, no verdict (--repeats 3 or more for one)"
+    if n < noise.MIN_RUNS:
+        return (
+            f"{n} run{'s' * (n != 1)} per profile: too few for a verdict (--repeats {noise.MIN_RUNS} or more for one)"
+        )
     return (
         f"each figure: median (min-max) over {n} repeats, deployed {' '.join(comp.measured_order)}; a verdict "
         f"needs the 95% bootstrap interval of the ratio of medians to exclude 1 and a difference over "

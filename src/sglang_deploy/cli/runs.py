@@ -94,7 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"deploy and benchmark each profile N times, interleaved (A B B A A B; default {api.DEFAULT_REPEATS}): "
         "every figure is a median with its min-max, and a profile is called better or worse than the first only "
         "where the 95%% bootstrap interval of the ratio of medians excludes 1; the plan and the cost of its server "
-        "starts are printed first. 1: one run each, no verdict",
+        "starts are printed first. Under 3: no verdict",
     )
     p.add_argument(
         "--side-by-side",
