@@ -29,6 +29,8 @@ ARGUMENT_SPEC = {
     "sglang_version": {"type": "str"},
     "facts": {"type": "dict", "default": {}},
     "concurrency": {"type": "int"},
+    # Only the profile's name and its extends chain (playbooks/plan.yml, before the stack that fixes the release).
+    "resolve_only": {"type": "bool", "default": False},
 }
 
 
@@ -52,6 +54,10 @@ class ActionModule(ActionBase):
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         settings = {**args["settings"], "sglang_api_key": args["api_key"]}
         try:
+            if args["resolve_only"]:
+                resolved = profiles.resolve(args["profile"], args["profiles"])
+                result.update(changed=False, chain=resolved.chain)
+                return result
             launch = profiles.render(args["profile"], args["profiles"], settings, args["sglang_version"])
         except profiles.UnknownProfile as exc:  # fields for the caller (sglang_deploy.api reads them)
             result.update(

@@ -93,7 +93,8 @@ def router_key_mismatch(workers: list, hostvars, router_key: object) -> list[str
 def fleet_summary(hosts: list, hostvars, profile: str, routed: bool) -> list[dict]:
     """What each host of a deploy serves and what the run did there: from the facts the sglang_server role
     (sglang_server_rolled_back_to, sglang_server_deployed's startup) and the deploy play (sglang_fleet_done,
-    sglang_fleet_restarted, sglang_fleet_failed) set."""
+    sglang_fleet_restarted, sglang_fleet_failed, sglang_fleet_failed_restarted) set; what a host served before, from
+    its host record (the summary reads the record of a host the roll did not reach)."""
     previous, results = {}, {}
     for host in hosts:
         hv = hostvars[host]
@@ -108,6 +109,7 @@ def fleet_summary(hosts: list, hostvars, profile: str, routed: bool) -> list[dic
                 "failed": True,
                 "rolled_back_to": hv.get("sglang_server_rolled_back_to"),
                 "serves": hv["sglang_fleet_failed"],
+                "restarted": bool(hv.get("sglang_fleet_failed_restarted", True)),
             }
     return fleet.summary(list(hosts), previous, results, profile, routed)
 
@@ -146,10 +148,10 @@ def _members(hosts: list, hostvars, groups: dict) -> dict:
     return nodes.members_of(list(hosts), names, groups)
 
 
-def fleet_plan(hosts: list, hostvars, groups: dict, serial) -> dict:
-    """fleet.plan for the hosts of a run: each multi-node group one server."""
+def fleet_plan(hosts: list, hostvars, groups: dict, serial, idle: list | None = None) -> dict:
+    """fleet.plan for the hosts of a run: each multi-node group one server; ``idle``: hosts with nothing due."""
     try:
-        return fleet.plan(list(hosts), _members(hosts, hostvars, groups), serial)
+        return fleet.plan(list(hosts), _members(hosts, hostvars, groups), serial, list(idle or []))
     except (fleet.FleetError, nodes.NodeError) as exc:
         raise AnsibleFilterError(str(exc)) from exc
     except (ValueError, OverflowError) as exc:
@@ -196,6 +198,9 @@ class FilterModule:
             "sglang_router_manifest": fleet.manifest,
             "sglang_fleet_summary": fleet_summary,
             "sglang_fleet_plan": fleet_plan,
+            "sglang_fleet_after_failure": fleet.after_failure,
+            "sglang_fleet_quick_roll": fleet.quick_roll,
+            "sglang_fleet_nothing_due": fleet.nothing_due,
             "sglang_node": node_place,
             "sglang_api_servers": api_servers,
             "sglang_group_problems": group_problems,

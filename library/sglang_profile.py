@@ -56,6 +56,13 @@ options:
   concurrency:
     description: Highest benchmark concurrency planned (checked against the running-request cap).
     type: int
+  resolve_only:
+    description:
+      - Only resolve O(profile) in O(profiles) (its name, its C(extends) chain, the keys of each member); render
+        nothing and run no rule. Needs no release, settings or facts: a run refuses an unknown profile before it
+        changes any host (C(playbooks/plan.yml)).
+    type: bool
+    default: false
 notes:
   - Supports check mode (it changes nothing).
 """
@@ -87,7 +94,7 @@ listen:
   description:
     - Host and port the rendered launch listens on (a profile's args may override the settings), whether that is
       reachable from other hosts (C(open): anything but a loopback address), and the URL to reach it on the host.
-  returned: when the profile resolves
+  returned: when the profile resolves and is rendered (not O(resolve_only))
   type: dict
   sample: {host: 127.0.0.1, port: 30000, open: false, url: "http://127.0.0.1:30000"}
 argv:
@@ -125,6 +132,12 @@ findings:
   returned: when the profile resolves
   type: list
   elements: dict
+chain:
+  description: The profile and its C(extends) ancestors, root first.
+  returned: with O(resolve_only), when the profile resolves
+  type: list
+  elements: str
+  sample: [baseline, nextn]
 unknown_profile:
   description: The profile name asked for when it is not in O(profiles) (the task fails).
   returned: when the profile is unknown

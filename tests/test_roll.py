@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
+import shutil
 import subprocess
 
 import pytest
@@ -13,6 +15,7 @@ from ansible_json import PLAYBOOK_BIN, needs_playbook
 
 from sglang_deploy import api
 from sglang_deploy import fleet
+from sglang_deploy import profiles
 from sglang_deploy.cli import runs
 from sglang_deploy.paths import REPO
 
@@ -136,3 +139,186 @@ def test_deploy_yml_alone_refuses_the_outage_too(tmp_path):
     out = site(tmp_path, ["r1", "r2"], "-e", "sglang_fleet_serial=0", playbook="playbooks/deploy.yml")
     assert out.returncode != 0 and "is every server of the router on rt" in " ".join(out.stdout.split())
     assert "UNREACHABLE" not in out.stdout
+
+
+@needs_playbook
+def test_an_unknown_profile_is_refused_in_the_plan_before_the_stack_and_router_plays(tmp_path):
+    """It was refused only by the deploy play's render, after the stack and router plays had run (16-22 s on the lab
+    fleet), and the roll's summary then said the first replica failed. The plan refuses it on the controller, with
+    the fields the CLI reads (api.unknown_profile), before any play reaches a host (these are down)."""
+    out = site(tmp_path, ["r1", "r2"], "-e", "profile=ghost")
+    assert out.returncode != 0 and "unknown profile 'ghost'" in out.stdout
+    assert "UNREACHABLE" not in out.stdout and "Install CUDA" not in out.stdout and "smg router" not in out.stdout
+    result = api.deploy("ghost", inventory=str(tmp_path / "inventory.yml"))
+    assert api.unknown_profile([result]) == ("ghost", sorted(profiles.load_profiles()))
+
+
+@needs_playbook
+def test_a_known_profile_passes_the_plan(tmp_path):
+    out = site(tmp_path, ["r1", "r2"], "-e", "profile=nextn")
+    assert "unknown profile" not in out.stdout and "UNREACHABLE" in out.stdout  # the stack play went on to the hosts
+
+
+def test_a_host_that_failed_before_its_server_restarted_still_serves_its_profile_and_says_so():
+    """The summary said "nextn failed here, roll stopped", and a host without a rollback "not serving" when alone,
+    while its server, never restarted, served its profile: what it serves is read from its record and its unit."""
+    record = {"profile": "baseline", "asked": "baseline", "last_good_profile": "baseline"}
+    running = {"ActiveState": "active", "MainPID": "4242"}
+    # alone: refused before the run looked at the server (None), or after it found the same process (4242)
+    for pid_before in (None, 4242):
+        assert fleet.after_failure(record, running, pid_before, None, False, False) == {
+            "serves": "baseline",
+            "restarted": False,
+        }
+    # a new process without a rollback, or no process: the run restarted it and nothing is known to serve
+    assert fleet.after_failure(record, running, 1000, None, False, False) == {"serves": None, "restarted": True}
+    stopped = {"ActiveState": "failed", "MainPID": "0"}
+    assert fleet.after_failure(record, stopped, None, None, False, False) == {"serves": None, "restarted": False}
+    assert fleet.after_failure(record, running, 1000, "baseline", False, False)["serves"] == "baseline"
+    # behind a router: what the router has ready again
+    assert fleet.after_failure(record, running, 4242, None, True, True) == {"serves": "baseline", "restarted": False}
+    assert fleet.after_failure(record, running, 4242, None, True, False)["serves"] is None
+    results = {"a": {"failed": True, "rolled_back_to": None, "serves": "baseline", "restarted": False}}
+    rows = fleet.summary(["a", "b"], {"a": "baseline", "b": "baseline"}, results, "nextn", True)
+    assert [(r["serves"], r["outcome"], r["state"]) for r in rows] == [
+        (
+            "baseline",
+            "failed",
+            "nextn failed here before its server restarted, which still serves baseline, roll stopped",
+        ),
+        ("baseline", "untouched", "untouched"),
+    ]
+    spec = importlib.util.spec_from_file_location("sglang_filters", REPO / "filter_plugins" / "sglang.py")
+    filters = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(filters)
+    hostvars = {"a": {"sglang_fleet_failed": "baseline", "sglang_fleet_failed_restarted": False}}
+    assert "before its server restarted" in filters.fleet_summary(["a"], hostvars, "nextn", True)[0]["state"]
+
+
+def test_a_roll_leaves_out_the_servers_with_nothing_due_but_sizes_its_batches_over_all():
+    """A no-op roll took every replica through the server role one at a time (85-97 s, 1,100-1,350 lines on the lab
+    fleet): the servers with nothing due are done before the batches, and only the others are rolled."""
+    assert fleet.plan(["a", "b", "c", "d"], {}, "50%", idle=["b"]) == {"order": ["a", "c", "d"], "batches": [2, 1]}
+    assert fleet.plan(["a", "b"], {}, 1, idle=["a", "b"]) == {"order": [], "batches": []}
+    group = {"b": ["b", "c"], "c": ["b", "c"]}
+    # a group rolls as one: one node with something due takes the group into the roll
+    assert fleet.plan(["a", "b", "c"], group, 1, idle=["a", "b"]) == {"order": ["b", "c"], "batches": [2]}
+    assert fleet.plan(["a", "b", "c"], group, 1, idle=["b", "c"]) == {"order": ["a"], "batches": [1]}
+
+
+@pytest.mark.parametrize(
+    ("change", "due"),
+    [
+        ({}, False),
+        ({"restarts": True}, True),
+        ({"asked": "nextn"}, True),  # the last run asked for another profile: the record must say this one
+        ({"rolled_back": {"from": "nextn", "to": "baseline", "at": "t"}}, True),
+        ({"argv": ["--tp-size", "2"]}, True),
+        ({"sglang_version": "0.5.22"}, True),
+        ({"last_good_profile": None}, True),
+    ],
+)
+def test_a_server_has_nothing_due_only_when_the_role_would_change_nothing(change, due):
+    record = {
+        "profile": "baseline",
+        "asked": "baseline",
+        "last_good_profile": "baseline",
+        "argv": ["--tp-size", "1"],
+        "sglang_version": "0.5.23",
+    }
+    restarts = change.pop("restarts", False)
+    record.update(change)
+    assert fleet.nothing_due(record, "baseline", ["--tp-size", "1"], "0.5.23", restarts) is not due
+
+
+def test_only_a_whole_run_behind_a_router_that_restarts_only_what_changed_leaves_servers_out():
+    assert fleet.quick_roll(True, ["all"], [], False, False)
+    assert not fleet.quick_roll(False, ["all"], [], False, False)  # alone, an unchanged server is benchmarked
+    assert not fleet.quick_roll(True, ["configure", "restart"], [], False, False)
+    assert not fleet.quick_roll(True, ["all"], ["benchmark"], False, False)
+    assert not fleet.quick_roll(True, ["all"], [], True, False)  # a rolling restart (compare)
+    assert not fleet.quick_roll(True, ["all"], [], False, True)  # a benchmark through the router
+
+
+FLEET = ["sglang-fleet-1", "sglang-fleet-2", "sglang-fleet-3"]
+
+
+def fleet_lab_missing() -> str | None:
+    """Why the lab fleet (./lab fleet up: inventory/fleet-lab.yml) cannot be used, or None."""
+    if shutil.which("docker") is None:
+        return "docker is not installed"
+    for name in [*FLEET, "sglang-fleet-router"]:
+        r = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", name], capture_output=True, text=True)
+        if r.stdout.strip() != "true":
+            return f"the lab fleet's container {name} is not running (./lab fleet up)"
+    return None
+
+
+def roll_fleet(profile: str, *inventories: str) -> subprocess.CompletedProcess:
+    """site.yml with PROFILE across the lab fleet, as `./lab fleet run PROFILE` does."""
+    cmd = [PLAYBOOK_BIN, "-i", str(REPO / "inventory" / "fleet-lab.yml")]
+    for extra in inventories:
+        cmd += ["-i", extra]
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0"}
+    return subprocess.run(
+        [*cmd, "site.yml", "-e", f"profile={profile}"], capture_output=True, text=True, env=env, cwd=REPO, timeout=900
+    )
+
+
+def started(host: str) -> str:
+    show = ["docker", "exec", host, "systemctl", "show", "-p", "ActiveEnterTimestamp", "--value", "sglang"]
+    return subprocess.run(show, capture_output=True, text=True).stdout.strip()
+
+
+def printed_rows(stdout: str) -> dict:
+    """host -> the row of the last "Print what each host serves" (the summary as the play prints it)."""
+    block = stdout.rsplit("Print what each host serves", 1)[1].split("msg:", 1)[1]
+    rows = yaml.safe_load(re.split(r"\n\s*\n", block, maxsplit=1)[0])
+    return {row["host"]: row for row in rows}
+
+
+needs_fleet_lab = pytest.mark.skipif(fleet_lab_missing() is not None, reason=str(fleet_lab_missing()))
+
+
+@pytest.mark.lab
+@needs_fleet_lab
+def test_a_no_op_roll_on_the_lab_fleet_rolls_no_batch_restarts_nothing_and_is_short():
+    """A roll of the profile every replica serves took each through the server role one batch at a time: 85-97 s and
+    1,100-1,350 lines on the lab fleet. Every replica is found unchanged at once, and the rolling play gets no host."""
+    assert roll_fleet("baseline").returncode == 0  # whatever the fleet served: now baseline
+    before = {h: started(h) for h in FLEET}
+    out = roll_fleet("baseline")
+    assert out.returncode == 0, out.stdout[-3000:]
+    rolling = out.stdout.split("PLAY [Deploy an SGLang launch profile and benchmark it]", 1)[1]
+    assert rolling.lstrip("* \n").startswith("skipping: no hosts matched")
+    assert "Ask the router for its workers (leave)" not in out.stdout
+    assert {h: r["state"] for h, r in printed_rows(out.stdout).items()} == {h: "unchanged, not drained" for h in FLEET}
+    assert {h: started(h) for h in FLEET} == before
+    assert len(out.stdout.splitlines()) < 600
+
+
+@pytest.mark.lab
+@needs_fleet_lab
+def test_a_roll_stopped_before_any_server_restarted_says_that_every_replica_serves_its_profile(tmp_path):
+    """A roll that stopped at the first replica before its first router step (its launch refused there: an unknown
+    profile was, before the plan refused it) said "failed here, roll stopped" for it and `serves: null` for the
+    others, while all served their profile: what each serves is read from the host records and the unit."""
+    assert roll_fleet("baseline").returncode == 0
+    refused = tmp_path / "refused.yml"
+    # An environment name the unit's environment file cannot hold: refused in the render, before anything changes.
+    replica = {FLEET[0]: {"sglang_server_env": {"1BAD": "x"}}}
+    refused.write_text(yaml.safe_dump({"all": {"children": {"sglang_replicas": {"hosts": replica}}}}))
+    before = {h: started(h) for h in FLEET}
+    out = roll_fleet("nextn", str(refused))
+    assert out.returncode != 0
+    rows = printed_rows(out.stdout)
+    assert [(rows[h]["serves"], rows[h]["outcome"]) for h in FLEET] == [
+        ("baseline", "failed"),
+        ("baseline", "untouched"),
+        ("baseline", "untouched"),
+    ]
+    assert (
+        rows[FLEET[0]]["state"]
+        == "nextn failed here before its server restarted, which still serves baseline, roll stopped"
+    )
+    assert {h: started(h) for h in FLEET} == before

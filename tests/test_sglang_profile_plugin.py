@@ -98,3 +98,11 @@ def test_plugin_never_returns_the_api_key(tmp_path):
     )
     assert rc == 0 and "s3cret-key" not in json.dumps(res)
     assert "--api-key" not in res["argv"] and res["secret_env_keys"] == ["SGLANG_API_KEY"]
+
+
+def test_plugin_resolve_only_needs_no_release_settings_or_facts(tmp_path):
+    """playbooks/plan.yml asks it before the stack play fixes the release: the name and extends chain only."""
+    rc, res = play(tmp_path, {"profile": "nextn", "profiles": "{{ sglang_profiles }}", "resolve_only": True})
+    assert rc == 0 and res["chain"][-1] == "nextn" and "argv" not in res
+    rc, res = play(tmp_path, {"profile": "ghost", "profiles": "{{ sglang_profiles }}", "resolve_only": True})
+    assert rc == 2 and res["unknown_profile"] == "ghost" and "baseline" in res["available_profiles"]

@@ -103,10 +103,11 @@ def summary(hosts: list[str], previous: dict, results: dict, profile: str, route
     """What each host serves after a (possibly stopped) run of ``profile`` and what the run did there: rows of
     {"host", "serves", "outcome" (deployed, unchanged, rolled back, failed, untouched), "state" (in words)}, and
     "startup" (where the start went: sglang_deploy.host.startup's report) for a host this run restarted.
-    ``previous``: host -> profile before the run; ``results``: host -> {"restarted": bool, "startup": report or
-    None} for a host that passed, {"failed": True, "rolled_back_to": profile or None, "serves": profile or None} for
-    one that failed; a host without one was not reached. ``routed``: behind a router (a failure stops the roll; an
-    unchanged host stays in)."""
+    ``previous``: host -> profile before the run (its host record, read from the host); ``results``: host ->
+    {"restarted": bool, "startup": report or None} for a host that passed, {"failed": True, "rolled_back_to":
+    profile or None, "serves": profile or None, "restarted": bool} for one that failed (after_failure: restarted
+    False when its server was not restarted, so it serves what it served before); a host without one was not
+    reached. ``routed``: behind a router (a failure stops the roll; an unchanged host stays in)."""
     rows = []
     for host in hosts:
         result = results.get(host)
@@ -121,10 +122,56 @@ def summary(hosts: list[str], previous: dict, results: dict, profile: str, route
         else:
             back, serves = result.get("rolled_back_to"), result.get("serves")
             state = f"{profile} failed here" + (f", rolled back to {back}" if back else "")
+            if not back and not result.get("restarted", True):
+                state += " before its server restarted" + (f", which still serves {serves}" if serves else "")
             state += (", roll stopped" if routed else "") + ("" if serves else "; not serving")
             outcome = "rolled back" if back else "failed"
             rows.append({"host": host, "serves": serves, "outcome": outcome, "state": state})
     return rows
+
+
+def after_failure(
+    record: dict, unit: dict, pid_before: int | None, rolled_back_to: str | None, routed: bool, back_ready: bool
+) -> dict:
+    """What a host whose run failed serves now and whether the run restarted its server, from what was read on it
+    after the failure: ``record`` its host record (host_record.read), ``unit`` its server's unit (systemd's
+    ActiveState and MainPID); ``pid_before`` the main process the run found before it changed anything
+    (sglang_restart_due, 0 when none ran; None when the run failed before it looked: it touched nothing);
+    ``rolled_back_to`` the profile the role rolled back to; behind a router (``routed``), ``back_ready``: the router
+    reports the host ready again. Returns {"serves": profile or None, "restarted": bool}."""
+    active = unit.get("ActiveState") == "active"
+    pid_now = int(unit.get("MainPID") or 0) if active else 0
+    restarted = bool(rolled_back_to) or (pid_before is not None and pid_now != int(pid_before))
+    if routed:
+        serves = record.get("last_good_profile") if back_ready else None
+    elif rolled_back_to:
+        serves = rolled_back_to
+    else:
+        # Not restarted and running: the process that served before the run, the last profile that passed.
+        serves = record.get("last_good_profile") if not restarted and pid_now else None
+    return {"serves": serves, "restarted": restarted}
+
+
+def quick_roll(routed: bool, run_tags: list, skip_tags: list, force_restart: bool, fleet_benchmark: bool) -> bool:
+    """Whether a roll may leave out the servers with nothing due (nothing_due) instead of taking each through the
+    server role one batch at a time: only a whole run (no --tags, no --skip-tags) behind a router that restarts only
+    what changed and benchmarks nothing through the router (an unchanged server behind a router is not benchmarked;
+    without one it is, and a benchmark through the router records what each replica's run rendered)."""
+    return routed and list(run_tags) == ["all"] and not skip_tags and not force_restart and not fleet_benchmark
+
+
+def nothing_due(record: dict, profile: str, argv: list, sglang_version: str, restarts: bool) -> bool:
+    """Whether a server needs nothing from a roll of ``profile``: it does not restart (``restarts``, the role's
+    comparison of its unit, environment, launcher and process) and its host record (host_record.read) already says
+    it runs this profile as asked and passed, with this launch (``argv``, ``sglang_version``), and no rollback: the
+    role would change nothing on it."""
+    return (
+        not restarts
+        and record.get("profile") == record.get("asked") == record.get("last_good_profile") == profile
+        and not record.get("rolled_back")
+        and record.get("argv") == list(argv)
+        and record.get("sglang_version") == sglang_version
+    )
 
 
 def _odd_ones(values: dict) -> tuple[object, list]:
@@ -344,12 +391,14 @@ def _serial_size(value, servers: int) -> int:
     return int(text)
 
 
-def plan(hosts: list[str], group_of: dict[str, list[str]], serial) -> dict:
+def plan(hosts: list[str], group_of: dict[str, list[str]], serial, idle: list | tuple = ()) -> dict:
     """The batches of a rolling deploy in which a multi-node group is one server. ``hosts``: the hosts of the run in
     order; ``group_of``: host -> the hosts of its multi-node group in rank order (absent for a server of its own);
     ``serial``: a number, a percentage or a list of them, as Ansible's `serial`, counting servers. Returns
     {"order": the hosts, each group together and rank 0 first, "batches": hosts per batch (a `serial` list)}.
-    A group that the run holds only in part is refused (its missing ranks would never join)."""
+    A group that the run holds only in part is refused (its missing ranks would never join). ``idle``: hosts with
+    nothing due (nothing_due); a server all of whose hosts are idle is left out of the order and the batches (a
+    percentage still counts every server of the run)."""
     servers: list[list[str]] = []
     placed: set[str] = set()
     for host in hosts:
@@ -366,10 +415,11 @@ def plan(hosts: list[str], group_of: dict[str, list[str]], serial) -> dict:
         placed.update(members)
     entries = list(serial) if isinstance(serial, (list, tuple)) else [serial]
     entries = entries or [0]
-    batches, i, left = [], 0, list(servers)
+    rolled = [s for s in servers if not set(s) <= set(idle)]
+    batches, i, left = [], 0, list(rolled)
     while left:
         size = _serial_size(entries[min(i, len(entries) - 1)], len(servers))
         take, left = (left, []) if size <= 0 else (left[:size], left[size:])
         batches.append(sum(len(s) for s in take))
         i += 1
-    return {"order": [h for s in servers for h in s], "batches": batches}
+    return {"order": [h for s in rolled for h in s], "batches": batches}
