@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import grp
 import http.server
+import json
 import os
 import socket
 import stat
@@ -460,15 +461,12 @@ def test_a_hub_download_gets_the_locked_files_and_sends_the_token_only_to_the_en
     assert model_lock.hub_download(lock, str(cache), endpoint=hub.url) is False
 
 
-class _FakeHub(types.ModuleType):
-    """huggingface_hub's model_info as the Hub answers it: config.json kept in git, with the size it states."""
+INFO = "api/models/lab/dense/revision/main?blobs=true"  # the Hub's answer about lab/dense at main, in hub.bodies
 
-    def __init__(self, size):
-        super().__init__("huggingface_hub")
-        sibling = types.SimpleNamespace(rfilename="config.json", lfs=None, size=size)
-        info = types.SimpleNamespace(sha=REVISION, siblings=[sibling])
-        self.HfApi = lambda endpoint, token: types.SimpleNamespace(model_info=lambda *a, **k: info)
-        self.utils = types.SimpleNamespace(disable_progress_bars=lambda: None)
+
+def _info(size) -> bytes:
+    """The Hub's answer about lab/dense at main: config.json kept in git, with the size it states."""
+    return json.dumps({"sha": REVISION, "siblings": [{"rfilename": "config.json", "size": size}]}).encode()
 
 
 @pytest.mark.parametrize(
@@ -476,9 +474,7 @@ class _FakeHub(types.ModuleType):
     [(10, "sent more than its size of 10 bytes"), (None, "sent more than the 100 bytes allowed for a file of unknown")],
 )
 def test_a_hub_lock_stops_a_file_at_the_size_the_hub_states(hub, tmp_path, monkeypatch, capsys, size, message):
-    fake = _FakeHub(size)
-    monkeypatch.setitem(sys.modules, "huggingface_hub", fake)
-    monkeypatch.setitem(sys.modules, "huggingface_hub.utils", fake.utils)
+    hub.bodies[INFO] = _info(size)
     monkeypatch.setattr(model_lock, "MAX_UNSIZED_BYTES", 100)
     hub.bodies["config.json"] = "endless"
     argv = ["model", "lock", "lab", "--repo", "lab/dense", "--revision", "main", "--endpoint", hub.url]
@@ -487,6 +483,30 @@ def test_a_hub_lock_stops_a_file_at_the_size_the_hub_states(hub, tmp_path, monke
     hub.bodies["config.json"] = b"{}" * 5
     assert main([*argv, "--models-dir", str(tmp_path / "models")]) == 0
     assert model_lock.load("lab", tmp_path / "models")["files"][0]["size"] == 10
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("endless", "DownloadStopped: sent more than the 1 MiB allowed for the Hub's answer about a repository"),
+        ("drip", "DownloadStopped: stopped at the deadline of the fetch"),
+        (b'{"sha": "main", "siblings": []}', "has no commit (sha) or no list of files (siblings)"),
+        (b"[" * 100000, "RecursionError"),
+    ],
+)
+def test_the_hubs_answer_about_a_repository_is_bounded_in_size_and_time(hub, tmp_path, monkeypatch, body, message):
+    """huggingface_hub's model_info kept an endless answer in memory (16 GB in 45 s) and waited for a dripping one
+    for ever: `model lock` against a hostile endpoint (HF_ENDPOINT, a mirror) ran the controller out of memory
+    (issue 41 review)."""
+    monkeypatch.setattr(model_lock, "MAX_INFO_BYTES", 1 << 20)
+    hub.bodies[INFO] = body
+    start = time.monotonic()
+    error = _bounded(
+        lambda: model_lock.hub_entries("lab/dense", "main", endpoint=hub.url, token="hf_SECRET", file_timeout=1)
+    )
+    assert time.monotonic() - start < 4 and isinstance(error, model_lock.ModelLockError), error
+    assert f"lab/dense at main on {hub.url}: " in str(error) and message in str(error), error
+    assert "hf_SECRET" not in str(error) and dict(hub.seen)[f"/{INFO}"] == "Bearer hf_SECRET"
 
 
 @pytest.mark.parametrize("endpoint", ["http://hub.example.invalid", "http://10.0.0.1:8080/hf"])

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import json
 import os
+import re
 import tempfile
 import threading
 import time
@@ -39,11 +41,13 @@ HUB = "https://huggingface.co"
 FILE_TIMEOUT = 3600
 # The cap of a file the Hub's metadata gives no size for (the Hub keeps files over 10 MB in LFS, with a size).
 MAX_UNSIZED_BYTES = 64 << 20
+# The cap of the Hub's answer about a repository at a revision (about 300 bytes a file: 200,000 files).
+MAX_INFO_BYTES = 64 << 20
+_COMMIT = re.compile(r"[0-9a-f]{40}\Z")
 _INSECURE = (
     "http:// sends the token and the files' metadata (which a lock pins) in clear: use https://, or acknowledge it "
     "with --allow-insecure-endpoint (the role: sglang_model_hf_allow_insecure_endpoint: true)"
 )
-_NO_HUB = "huggingface_hub is not installed on the controller: pip install 'sglang-deploy[hub]' (or huggingface_hub), or lock a folder"
 
 
 class ModelLockError(Exception):
@@ -155,15 +159,35 @@ def _download(
         raise ModelLockError(f"{rel}: " + _masked(f"{exc.__class__.__name__}: {exc}", token)[:600]) from exc
 
 
-def _huggingface_hub():
-    """The huggingface_hub module, its progress bars off (domain code writes nothing to the terminal)."""
-    try:
-        import huggingface_hub
-        from huggingface_hub.utils import disable_progress_bars
-    except ImportError as exc:
-        raise ModelLockError(_NO_HUB) from exc
-    disable_progress_bars()
-    return huggingface_hub
+def _model_info(endpoint: str, repository: str, revision: str, *, token: str = "", timeout: float) -> dict:
+    """The Hub's answer about repository at revision (the API huggingface_hub's model_info(files_metadata=True)
+    reads): its commit (sha) and its files (siblings: rfilename, size, lfs), through wheel_fetch.download, so that
+    it stops past MAX_INFO_BYTES and at timeout seconds (huggingface_hub kept an endless answer in memory and waited
+    for a dripping one without end). ModelLockError naming what is wrong, the token masked."""
+    quoted = urllib.parse.quote(revision, safe="")
+    url = f"{endpoint}/api/models/{urllib.parse.quote(repository)}/revision/{quoted}?blobs=true"
+    headers = {"User-Agent": "sglang-deploy"} | ({"Authorization": f"Bearer {token}"} if token else {})
+    cap = f"the {MAX_INFO_BYTES >> 20} MiB allowed for the Hub's answer about a repository"
+    with tempfile.TemporaryDirectory(prefix="sglang-model-info-") as tmp:
+        path = os.path.join(tmp, "info.json")
+        try:
+            wheel_fetch.download(
+                url, path, max_bytes=MAX_INFO_BYTES, deadline=time.monotonic() + timeout, headers=headers, cap=cap
+            )
+            with open(path, encoding="utf-8") as handle:
+                info = json.load(handle)
+        except (*wheel_fetch.DOWNLOAD_ERRORS, RecursionError) as exc:  # ValueError: not JSON
+            text = _masked(f"{exc.__class__.__name__}: {exc}", token)[:600]
+            raise ModelLockError(f"the Hub's answer about the repository: {text}") from exc
+    sha, siblings = (info.get("sha"), info.get("siblings")) if isinstance(info, dict) else (None, None)
+    if (
+        not isinstance(sha, str)
+        or not _COMMIT.match(sha)
+        or not isinstance(siblings, list)
+        or not all(isinstance(s, dict) and isinstance(s.get("rfilename"), str) for s in siblings)
+    ):
+        raise ModelLockError("the Hub's answer about the repository has no commit (sha) or no list of files (siblings)")
+    return info
 
 
 def hub_entries(
@@ -178,35 +202,33 @@ def hub_entries(
     """(commit, files entries, files hashed here) of repository at revision (a commit, branch or tag). A file kept in
     git is downloaded (at most the size the Hub's metadata states, else MAX_UNSIZED_BYTES, within file_timeout s)."""
     endpoint = endpoint_url(endpoint, allow_insecure=allow_insecure)
-    hub = _huggingface_hub()
-    api = hub.HfApi(endpoint=endpoint, token=token or False)
     where = f"{repository} at {revision} on {endpoint}"
     try:
-        info = api.model_info(repository, revision=revision, files_metadata=True)
+        info = _model_info(endpoint, repository, revision, token=token, timeout=file_timeout)
         entries, hashed = [], 0
         with tempfile.TemporaryDirectory(prefix="sglang-model-lock-") as tmp:
-            for sibling in sorted(info.siblings or [], key=lambda s: s.rfilename):
-                lfs = sibling.lfs
+            for sibling in sorted(info["siblings"], key=lambda s: s["rfilename"]):
+                lfs = sibling.get("lfs")
                 if lfs is not None:
-                    size, sha256 = (lfs["size"], lfs["sha256"]) if isinstance(lfs, dict) else (lfs.size, lfs.sha256)
+                    size, sha256 = (lfs.get("size"), lfs.get("sha256")) if isinstance(lfs, dict) else (None, None)
                 else:
-                    stated = getattr(sibling, "size", None)
+                    stated = sibling.get("size")
                     exact = isinstance(stated, int) and not isinstance(stated, bool) and stated >= 0
                     path = os.path.join(tmp, "file")
                     _download(
-                        endpoint, repository, info.sha, sibling.rfilename, path,
+                        endpoint, repository, info["sha"], sibling["rfilename"], path,
                         stated if exact else MAX_UNSIZED_BYTES, token=token, exact=exact, timeout=file_timeout,
                     )  # fmt: skip
                     size, sha256, hashed = os.path.getsize(path), sha256_file(path), hashed + 1
                     os.unlink(path)
                     if exact and size != stated:
-                        raise ModelLockError(f"{sibling.rfilename}: {size} bytes arrived, the Hub states {stated}")
-                entries.append({"path": sibling.rfilename, "size": size, "sha256": sha256})
+                        raise ModelLockError(f"{sibling['rfilename']}: {size} bytes arrived, the Hub states {stated}")
+                entries.append({"path": sibling["rfilename"], "size": size, "sha256": sha256})
     except ModelLockError as exc:
         raise ModelLockError(f"{where}: {exc}") from exc
-    except Exception as exc:  # noqa: BLE001 - huggingface_hub's and httpx's errors, OSError: named, token masked
+    except OSError as exc:  # the temporary folder: named, token masked
         raise ModelLockError(f"{where}: " + _masked(f"{exc.__class__.__name__}: {exc}", token)[:600]) from exc
-    return info.sha, entries, hashed
+    return info["sha"], entries, hashed
 
 
 def write(name: str, models_dir: Path, entries: list[dict], *, repository: str = "", revision: str = "") -> Path:
