@@ -134,7 +134,7 @@ def main(argv: list | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         results = [trial(n, args, Path(tmp)) for n in range(1, args.trials + 1)]
     print(
-        "| trial | B (true difference) called better at repeats | A2 (none) called different at repeats | final B | final A2 |"
+        "| trial | B (true difference) called better from repeats | A2 (none) called different at repeats | final B | final A2 |"
     )
     print("|---:|---:|---|---|---|")
     for t in results:
