@@ -428,6 +428,30 @@ def test_a_hub_download_stops_at_its_deadline_while_the_tls_handshake_drips(tls_
     assert not [path for path in (tmp_path / "cache").rglob("*") if path.is_file()]  # no temporary file left
 
 
+def test_a_redirect_to_ftp_is_refused_so_the_deadline_holds(hub, tmp_path):
+    """urllib follows a redirect to ftp://, whose sockets the deadline did not know: a Hub (or a listener on a
+    share's port) redirecting to an FTP server that drips its greeting held the download for ever (issue 41 review)."""
+    ftp, stopping = socket.create_server(("127.0.0.1", 0)), threading.Event()
+
+    def drip() -> None:
+        with contextlib.suppress(OSError):
+            conn = ftp.accept()[0]
+            while not stopping.is_set():
+                conn.sendall(b"2")
+                time.sleep(0.05)
+
+    threading.Thread(target=drip, daemon=True).start()
+    lock = _hub_lock(_checkpoint(tmp_path / "src"), tmp_path)
+    hub.bodies["config.json"] = ("redirect", f"ftp://127.0.0.1:{ftp.getsockname()[1]}/x")
+    lock = {**lock, "files": [entry for entry in lock["files"] if entry["path"] == "config.json"]}
+    start = time.monotonic()
+    error = _bounded(lambda: model_lock.hub_download(lock, str(tmp_path / "cache"), endpoint=hub.url, file_timeout=1))
+    stopping.set()
+    ftp.close()
+    assert time.monotonic() - start < 4 and isinstance(error, model_lock.ModelLockError), error
+    assert "a redirect to ftp:// is refused (http and https only)" in str(error)
+
+
 def test_a_hub_download_stops_at_its_deadline_per_file(hub, tmp_path, capsys):
     lock = _hub_lock(_checkpoint(tmp_path / "src"), tmp_path)
     hub.bodies.update({name: "drip" for name in ("config.json", "w.safetensors", "sub/w.safetensors")})

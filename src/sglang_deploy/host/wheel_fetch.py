@@ -13,6 +13,7 @@ import socket
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -71,9 +72,15 @@ class DownloadStopped(OSError):
 
 class _SameOriginAuth(urllib.request.HTTPRedirectHandler):
     """A redirect keeps an Authorization header only to the same scheme, host and port (a token is never sent to a
-    CDN, nor downgraded to http)."""
+    CDN, nor downgraded to http); a redirect to another scheme than http or https is refused (urllib follows one to
+    ftp://, whose sockets the deadline does not know: a dripping FTP server held the download for ever)."""
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
+        scheme = urllib.parse.urlsplit(newurl).scheme.lower()
+        if scheme not in ("http", "https"):
+            raise urllib.error.HTTPError(
+                req.full_url, code, f"a redirect to {scheme or 'no'}:// is refused (http and https only)", headers, fp
+            )
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None:
             before, after = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(new.full_url)
