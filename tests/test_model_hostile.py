@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import stat
+import struct
 import sys
 import threading
 import time
@@ -123,6 +124,24 @@ def test_a_models_folder_others_can_write_is_refused_unless_sticky(tmp_path, loc
     (tmp_path / "link").symlink_to(shared)  # the folders a link leads to count too
     shared.chmod(0o777)
     assert f"{shared} is writable by other users" in model.usage_problem(locked, str(tmp_path / "link" / "lab"))
+
+
+def test_a_models_folder_an_acl_lets_another_user_write_is_refused(tmp_path, locked):
+    """setfacl -m u:alice:rwx on a folder of root's group: its mode reads 0775 root:root, which passed as writable by
+    root's group only, and alice could swap <dir>.partial for a link between a check and its use (issue 41 review)."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o755)
+    entry = lambda tag, perm, uid=0xFFFFFFFF: struct.pack("<HHI", tag, perm, uid)  # noqa: E731
+    acl = struct.pack("<I", 2) + entry(1, 7) + entry(2, 7, OTHER_UID) + entry(4, 5) + entry(0x10, 7) + entry(0x20, 5)
+    try:
+        os.setxattr(shared, "system.posix_acl_access", acl)
+    except OSError as exc:
+        pytest.skip(f"no POSIX ACLs here: {exc}")
+    assert stat.S_IMODE(os.stat(shared).st_mode) == 0o775 and os.stat(shared).st_gid == 0
+    (problem,) = model.place_problems(str(shared / "lab"))
+    assert problem.startswith(f"{shared} is writable by other users (mode 0775, an ACL) without the sticky bit")
+    os.setxattr(shared, "system.posix_acl_access", acl[:-16] + entry(0x10, 5) + entry(0x20, 5))  # mask r-x
+    assert model.place_problems(str(shared / "lab")) == []
 
 
 def test_the_partial_folder_is_made_by_the_role_and_what_was_planted_in_it_is_removed(capsys, tmp_path, locked):

@@ -123,10 +123,20 @@ def _unsafe_folder(path: str) -> str:
         return f"{path} is not a folder"
     if not _owned(st):
         return f"{path} is owned by uid {st.st_uid}, not root"
-    writable = st.st_mode & (0o002 if st.st_gid == 0 else 0o022)
+    acl = _has_acl(path)  # its group bits are then the mask: what the users and groups it names may do at most
+    writable = st.st_mode & (0o002 if st.st_gid == 0 and not acl else 0o022)
     if writable and not st.st_mode & stat.S_ISVTX:
-        return f"{path} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}) without the sticky bit"
+        what = f"mode {stat.S_IMODE(st.st_mode):04o}" + (", an ACL" if acl else "")
+        return f"{path} is writable by other users ({what}) without the sticky bit"
     return ""
+
+
+def _has_acl(path: str) -> bool:
+    try:
+        os.getxattr(path, "system.posix_acl_access")
+    except (OSError, AttributeError):  # none (ENODATA), or a file system without ACLs
+        return False
+    return True
 
 
 def place_problems(dest: str) -> list[str]:
