@@ -342,6 +342,9 @@ def test_a_side_by_side_compare_deploys_each_profile_on_its_own_host_once_then_a
     assert [list(r.benchmarks) for r in comp.runs["x"]] == [["b (x) / a (p1)"]] * 2
     assert comp.measured_order == ["p1", "x", "x", "p1"] and len(comp.setups) == 2
     assert "Side by side: b (x) / a (p1); each deployed once, then 2 rounds" in compare_report.markdown(comp, None)
+    every = {"f1": "base", "f2": "base", "f3": "base"}  # the next free host, not one past it
+    assert api.comparison.side_by_side_hosts(["base", "new"], every) == {"base": "f1", "new": "f2"}
+    assert api.comparison.side_by_side_hosts(["new", "base"], every) == {"new": "f2", "base": "f1"}
     with pytest.raises(ValueError, match="a side-by-side compare needs a host for each profile: 4 profiles, 3 hosts"):
         api.compare(["x", "p1", "p2", "p3"], side_by_side=True)
 

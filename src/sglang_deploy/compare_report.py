@@ -443,7 +443,7 @@ def repeats_note(comp: Comparison) -> str:
             f"{n} run{'s' * (n != 1)} per profile: too few for a verdict (--repeats {noise.MIN_RUNS} or more for one)"
         )
     return (
-        f"each figure: median (min-max) over {n} repeats, deployed {' '.join(comp.measured_order)}; a verdict "
+        f"each figure: median (min-max) over {n} repeats, run in the order {' '.join(comp.measured_order)}; a verdict "
         f"needs the 95% bootstrap interval of the ratio of medians to exclude 1 and a difference over "
         f"{comp.floor:.0%}"
     )

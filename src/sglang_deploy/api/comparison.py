@@ -117,7 +117,8 @@ def side_by_side_hosts(profiles: list, serving: dict) -> dict:
             chosen[name] = keeps
     free = [h for h in hosts if h not in chosen.values()]
     for name in profiles:
-        chosen.setdefault(name, free.pop(0))
+        if name not in chosen:
+            chosen[name] = free.pop(0)
     return {name: chosen[name] for name in profiles}
 
 
