@@ -528,6 +528,18 @@ def test_a_hub_lock_stops_a_file_at_the_size_the_hub_states(hub, tmp_path, monke
     assert model_lock.load("lab", tmp_path / "models")["files"][0]["size"] == 10
 
 
+def test_a_hub_lock_leaves_out_gits_own_files(hub, tmp_path, capsys):
+    """Every Hub repository lists .gitattributes; the lock refuses hidden paths, so `model lock --repo` failed on
+    any real repository."""
+    info = json.loads(_info(10))
+    info["siblings"] += [{"rfilename": ".gitattributes", "size": 3}, {"rfilename": "sub/.keep", "size": 0}]
+    hub.bodies[INFO] = json.dumps(info).encode()
+    hub.bodies["config.json"] = b"{}" * 5
+    argv = ["model", "lock", "lab", "--repo", "lab/dense", "--revision", "main", "--endpoint", hub.url]
+    assert main([*argv, "--models-dir", str(tmp_path / "models")]) == 0, capsys.readouterr().err
+    assert [f["path"] for f in model_lock.load("lab", tmp_path / "models")["files"]] == ["config.json"]
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [

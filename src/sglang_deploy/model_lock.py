@@ -208,6 +208,8 @@ def hub_entries(
         entries, hashed = [], 0
         with tempfile.TemporaryDirectory(prefix="sglang-model-lock-") as tmp:
             for sibling in sorted(info["siblings"], key=lambda s: s["rfilename"]):
+                if any(part.startswith(".") for part in sibling["rfilename"].split("/")):
+                    continue  # git's own files (.gitattributes): no part of a checkpoint, never in its folder
                 lfs = sibling.get("lfs")
                 if lfs is not None:
                     size, sha256 = (lfs.get("size"), lfs.get("sha256")) if isinstance(lfs, dict) else (None, None)
