@@ -1,7 +1,7 @@
 """Hub locks and downloads (model_lock.hub_entries, hub_download, `sglang-deploy model lock --repo` and `fetch`)
 against olah (a self-hosted Hugging Face mirror from PyPI) serving a local git repository of a checkpoint made by
-tools/make_models.py. Opt-in: skipped unless huggingface_hub and olah import, which the project's environment does
-not install, e.g. `pip install --target /tmp/olahpkgs olah` then `PYTHONPATH=/tmp/olahpkgs pytest tests/test_model_hub.py`.
+tools/make_models.py. Opt-in: skipped unless olah imports, which the project's environment does not install, e.g.
+`pip install --target /tmp/olahpkgs olah` then `PYTHONPATH=/tmp/olahpkgs pytest tests/test_model_hub.py`.
 
 What olah's local mirror does not cover: LFS metadata (its files are plain git blobs, so every sha256 is computed
 here), branch names (it resolves only commits), tokens (it checks none), the Xet transfer backend."""
@@ -21,7 +21,6 @@ from sglang_deploy import model_lock
 from sglang_deploy.host import model
 from sglang_deploy.cli import main
 
-pytest.importorskip("huggingface_hub")
 pytest.importorskip("olah")
 
 REPO = Path(__file__).resolve().parents[1]
