@@ -471,6 +471,40 @@ def test_a_redirect_to_ftp_is_refused_so_the_deadline_holds(hub, tmp_path):
     assert "a redirect to ftp:// is refused (http and https only)" in str(error)
 
 
+def test_a_redirect_whose_connect_ends_past_the_deadline_is_stopped(hub, tmp_path, monkeypatch):
+    """The deadline shut down the sockets known when it passed: a redirect whose TCP connect ended after it (a server
+    that lets its accept queue fill up delays the SYN-ACK by seconds) gave a socket no one shut down, and the server
+    dripped its body for ever (issue 41 review 2)."""
+    target, stopping = socket.create_server(("127.0.0.1", 0)), threading.Event()
+    port, create = target.getsockname()[1], socket.create_connection
+
+    def drip() -> None:
+        with contextlib.suppress(OSError):
+            conn = target.accept()[0]
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
+            while not stopping.is_set():
+                conn.sendall(b"x")
+                time.sleep(0.05)
+
+    def slow(address, *args, **kwargs):  # the SYN-ACK of the redirect's server comes after the deadline
+        if address[1] == port:
+            time.sleep(1.5)
+        return create(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", slow)
+    threading.Thread(target=drip, daemon=True).start()
+    lock = _hub_lock(_checkpoint(tmp_path / "src"), tmp_path)
+    hub.bodies["config.json"] = ("redirect", f"http://127.0.0.1:{port}/x")
+    lock = {**lock, "files": [{**e, "size": 10**9} for e in lock["files"] if e["path"] == "config.json"]}
+    start = time.monotonic()
+    error = _bounded(lambda: model_lock.hub_download(lock, str(tmp_path / "cache"), endpoint=hub.url, file_timeout=1))
+    stopping.set()
+    target.close()
+    assert time.monotonic() - start < 4 and isinstance(error, model_lock.ModelLockError), error
+    assert "stopped at the deadline of the fetch" in str(error)
+
+
 def test_a_hub_download_stops_at_its_deadline_per_file(hub, tmp_path, capsys):
     lock = _hub_lock(_checkpoint(tmp_path / "src"), tmp_path)
     hub.bodies.update({name: "drip" for name in ("config.json", "w.safetensors", "sub/w.safetensors")})

@@ -93,7 +93,8 @@ def _opener(sockets: list, late: threading.Event) -> urllib.request.OpenerDirect
     """urllib's opener, keeping a second handle (dup) of each socket it connects (redirects included) in sockets, so
     that the deadline can end a read under way: a server that drips its headers, or its TLS handshake, a byte at a
     time never returns from urlopen otherwise. The handle is taken as the TCP connection opens, before the handshake
-    (which hands the socket to the TLS layer); download closes them."""
+    (which hands the socket to the TLS layer); download closes them. A connect that ends past the deadline is refused
+    there: _cut has shut down only the sockets known when it ran."""
 
     def watching(handler: type) -> type:
         class Watching(handler):
@@ -107,6 +108,9 @@ def _opener(sockets: list, late: threading.Event) -> urllib.request.OpenerDirect
                         def created(*args, **kwargs):
                             sock = create(*args, **kwargs)
                             sockets.append(sock.dup())
+                            if late.is_set():  # a connect that outlasted the deadline: _cut ran before the append
+                                sock.close()
+                                raise DownloadStopped("the deadline of the fetch passed")
                             return sock
 
                         self._create_connection = created
