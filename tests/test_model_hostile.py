@@ -315,6 +315,33 @@ def test_a_parent_planted_between_the_checks_and_its_mkdir_is_refused(tmp_path, 
     assert stat.S_IMODE(os.stat(theirs).st_mode) == 0o700 and os.listdir(theirs) == []
 
 
+def test_a_link_planted_above_the_missing_folders_after_the_check_is_not_made_through(tmp_path, locked, monkeypatch):
+    """make_partial checked the folders above dest, then make_parents walked up to the first one there: a link
+    another user put on the sticky shared folder in between ended the walk, and the mkdir, fchown and fchmod of the
+    folder below it went where it led (an empty folder of root's, 0755, named as dest's, made in a folder the other
+    user picks; issue 41 review 2)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o700)
+    dest = shared / "models" / "lab" / "ckpt"
+    real, calls = model.place_problems, []
+
+    def racing(path):  # the other user plants shared/models once the first check is done
+        calls.append(path)
+        problems = real(path)
+        if len(calls) == 1:
+            (shared / "models").symlink_to(victim)
+            os.chown(shared / "models", OTHER_UID, OTHER_UID, follow_symlinks=False)
+        return problems
+
+    monkeypatch.setattr(model, "place_problems", racing)
+    result = model.make_partial(str(dest), locked, 0)
+    assert result["problems"] and f"{shared / 'models'} is a link owned by uid {OTHER_UID}" in result["problems"][0]
+    assert os.listdir(victim) == []
+
+
 def test_the_role_checks_the_model_folder_with_the_plan_module_before_anything_else():
     """The rule lives in model.py: the role's first task on the host that reads sglang_model_dir is the plan."""
     tasks = yaml.safe_load((REPO / "roles/sglang_model/tasks/main.yml").read_text())

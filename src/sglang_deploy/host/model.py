@@ -105,13 +105,14 @@ def _owned(st: os.stat_result) -> bool:
     return st.st_uid in (0, os.geteuid())
 
 
-def _unsafe_folder(path: str) -> str:
+def _unsafe_folder(path: str, *, missing_ok: bool = True) -> str:
     """Why another user could replace what is in the folder path ('' when no one but root can), or path itself: a
     link of another user's (which they can point elsewhere at any time) or one that leads nowhere."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        return ""  # the role creates it (make_parents: owner root, 0755)
+        # the role creates it (make_parents: owner root, 0755)
+        return "" if missing_ok else f"{path} was removed while the role made the folders in it; run again"
     if stat.S_ISLNK(st.st_mode):
         if not _owned(st):
             return f"{path} is a link owned by uid {st.st_uid}, not root"
@@ -492,9 +493,18 @@ def make_parents(dest: str) -> list[str]:
     while not os.path.lexists(path):
         missing.append(path)
         path = os.path.dirname(path)
+    # The folder the first mkdir goes through: a link another user put there after place_problems (on a sticky
+    # shared folder) would have the mkdir, fchown and fchmod below work where it leads.
+    problem = _unsafe_folder(path, missing_ok=False) if missing else ""
+    if problem:
+        return [f"{problem}: made or changed by another user while the role made the folders above {dest}"]
     for path in reversed(missing):
-        with contextlib.suppress(FileExistsError):
+        try:
             os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            return [f"{path}: {exc.strerror}, while the role made it; run again"]
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError:
