@@ -20,6 +20,7 @@ LOCAL_HOSTS = REPO / "tests" / "fixtures" / "runner" / "hosts.yml"
 SECRET = "sk-test-9f8e7d6c5b4a"
 # Small sweep: the lab tests check structure, not speed.
 SMALL = {"sglang_benchmark_concurrency": [1, 4], "sglang_benchmark_requests": 4, "sglang_benchmark_output_len": 32}
+NO_FORCED_RESTART = {"sglang_fleet_force_restart": False}
 
 
 def files_containing(root: Path, text: str) -> list:
@@ -192,8 +193,11 @@ def test_compare_measures_each_profile_then_restores_what_each_host_served(monke
     monkeypatch.setattr(api.operations, "status", lambda **kw: SimpleNamespace(hosts=found))
     deploys = []
 
-    def deploy(profile, inventory=None, limit=None, extravars=None, on_event=None):
+    seen_tags = []
+
+    def deploy(profile, inventory=None, limit=None, extravars=None, on_event=None, tags=None):
         deploys.append((profile, limit, extravars))
+        seen_tags.append(tags)
         return api.RunResult(playbook="site.yml", status="successful", rc=0, hosts={"a": api.HostOutcome(ok=1)})
 
     monkeypatch.setattr(api.operations, "deploy", deploy)
@@ -206,11 +210,13 @@ def test_compare_measures_each_profile_then_restores_what_each_host_served(monke
     )
     measured = {"sglang_fleet_benchmark": True, "sglang_fleet_force_restart": False}
     quiet = {"sglang_fleet_force_restart": False, "sglang_benchmark_enabled": False}
-    # three repeats by default, every other round reversed: x y | y x | x y
+    # three repeats by default, every other round reversed: x y | y x | x y; without the forced restart a repeat
+    # right after the profile's own run only benchmarks (tags benchmark, the stand-in's extravars say which)
     assert deploys == [(p, "all", measured) for p in "xyyxxy"] + [("p1", "a,d", quiet), ("p2", "b", quiet)]
+    assert seen_tags == [None, None, "benchmark", None, "benchmark", None, None, None]
     assert phases[0] == "read what each host serves"
     assert phases[1].startswith("plan: 6 deploys in the order x y y x x y, 4 of them restart the servers")
-    assert phases[2:5] == ["deploy 1/6: x (repeat 1/3)", "deploy 2/6: y (repeat 1/3)", "deploy 3/6: y (repeat 2/3)"]
+    assert phases[2:5] == ["deploy 1/6: x (repeat 1/3)", "deploy 2/6: y (repeat 1/3)", "benchmark 3/6: y (repeat 2/3)"]
     assert phases[-2:] == ["restore p1 on a, d", "restore p2 on b"]
     assert comp.ok and len(comp.restores) == 2 and comp.repeats == 3 and comp.measured_order == list("xyyxxy")
     with pytest.raises(ValueError, match="repeats must be a whole number from 1 to 50"):
@@ -479,10 +485,11 @@ def test_compare_repeats_each_profile_interleaved_and_calls_only_what_the_noise_
     """no-custom-ar (a flag the lab's model ignores: the same speed) against baseline, three times each,
     interleaved: no difference at this noise; what served before (baseline) is measured last, so it serves again
     with no restore. (A difference called: tests/test_report.py, tests/test_noise.py, benchmarks/ab_noise.py.)"""
-    comp = api.compare(["baseline", "no-custom-ar"], extravars=SMALL, repeats=3)
+    # without the forced restart: 4 deploys, the 2 repeats right after their profile's own run benchmark only
+    comp = api.compare(["baseline", "no-custom-ar"], extravars={**SMALL, **NO_FORCED_RESTART}, repeats=3)
     assert comp.ok, comp.failures()
     assert comp.measured_order == ["no-custom-ar", "baseline", "baseline", "no-custom-ar", "no-custom-ar", "baseline"]
-    assert comp.plan["restarts"] == 6 and comp.repeats == 3  # compare restarts every deploy (a fresh start each)
+    assert comp.plan["restarts"] == 4 and comp.repeats == 3
     assert [(r["concurrency"], r["profile"]) for r in comp.rows] == [
         (c, p) for c in (1, 4) for p in ("baseline", "no-custom-ar")
     ]

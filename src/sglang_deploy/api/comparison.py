@@ -76,7 +76,9 @@ def compare(
 
 def _interleaved(rollout: Rollout, profiles: list, restore: str | None, repeats: int, keep_order: bool) -> tuple:
     """Every profile deployed and benchmarked on all the hosts, `repeats` times in schedule()'s order, then what
-    served before restored. Returns (runs, measured order, setup deploys: none, restores, plan)."""
+    served before restored. Without the forced restart (-e sglang_fleet_force_restart=false) a profile's repeat right
+    after its own run is a benchmark only (tags benchmark). Returns (runs, measured order, setup deploys: none,
+    restores, plan)."""
     before = rollout.serving() if restore is None else restore
     order = schedule(list(profiles) if keep_order else measuring_order(profiles, before), repeats)
     force = bool({**MEASURE_ON_FLEET, **rollout.extravars}["sglang_fleet_force_restart"])
@@ -87,8 +89,11 @@ def _interleaved(rollout: Rollout, profiles: list, restore: str | None, repeats:
     for i, name in enumerate(order, 1):
         if any(not r.ok for r in runs[name]):
             continue  # it failed once (a crash, garbage): another deploy would only fail again
-        rollout.phase(f"deploy {i}/{len(order)}: {name} (repeat {len(runs[name]) + 1}/{repeats})")
-        runs[name].append(rollout.deploy(name, {**MEASURE_ON_FLEET, **rollout.extravars}))
+        again = not force and bool(done) and done[-1] == name  # it serves already: benchmark it, deploy nothing
+        what = "benchmark" if again else "deploy"
+        rollout.phase(f"{what} {i}/{len(order)}: {name} (repeat {len(runs[name]) + 1}/{repeats})")
+        extra = {**MEASURE_ON_FLEET, **rollout.extravars}
+        runs[name].append(rollout.deploy(name, extra, tags="benchmark" if again else None))
         done.append(name)
         if runs[name][-1].status == "canceled":  # Ctrl-C: stop here, restore nothing
             return runs, done, [], [], plan
