@@ -23,6 +23,14 @@ MOST_REPEATS = 1000  # an estimate above this is given as "more than"
 # Fewer runs than this on both sides: no verdict. Two runs a side give every run of one above every run of the
 # other in 1 compare of 3 when nothing differs; three, in 1 of 10 (the floor holds most of those back).
 MIN_RUNS = 3
+MAX_REPEATS = 50  # compare's and tune's --repeats at most
+
+
+def valid_repeats(value) -> bool:
+    """A number of repeats compare and tune take: a whole number from 1 to MAX_REPEATS (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_REPEATS
+
+
 BETTER, WORSE, SAME, UNKNOWN = "better", "worse", "no difference", "not measured"
 
 

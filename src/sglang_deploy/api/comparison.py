@@ -54,7 +54,7 @@ def compare(
         raise ValueError("compare needs at least two profiles")
     if len(set(profiles)) < len(profiles):
         raise ValueError(f"a profile is given twice: {', '.join(profiles)}; give each once")
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEATS:
+    if not noise.valid_repeats(repeats):
         raise ValueError(f"repeats must be a whole number from 1 to {MAX_REPEATS} (got {repeats!r})")
     rollout = Rollout(inventory, limit, extravars, on_event)
     settings = {k: v for k, v in rollout.extravars.items() if k.startswith("sglang_benchmark_")}
@@ -100,7 +100,7 @@ def _interleaved(rollout: Rollout, profiles: list, restore: str | None, repeats:
     return runs, done, [], rollout.restore(left_to_restore(before, done[-1], runs[done[-1]][-1])), plan
 
 
-MAX_REPEATS = 50
+MAX_REPEATS = noise.MAX_REPEATS
 # A side-by-side compare's servers are deployed without a benchmark and left running; its rounds only benchmark.
 SIDE_BY_SIDE_DEPLOY = {"sglang_benchmark_enabled": False, "sglang_fleet_force_restart": False}
 SIDE_BY_SIDE_BENCH = {"sglang_fleet_benchmark": False}

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from sglang_deploy import profiles
+from sglang_deploy import noise, profiles
 from sglang_deploy.tune import (
     FAILED,
     OK,
@@ -136,8 +136,8 @@ REPEAT_TOP = 3  # --repeats on a search file without `repeat:`: the top 3 of eac
 def with_repeats(search: Search, store: Store, repeats: int | None) -> Search:
     """``search`` with the top candidates measured ``repeats`` times, else as often as the run that began this
     store said (a resumed search keeps its repeats), else as its file says."""
-    if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= 50):
-        raise SearchError(f"repeats: a whole number from 1 to 50 (got {repeats!r})")
+    if repeats is not None and not noise.valid_repeats(repeats):
+        raise SearchError(f"repeats: a whole number from 1 to {noise.MAX_REPEATS} (got {repeats!r})")
     if repeats is None:
         repeats = store.meta().get("repeats")
     else:
