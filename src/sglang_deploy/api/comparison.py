@@ -162,11 +162,8 @@ def _side_by_side(rollout: Rollout, profiles: list, restore: str | None, repeats
         done.append(name)
         if run.status == "canceled":  # Ctrl-C: stop here, restore nothing
             return runs, done, setups, [], plan
-    back = restore or serving
-    left = {h: (back if isinstance(back, str) else back.get(h)) for h in where.values()}
-    restores = rollout.restore(
-        {h: p for h, p in left.items() if p and p != next(q for q, g in where.items() if g == h)}
-    )
+    back = {h: restore or serving.get(h) for h in where.values()}
+    restores = rollout.restore({h: back[h] for p, h in where.items() if back[h] and back[h] != p})
     return runs, done, setups, restores, plan
 
 
