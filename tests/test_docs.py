@@ -133,7 +133,8 @@ def problems(text: str, where: Path, root: Path = REPO) -> list:
     for target in RECORD_LINK.findall(text):
         dest = (where / target.partition("#")[0]).resolve()
         rel = dest.relative_to(root).parts
-        record = root.joinpath(*rel[:3]) if len(rel) >= 3 and rel[1].startswith("gpu-") else None
+        inside = len(rel) > 3 or dest.is_dir()  # a record folder or a file in one, not a file beside the folders
+        record = root.joinpath(*rel[:3]) if inside and rel[1].startswith("gpu-") else None
         if not dest.exists() or (record and not (record / "README.md").is_file()):
             found.append(f"link to a missing record: {target}")
     return found
@@ -167,6 +168,8 @@ def test_the_rules_catch_what_they_name(tmp_path):
     (tmp_path / "results/gpu-h200/r").mkdir(parents=True)
     (tmp_path / "results/gpu-h200/r/README.md").write_text("a record")
     assert problems(linked, tmp_path, tmp_path) == []
+    (tmp_path / "results/gpu-h200/r.json").write_text("{}")
+    assert problems(linked.replace("r/README.md", "r.json"), tmp_path, tmp_path) == []
     assert problems(table.replace("Intro.", "Intro, emulated."), tmp_path, tmp_path) == []
     dated = "At commit 19e40ab it took long.\n\nWhat it does.\n\n" * 1 + "More.\n\n" * 3
     assert problems(dated, tmp_path) == [] and problems(dated.replace("More", "Again at 3f2a1bc"), tmp_path)
