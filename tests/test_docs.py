@@ -41,8 +41,6 @@ NOT_YET_A_MANUAL = {
     "docs/profiles.md",
     "docs/repository.md",
     "docs/security.md",
-    "docs/server-role.md",
-    "docs/stacks.md",
 }
 MAX_DATED_SHARE = 1 / 5
 
