@@ -38,7 +38,6 @@ NOT_YET_A_MANUAL = {
     "docs/fleet.md",
     "docs/gpu.md",
     "docs/model.md",
-    "docs/profiles.md",
     "docs/repository.md",
     "docs/security.md",
 }
