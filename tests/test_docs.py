@@ -39,7 +39,6 @@ NOT_YET_A_MANUAL = {
     "docs/gpu.md",
     "docs/model.md",
     "docs/repository.md",
-    "docs/security.md",
 }
 MAX_DATED_SHARE = 1 / 5
 
