@@ -37,7 +37,6 @@ NOT_YET_A_MANUAL = {
     "docs/benchmark.md",
     "docs/fleet.md",
     "docs/gpu.md",
-    "docs/model.md",
     "docs/repository.md",
 }
 MAX_DATED_SHARE = 1 / 5
