@@ -13,12 +13,12 @@ list items over all paragraphs and list items, and it may be at most 1/5 on each
 A measured figure: a number with a unit of throughput (tok/s, tokens/s, req/s), of time (ms, s, min, seconds,
 minutes, h, hours) or a percentage, or a ratio (1.5x faster / slower / speed-up); in a table row, any number outside
 the first column when the header row names such a unit. A setting is not a measurement: a number within three words
-after "default", "timeout", "deadline", "limit", "at most" or "up to", one in brackets right after a name in code
-quotes (`sglang_x` (600 s)), or one followed by "by default", "deadline", "timeout", "limit" or "(bootstrap|
-confidence) interval". A paragraph, list item or table row with a measured figure links a record (a markdown link
-into results/) in itself, or, for a table row, in the table's header row or the paragraph just above the table; or
-it says its figures are emulated/synthetic ("emulat...", "synthetic"). Every link into results/ resolves, and one into a record folder
-(results/gpu-*/<record>/...) finds that record's README.md.
+after "default", "timeout", "deadline", "limit", "at most", "up to", "goal", "threshold" or "bound", one in brackets
+right after a name in code quotes (`sglang_x` (600 s)), or one followed by "by default", "deadline", "timeout",
+"limit" or "(bootstrap|confidence) interval". A paragraph, list item or table row with a measured figure links a
+record (a markdown link into results/) in itself, or, for a table row, in the table's header row or the paragraph
+just above the table; or it says its figures are emulated/synthetic ("emulat...", "synthetic"). Every link into
+results/ resolves, and one into a record folder (results/gpu-*/<record>/...) finds that record's README.md.
 
 Pages not yet converted are in NOT_YET_A_MANUAL, each expected to fail (strict: a page that passes must leave it).
 """
@@ -50,7 +50,9 @@ FIGURE = re.compile(
     r"(?:\s?(?:tok/s|tokens/s|req/s|%)(?!\w)|[x×](?= (?:faster|slower|speed))|\s(?:ms|s|min|seconds|minutes|h|hours)\b)"
 )
 UNIT_HEADER = re.compile(r"tok/s|tokens/s|req/s|%|\b(?:ms|s|min|seconds|minutes)\b")
-SETTING_BEFORE = re.compile(r"(?:\b(?:default|timeout|deadline|limit|at most|up to)\W+(?:\S+\s+){0,3}|``\s*\()$", re.I)
+SETTING_BEFORE = re.compile(
+    r"(?:\b(?:default|timeout|deadline|limit|at most|up to|goals?|threshold|bounds?)\W+(?:\S+\s+){0,3}|``\s*\()$", re.I
+)
 SETTING_AFTER = re.compile(r"^\W*(?:by default|deadline|timeout|limit|(?:bootstrap|confidence) interval)", re.I)
 EMULATED = re.compile(r"\bemulat|\bsynthetic\b", re.I)
 
@@ -153,6 +155,7 @@ def test_the_rules_catch_what_they_name(tmp_path):
     assert measured_figures("the sweep read 1461 tok/s and TTFT 77.9 ms, 30-35% of it; 1.8x faster")
     assert measured_figures("first deploy 279 s (SGLang's first start 106 s)") == ["279 s", "106 s"]
     assert measured_figures("the default timeout 600 s, a 5 s deadline, `sglang_x` (7200 s); 8x H100") == []
+    assert measured_figures("the goals: within 2%; pauses over its threshold of 20 ms") == []
     table = "Intro.\n\n| level | output tok/s |\n|---|---|\n| c=1 | 202.3 / 204 |\n"
     assert blocks(table)[1] == ["row", "| c=1 | 202.3 / 204 |", ("| level | output tok/s |", "Intro.")]
     assert measured_figures("| c=1 | 202.3 / 204 |", "| level | output tok/s |") == ["202.3", "204"]
