@@ -35,7 +35,6 @@ PAGES = ["README.md", *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "d
 NOT_YET_A_MANUAL = {
     "README.md",
     "docs/benchmark.md",
-    "docs/gpu.md",
     "docs/repository.md",
 }
 MAX_DATED_SHARE = 1 / 5
