@@ -196,11 +196,11 @@ def two_nodes(tmp_path, *flags: str, **env) -> list:
 
 
 def test_two_node_group_as_recorded(tmp_path):
-    """results/gpu-h200/two_nodes.json: both ports closed until the group formed and loaded; rank 1 answers only
-    /health, /health_generate (and /metrics) with a stand-in server; rank 0 serves the API. group_stop.json,
-    rank 1 stopped first: it exits at once (SIGTERM's default), rank 0's /health stops answering and rank 0 dies
-    some seconds later, killed by SIGKILL."""
-    rec = json.loads((REAL.parents[2] / "results" / "gpu-h200" / "two_nodes.json").read_text())
+    """two_nodes.json: both ports closed until the group formed and loaded; rank 1 answers only /health,
+    /health_generate (and /metrics) with a stand-in server; rank 0 serves the API. group_stop.json, rank 1 stopped
+    first: it exits at once (SIGTERM's default), rank 0's /health stops answering and rank 0 dies some seconds
+    later, killed by SIGKILL."""
+    rec = real("two_nodes.json")
     stop = real("group_stop.json")["rank1_first"]
     ranks = two_nodes(tmp_path)
     try:

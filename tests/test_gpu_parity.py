@@ -262,13 +262,14 @@ def test_the_table_says_whether_the_server_s_gc_was_frozen(tmp_path):
 
 
 def test_long_gc_pauses_are_placed_in_the_run_they_fell_in(tmp_path, monkeypatch):
-    """The d5612c5 record's server log and runs (a GPU host in UTC): its three full collections fell in one run of
-    each tool, as its README's table says; a line of another kind and a pause outside every run are kept apart."""
+    """The server log and runs of results/gpu-h200/parity-2026-12-02-d5612c5's c32-trace (a GPU host in UTC): its
+    three full collections fell in one run of each tool, as the record's table says; a line of another kind and a
+    pause outside every run are kept apart."""
     import gzip
 
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
-    record = REPO / "results/gpu-h200/parity-2026-12-02-d5612c5/c32-trace"
+    record = REPO / "tests/fixtures/sglang-0.5.16-h200/parity-c32-trace"
     log = gzip.open(record / "parity-server.log.gz").read().decode(errors="replace")
     log += "\n[2026-12-02 23:00:00] LONG GARBAGE COLLECTION DETECTED | Generation 1 | Duration: 0.0250s | x\n"
     log += "[2026-12-02 21:02:33] Freezing GC in Tokenizer Manager process. gen0: 1->0\n"

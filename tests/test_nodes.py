@@ -105,9 +105,9 @@ def test_ranks_run_the_same_command_but_node_rank():
 
 
 def test_the_flags_are_those_of_a_real_two_node_run():
-    """SGLang 0.5.16 on one host with two ranks (results/gpu-h200/two_nodes.json): the same flags, in the same form
-    (that run's rank 0 was 127.0.0.1, which two hosts cannot share: here it is 10.0.0.1)."""
-    real = json.loads((REPO / "results" / "gpu-h200" / "two_nodes.json").read_text())
+    """SGLang 0.5.16 on one host with two ranks (tests/fixtures/sglang-0.5.16-h200/two_nodes.json): the same flags,
+    in the same form (that run's rank 0 was 127.0.0.1, which two hosts cannot share: here it is 10.0.0.1)."""
+    real = json.loads((REPO / "tests" / "fixtures" / "sglang-0.5.16-h200" / "two_nodes.json").read_text())
     host, port = real["dist_init_addr"].rsplit(":", 1)
     for rank, argv in enumerate(real["argv"]):
         ours = profiles.render(
