@@ -34,7 +34,6 @@ REPO = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md"))]
 NOT_YET_A_MANUAL = {
     "docs/benchmark.md",
-    "docs/repository.md",
 }
 MAX_DATED_SHARE = 1 / 5
 
