@@ -13,12 +13,13 @@ list items over all paragraphs and list items, and it may be at most 1/5 on each
 A measured figure: a number with a unit of throughput (tok/s, tokens/s, req/s), of time (ms, s, min, seconds,
 minutes, h, hours) or a percentage, or a ratio (1.5x faster / slower / speed-up); in a table row, any number outside
 the first column when the header row names such a unit. A setting is not a measurement: a number within three words
-after "default", "timeout", "deadline", "limit", "at most", "up to", "goal", "threshold" or "bound", one in brackets
-right after a name in code quotes (`sglang_x` (600 s)), or one followed by "by default", "deadline", "timeout",
-"limit" or "(bootstrap|confidence) interval". A paragraph, list item or table row with a measured figure links a
-record (a markdown link into results/) in itself, or, for a table row, in the table's header row or the paragraph
-just above the table; or it says its figures are emulated/synthetic ("emulat...", "synthetic"). Every link into
-results/ resolves, and one into a record folder (results/gpu-*/<record>/...) finds that record's README.md.
+after "default", "timeout", "deadline", "limit", "at most", "at least", "up to", "more than", "less than", "goal",
+"threshold" or "bound", one in brackets right after a name in code quotes (`sglang_x` (600 s)), or one followed by
+"by default", "deadline", "timeout", "limit" or "(bootstrap|confidence) interval". A paragraph, list item or table
+row with a measured figure links a record (a markdown link into results/) in itself, or, for a table row, in the
+table's header row or the paragraph or list item just above the table; or it says its figures are emulated/synthetic
+("emulat...", "synthetic"). Every link into results/ resolves, and one into a record folder
+(results/gpu-*/<record>/...) finds that record's README.md.
 
 Pages not yet converted are in NOT_YET_A_MANUAL, each expected to fail (strict: a page that passes must leave it).
 """
@@ -48,7 +49,9 @@ FIGURE = re.compile(
 )
 UNIT_HEADER = re.compile(r"tok/s|tokens/s|req/s|%|\b(?:ms|s|min|seconds|minutes)\b")
 SETTING_BEFORE = re.compile(
-    r"(?:\b(?:default|timeout|deadline|limit|at most|up to|goals?|threshold|bounds?)\W+(?:\S+\s+){0,3}|``\s*\()$", re.I
+    r"(?:\b(?:default|timeout|deadline|limit|at (?:most|least)|up to|(?:more|less) than|goals?|threshold|bounds?)\W+"
+    r"(?:\S+\s+){0,3}|``\s*\()$",
+    re.I,
 )
 SETTING_AFTER = re.compile(r"^\W*(?:by default|deadline|timeout|limit|(?:bootstrap|confidence) interval)", re.I)
 EMULATED = re.compile(r"\bemulat|\bsynthetic\b", re.I)
@@ -56,7 +59,7 @@ EMULATED = re.compile(r"\bemulat|\bsynthetic\b", re.I)
 
 def blocks(text: str) -> list:
     """[kind, text, context] for each paragraph ('para'), list item ('item') and table row ('row'); a row's
-    context is (its table's header row, the paragraph just above the table), a paragraph's or item's ("", "")."""
+    context is (its table's header row, the paragraph or list item just above the table), another block's ("", "")."""
     out, cur, lead, header, prev_blank, fence = [], None, "", None, True, False
     for line in text.splitlines():
         if line.lstrip().startswith("```"):
@@ -70,7 +73,7 @@ def blocks(text: str) -> list:
             if line.startswith("#"):
                 lead, header = "", None
             continue
-        if line.startswith("|"):
+        if line.lstrip().startswith("|"):  # a table, also one inside a list item
             cur = None
             if header is None:
                 header = line
@@ -83,7 +86,7 @@ def blocks(text: str) -> list:
             out.append(cur)
         else:
             cur[1] += " " + line.strip()
-        lead = cur[1] if cur[0] == "para" else ""
+        lead = cur[1]
     return out
 
 
@@ -167,6 +170,7 @@ def test_the_rules_catch_what_they_name(tmp_path):
     assert problems(table.replace("Intro.", "Intro, emulated."), tmp_path, tmp_path) == []
     dated = "At commit 19e40ab it took long.\n\nWhat it does.\n\n" * 1 + "More.\n\n" * 3
     assert problems(dated, tmp_path) == [] and problems(dated.replace("More", "Again at 3f2a1bc"), tmp_path)
+    assert [b[0] for b in blocks("- item\n\n  | a | s |\n  |---|---|\n  | x | 5 |\n")] == ["item", "row"]
     assert blocks("text\n\n    code 12 s\n\n- item 5 s\n  wrapped\n") == [
         ["para", "text", ("", "")],
         ["item", "- item 5 s wrapped", ("", "")],
