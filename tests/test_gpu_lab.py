@@ -1,10 +1,16 @@
 """tools/gpu_lab.py, the parts that need no root and no GPU: the pins from constraints.txt, the parts round trip, the
-merged-usr upper layer (only what the host lacks), the boot script's mounts, and the refusals without a booted lab."""
+merged-usr upper layer (only what the host lacks), the boot script's mounts, the refusals without a booted lab, and
+the GPU session's phases: their --help, the commands their --dry-run prints, and how a phase runs and is timed."""
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
+import json
 import os
+import re
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -157,3 +163,172 @@ def test_join_refuses_a_part_that_is_not_a_file(tmp_path):
     (parts / "part00").symlink_to("/dev/zero")
     with pytest.raises(gpu_lab.LabError, match="part00 is not a regular file"):
         gpu_lab.join(parts, tmp_path / "stage" / "lab.tar")
+
+
+SESSION_PHASES = ("smoke", "suite", "parity", "up", "deploy", "restart", "restart-unit", "compare")
+
+
+@pytest.mark.parametrize("cmd", ("fetch", "pack", "boot", "exec", "stop", *SESSION_PHASES))
+def test_each_subcommand_answers_help(cmd, capsys):
+    with pytest.raises(SystemExit) as done:
+        gpu_lab.main([cmd, "--help"])
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and f" {cmd} [-h]" in out
+    assert ("--dry-run" in out) == (cmd in SESSION_PHASES and cmd != "restart-unit")
+
+
+def dry_run(tmp_path, monkeypatch, capsys, *argv) -> list[str]:
+    """What a phase prints with --dry-run and --out tmp_path/out, on a machine whose SITE has no SGLang yet."""
+    monkeypatch.setattr(gpu_lab, "SITE", tmp_path / "site")
+    assert gpu_lab.main([argv[0], "--dry-run", "--out", str(tmp_path / "out"), *argv[1:]]) == 0
+    assert not (tmp_path / "out").exists()  # nothing ran
+    return capsys.readouterr().out.splitlines()
+
+
+def test_smoke_prints_the_install_then_pytest_on_the_image_python(tmp_path, monkeypatch, capsys):
+    out, py = tmp_path / "out", sys.executable
+    assert dry_run(tmp_path, monkeypatch, capsys, "smoke") == [
+        f"+ {py} tools/gpu_stage.py install /root/stage {tmp_path}/site > {out}/install.log 2>&1",
+        "+ PYTHONPATH=/root/site PYTHONUNBUFFERED=1 timeout 560 /opt/torch/.venv/bin/python -m pytest "
+        f"tests/gpu/test_smoke.py -v -p no:cacheprovider --gpu-out /root/gpu-out > {out}/pytest-test_smoke.log 2>&1",
+        f"+ cp -r /root/gpu-out {out}/gpu-out",
+    ]
+
+
+def test_suite_runs_each_file_and_installs_nothing_where_sglang_is(tmp_path, monkeypatch, capsys):
+    (tmp_path / "site" / "sglang").mkdir(parents=True)
+    lines = dry_run(tmp_path, monkeypatch, capsys, "suite", "--budget", "300", "test_dense.py", "test_nextn.py")
+    assert not [line for line in lines if "gpu_stage.py install" in line]
+    assert [re.search(r"timeout (\d+) .* (tests/gpu/\S+)", line).groups() for line in lines[:2]] == [
+        ("300", "tests/gpu/test_dense.py"),
+        ("300", "tests/gpu/test_nextn.py"),
+    ]
+
+
+def test_parity_passes_its_arguments_and_collects_the_record(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "out"
+    args = ("parity", "--timeout", "540", "commit 9e49fbd", "--levels", "", "--rates", "16:96")
+    lines = dry_run(tmp_path, monkeypatch, capsys, *args)[1:]
+    work = re.search(r"--out (/root/parity-\d+) ", lines[0]).group(1)
+    assert lines == [
+        f"+ PYTHONPATH=/root/site PYTHONUNBUFFERED=1 timeout 540 /opt/torch/.venv/bin/python benchmarks/gpu_parity.py "
+        f"--out {work} --source 'commit 9e49fbd' --levels '' --rates 16:96 > {out}/parity-stdout.log 2>&1",
+        f"+ cp {work}/parity-raw.json {work}/parity-table.md {out}",
+        f"+ cat {work}/logs/*.log 2>&1 | gzip > {out}/parity-server.log.gz",
+        f"+ tar czf {out}/runs.tar.gz --exclude=dataset-* -C {work} runs",
+        "+ nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader",
+    ]
+    parity = shlex.split(lines[0].split(" > ")[0])[5:]
+    assert parity[:2] == ["/opt/torch/.venv/bin/python", "benchmarks/gpu_parity.py"]
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import gpu_parity
+
+    with pytest.raises(SystemExit):
+        gpu_parity.main(["--help"])
+    options = capsys.readouterr().out
+    assert [w for w in parity[2:] if w.startswith("--") and f"{w} " not in options] == []  # gpu_parity.py takes all
+
+
+def test_up_boots_the_lab_over_the_carried_tree_and_deploys_with_the_key_unprinted(tmp_path, monkeypatch, capsys):
+    out, py = tmp_path / "out", sys.executable
+    lines = dry_run(tmp_path, monkeypatch, capsys, "up", "--profile", "dense")
+    assert lines[:6] == [
+        "+ rm -rf /root/gpu-src",
+        "+ cp -r build/gpu-src /root/gpu-src",
+        f"+ {py} tools/gpu_stage.py install /root/stage {tmp_path}/site > /root/labout/install.log 2>&1",
+        "+ a new API key into /root/gpulab.key (0600)",
+        f"+ {py} /root/gpu-src/tools/make_models.py /data/models > /root/labout/models.log 2>&1",
+        f"+ {py} tools/gpu_lab.py boot build/gpu-lab /root/gpulab --bind /root/labout > /root/labout/boot.txt 2>&1",
+    ]
+    assert lines[6] == (
+        "+ SGLANG_LAB_API_KEY=$(cat /root/gpulab.key) SGLANG_DEPLOY_RESULTS=/root/labout/results "
+        f"ANSIBLE_CONFIG=/root/gpu-src/ansible.cfg {py} tools/gpu_lab.py exec /root/gpulab -- bash -c 'cd "
+        "/root/gpu-src && /root/gpulab/ansible/bin/ansible-playbook -i inventory/gpu-lab.yml site.yml -e profile=dense'"
+        " > /root/labout/deploy-first.log 2>&1"
+    )
+    assert lines[7:] == [
+        f"+ cp -r /root/labout/. {out}",
+        f"+ {py} tools/gpu_lab.py exec /root/gpulab -- journalctl -u sglang --no-pager -o short-iso 2>&1 | gzip > "
+        f"{out}/journal-sglang.txt.gz",
+    ]
+
+
+def test_deploy_takes_its_name_and_extra_vars(tmp_path, monkeypatch, capsys):
+    args = ("deploy", "dense-b", "--name", "stray", "-e", "sglang_fleet_force_restart=true")
+    line = dry_run(tmp_path, monkeypatch, capsys, *args)[0]
+    assert line.endswith(
+        "site.yml -e profile=dense-b -e sglang_fleet_force_restart=true' > /root/labout/stray.log 2>&1"
+    )
+
+
+def test_restart_alternates_the_caches_in_each_round(tmp_path, monkeypatch, capsys):
+    lines = dry_run(tmp_path, monkeypatch, capsys, "restart", "--caches", "warm,cold", "--repeats", "2")
+    found = [
+        re.search(r"restart-unit (\S+) (\w+)' >> /root/labout/restarts.jsonl 2> /root/labout/\1.err", line)
+        for line in lines[:4]
+    ]
+    assert [m.groups() for m in found] == [
+        ("warm-1", "warm"),
+        ("cold-1", "cold"),
+        ("warm-2", "warm"),
+        ("cold-2", "cold"),
+    ]
+    with pytest.raises(gpu_lab.LabError, match="warm and cold, not warm,hot"):
+        gpu_lab.restart(gpu_lab.Session(tmp_path, tmp_path, dry_run=True), ["warm", "hot"], 1)
+
+
+def test_compare_runs_a_command_line_the_cli_takes(tmp_path, monkeypatch, capsys):
+    from sglang_deploy import cli
+
+    line = dry_run(tmp_path, monkeypatch, capsys, "compare", "dense", "dense-b", "--repeats", "3")[0]
+    shell = shlex.split(line.split(" > ")[0])[-1]
+    assert shell.startswith("cd /root/gpu-src && PATH=/root/gpulab/ansible/bin:$PATH python -m sglang_deploy.cli ")
+    args = cli.build_parser().parse_args(shlex.split(shell.split("sglang_deploy.cli ")[1]))
+    assert (args.profiles, args.repeats, args.out) == (["dense", "dense-b"], 3, "/root/labout/compare")
+
+
+def test_a_phase_needs_an_out_folder(monkeypatch, capsys):
+    monkeypatch.delenv("OUT", raising=False)
+    assert gpu_lab.main(["smoke"]) == 2
+    assert "no --out and no $OUT" in capsys.readouterr().err
+
+
+def test_a_phase_runs_timed_with_its_log_its_gzip_and_the_key_from_its_file(tmp_path, capsys):
+    s = gpu_lab.Session(tmp_path / "logs", tmp_path / "out", dry_run=False)
+    (tmp_path / "key").write_text("k" * 48 + "\n")
+    env = {"KEY": gpu_lab.FileText(tmp_path / "key")}
+    show = [sys.executable, "-c", "import os, sys; print(os.environ['KEY'][:3]); print('late', file=sys.stderr)"]
+    assert s.run(show, phase="one", log=tmp_path / "out" / "one.log", env=env, tail=1) == 0
+    assert (tmp_path / "out" / "one.log").read_text() == "kkk\nlate\n"
+    assert s.run([sys.executable, "-c", "raise SystemExit(3)"], phase="two") == 3
+    assert s.run(["cat", str(tmp_path / "out" / "*.log")], log=tmp_path / "out" / "all.gz") == 0
+    assert gzip.open(tmp_path / "out" / "all.gz").read() == b"kkk\nlate\n"
+    phases = (tmp_path / "logs" / "phases.txt").read_text().splitlines()
+    assert [re.sub(r"[0-9.]+ s rc (\d+), started \S+Z$", r"S s rc \1", p) for p in phases] == [
+        "phase one: S s rc 0",
+        "phase two: S s rc 3",
+    ]
+    printed = capsys.readouterr().out
+    assert "KEY=$(cat " in printed and "k" * 48 not in printed and "late\n" in printed
+
+
+def test_restart_unit_empties_the_caches_when_cold_and_reports_the_start(tmp_path, monkeypatch):
+    from sglang_deploy.host import readiness, startup
+
+    cache = tmp_path / "cache" / "venv-1" / "flashinfer"
+    cache.mkdir(parents=True)
+    monkeypatch.setattr(gpu_lab, "CACHES", str(tmp_path / "cache" / "*" / "*"))
+    calls = []
+    monkeypatch.setattr(gpu_lab.subprocess, "run", lambda argv, check: calls.append(argv))
+    monkeypatch.setattr(readiness, "wait_ready", lambda url, **kw: calls.append((url, kw["unit"])))
+    monkeypatch.setattr(startup, "read_journal", lambda unit, ready_at: {"summary": "ready 33.0 s after its start"})
+    monkeypatch.setenv("SGLANG_LAB_API_KEY", "k" * 24)
+    got = gpu_lab.restart_unit("warm-1", "warm")
+    assert cache.is_dir() and got["name"] == "warm-1" and got["summary"] == "ready 33.0 s after its start"
+    assert calls == [
+        ["systemctl", "reset-failed", "sglang"],
+        ["systemctl", "restart", "sglang"],
+        ("http://127.0.0.1:30000", "sglang"),
+    ]
+    got = gpu_lab.restart_unit("cold-1", "cold")
+    assert not cache.exists() and got["caches"] == "cold" and json.dumps(got)

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""A GPU lab: boot systemd on an offline GPU host that has none, and run the project's playbook inside it.
+"""A GPU lab: boot systemd on an offline GPU host that has none, and run the project's playbook inside it; and the
+phases of a GPU session on the device machine (tests/gpu, the benchmark parity, the lab's deploys, restarts and
+compares), each a sub-command that records what it ran.
 
 Steps (each a sub-command; stdlib only):
 
@@ -23,14 +25,37 @@ ansible-core made with the interpreter that runs `boot`, with a .pth to the chec
 imports sglang_deploy).
 
 PARTS must be inside the checkout and git-ignored (a device call carries at most 64 MiB): build/gpu-lab is.
+
+A GPU session's phases, one device call or more each, from the repository root of the device's copy once
+tools/gpu_stage.py's parts are in /root/stage (`gpu_stage.py plan`); each installs the staged SGLang into /root/site
+first where it is not there yet, and writes its logs, a `phase NAME: SECONDS s rc N` line per step (phases.txt) and
+its files to --out ($OUT, the call's download folder). --dry-run prints the commands and runs none.
+
+    python tools/gpu_lab.py smoke                    # tests/gpu/test_smoke.py on the image's Python and torch
+    python tools/gpu_lab.py suite FILE...            # tests/gpu files one by one within one call's 10 minutes
+    python tools/gpu_lab.py parity [--timeout S] SOURCE [GPU_PARITY_ARGS...]   # benchmarks/gpu_parity.py
+    python tools/gpu_lab.py up [--profile P]         # copy build/gpu-src to /root/gpu-src, boot the lab from
+                                                     # build/gpu-lab (this `pack`), first deploy of P (site.yml)
+    python tools/gpu_lab.py deploy PROFILE [--name N] [-e VAR=VALUE]...   # site.yml in the lab again
+    python tools/gpu_lab.py restart [--caches warm,cold] [--repeats 3]     # restarts through the unit, timed
+    python tools/gpu_lab.py compare PROFILE... [--repeats 3]              # sglang-deploy compare in the lab
+
+The lab's phases log to /root/labout (bound into the lab, kept between calls) and copy it, with the unit's journal,
+to --out. End a session with `stop /root/gpulab`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import glob
+import gzip
 import hashlib
+import json
 import os
 import re
+import secrets
+import shlex
 import shutil
 import signal
 import stat
@@ -379,8 +404,271 @@ def stop(root: Path, timeout: float = 30.0) -> None:
     (root / "unshare.pid").unlink()
 
 
+# A GPU session's places on the device machine.
+STAGE = Path("/root/stage")  # tools/gpu_stage.py's parts, carried there (gpu_stage.py plan)
+SITE = Path("/root/site")  # where gpu_stage.py install puts SGLang: PYTHONPATH of tests/gpu and of the parity
+IMAGE_PYTHON = "/opt/torch/.venv/bin/python"  # the image's Python, with its torch
+GPU_OUT = Path("/root/gpu-out")  # tests/gpu's --gpu-out
+LAB_ROOT = Path("/root/gpulab")  # the lab's root (boot, exec, stop)
+LAB_SRC = Path("/root/gpu-src")  # the checkout the lab's playbook runs from: a copy of the carried tree
+LAB_OUT = Path("/root/labout")  # bound into the lab: the lab phases' logs and results, kept between calls
+KEYFILE = Path("/root/gpulab.key")  # the lab server's API key (inventory/gpu-lab.yml reads SGLANG_LAB_API_KEY)
+CALL_BUDGET = 560  # seconds of a device call's 10 minutes that a suite's pytest files may take together
+PARITY_TIMEOUT = 470  # seconds for gpu_parity.py, its server's stop on SIGTERM included
+SITE_ENV = {"PYTHONPATH": str(SITE), "PYTHONUNBUFFERED": "1"}
+# The stack's JIT and compile caches (FlashInfer, Triton, TorchInductor, DeepGEMM, ...), one folder per stack venv.
+CACHES = "/var/cache/sglang/*/*"
+
+
+class FileText:
+    """A value read from a file when the command runs, shown as $(cat FILE): the API key is never printed."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"$(cat {self.path})"
+
+    def value(self) -> str:
+        return self.path.read_text().strip()
+
+
+def shown_word(word: str) -> str:
+    """A word as a shell line shows it: quoted where needed, a glob and $OUT left bare."""
+    return word if re.fullmatch(r"[\w@%+=:,./*$-]+", word) else shlex.quote(word)
+
+
+def expand(word: str) -> list[str]:
+    """A word with * as a shell expands it: the paths it matches, or the word itself where none does."""
+    return (sorted(glob.glob(word)) or [word]) if "*" in word else [word]
+
+
+LAB_ENV = {
+    "SGLANG_LAB_API_KEY": FileText(KEYFILE),
+    "SGLANG_DEPLOY_RESULTS": f"{LAB_OUT}/results",
+    "ANSIBLE_CONFIG": f"{LAB_SRC}/ansible.cfg",
+}
+
+
+class Session:
+    """Runs a GPU session's commands from the repository root, each printed first (with dry_run only printed).
+    A named phase is timed: `phase NAME: SECONDS s rc N` on stdout and in LOGS/phases.txt."""
+
+    def __init__(self, logs: Path, out: Path, dry_run: bool):
+        self.logs, self.out, self.dry_run = logs, out, dry_run
+        if not dry_run:
+            for folder in (logs, out):
+                folder.mkdir(parents=True, exist_ok=True)
+
+    def run(self, argv, *, phase="", log=None, append=False, errors=None, env=None, tail=0) -> int:
+        """argv (a word with * is a glob where it matches, as in a shell) with env added to this environment;
+        stdout to log (appended with append; gzip-compressed when log ends in .gz), stderr to errors or log."""
+        env = env or {}
+        shown = [f"{k}={v}" for k, v in env.items()] + [shown_word(str(a)) for a in argv]
+        if log and str(log).endswith(".gz"):
+            shown.append(f"2>&1 | gzip > {log}")
+        elif log:
+            shown.append(f"{'>>' if append else '>'} {log} " + (f"2> {errors}" if errors else "2>&1"))
+        print("+ " + " ".join(shown), flush=True)
+        if self.dry_run:
+            return 0
+        words = [w for a in argv for w in expand(str(a))]
+        full = dict(os.environ) | {k: v.value() if isinstance(v, FileText) else v for k, v in env.items()}
+        plain = Path(str(log).removesuffix(".gz")) if log else None
+        started, t0 = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), time.monotonic()
+        with contextlib.ExitStack() as stack:
+            stdout = stack.enter_context(plain.open("a" if append else "w")) if plain else None
+            stderr = stack.enter_context(Path(errors).open("w")) if errors else subprocess.STDOUT if plain else None
+            rc = subprocess.run(words, stdout=stdout, stderr=stderr, env=full, cwd=REPO, check=False).returncode
+        if plain and plain != log:
+            with plain.open("rb") as src, gzip.open(log, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            plain.unlink()
+        if phase:
+            line = f"phase {phase}: {time.monotonic() - t0:.1f} s rc {rc}, started {started}"
+            print(line, flush=True)
+            with (self.logs / "phases.txt").open("a") as handle:
+                handle.write(line + "\n")
+        if tail and plain == log:
+            print("".join(log.read_text(errors="replace").splitlines(keepends=True)[-tail:]), end="", flush=True)
+        return rc
+
+    def do(self, what: str, action) -> None:
+        """A step this process does itself, printed as what."""
+        print(f"+ {what}", flush=True)
+        if not self.dry_run:
+            action()
+
+
+def ensure_site(s: Session) -> None:
+    """The staged SGLang installed into SITE, once per machine (gpu_stage.py install also joins the wheels into
+    STAGE/whl, the GPU lab inventory's wheelhouse)."""
+    if (SITE / "sglang").is_dir():
+        return
+    cmd = [sys.executable, "tools/gpu_stage.py", "install", STAGE, SITE]
+    if s.run(cmd, phase="install", log=s.logs / "install.log", tail=5):
+        raise LabError(f"gpu_stage.py install failed: {s.logs / 'install.log'}")
+
+
+def suite(s: Session, files: list[str], budget: int = CALL_BUDGET) -> int:
+    """tests/gpu's FILEs one after the other, each under a timeout that keeps them all within budget seconds."""
+    ensure_site(s)
+    start, failed = time.monotonic(), 0
+    for name in files:
+        left = budget - int(time.monotonic() - start)
+        if left <= 0:
+            print(f"{name}: not run, the call's {budget} s are spent", flush=True)
+            failed += 1
+            continue
+        cmd = ["timeout", left, IMAGE_PYTHON, "-m", "pytest", f"tests/gpu/{name}", "-v", "-p", "no:cacheprovider"]
+        log = s.logs / f"pytest-{Path(name).stem}.log"
+        if s.run([*cmd, "--gpu-out", GPU_OUT], phase=name, log=log, env=SITE_ENV, tail=1):
+            failed += 1
+    s.run(["cp", "-r", GPU_OUT, s.out / "gpu-out"])
+    return int(failed > 0)
+
+
+def parity(s: Session, source: str, args: list[str], timeout: int = PARITY_TIMEOUT) -> int:
+    """benchmarks/gpu_parity.py, then its table, raw figures, server logs and runs (not the dataset) into --out."""
+    ensure_site(s)
+    work = Path(f"/root/parity-{int(time.time())}")
+    cmd = ["timeout", timeout, IMAGE_PYTHON, "benchmarks/gpu_parity.py", "--out", work, "--source", source, *args]
+    rc = s.run(cmd, phase="gpu_parity", log=s.out / "parity-stdout.log", env=SITE_ENV, tail=30)
+    s.run(["cp", work / "parity-raw.json", work / "parity-table.md", s.out])
+    s.run(["cat", work / "logs" / "*.log"], log=s.out / "parity-server.log.gz")
+    s.run(["tar", "czf", s.out / "runs.tar.gz", "--exclude=dataset-*", "-C", work, "runs"])
+    s.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"])  # what is left on the GPU
+    return rc
+
+
+def in_lab(*command) -> list:
+    """A command run inside the lab (exec)."""
+    return [sys.executable, "tools/gpu_lab.py", "exec", LAB_ROOT, "--", *command]
+
+
+def in_checkout(shell: str) -> list:
+    """A shell line run inside the lab from its checkout."""
+    return in_lab("bash", "-c", f"cd {LAB_SRC} && {shell}")
+
+
+def collect(s: Session, journal: bool = True) -> None:
+    """The lab phases' logs and results, and the unit's journal, into --out."""
+    s.run(["cp", "-r", f"{LAB_OUT}/.", s.out])
+    if journal:
+        s.run(
+            in_lab("journalctl", "-u", "sglang", "--no-pager", "-o", "short-iso"), log=s.out / "journal-sglang.txt.gz"
+        )
+
+
+def deploy(s: Session, profile: str, name: str = "", extra: tuple = ()) -> int:
+    """site.yml -e profile=PROFILE inside the lab; its recap, and the start's summary into LAB_OUT/startup.txt."""
+    name = name or f"deploy-{profile}"
+    args = shlex.join(["-e", f"profile={profile}", *[w for e in extra for w in ("-e", e)]])
+    playbook = f"{LAB_ROOT}/ansible/bin/ansible-playbook -i inventory/gpu-lab.yml site.yml {args}"
+    rc = s.run(in_checkout(playbook), phase=name, log=s.logs / f"{name}.log", env=LAB_ENV)
+    if not s.dry_run:
+        text = (s.logs / f"{name}.log").read_text(errors="replace")
+        recap = text.split("PLAY RECAP")[-1].strip().splitlines()[1:2] if "PLAY RECAP" in text else []
+        ready = re.findall(r"ready [0-9.]+ s after its (?:start|first log line).*", text)[-1:]
+        for line in recap + [f"{name}: {r}" for r in ready]:
+            print(line, flush=True)
+        with (s.logs / "startup.txt").open("a") as handle:
+            handle.writelines(f"{name}: {r}\n" for r in ready)
+    collect(s)
+    return rc
+
+
+def up(s: Session, profile: str, tree: str, parts: str) -> int:
+    """A copy of the tree as the lab's checkout, the staged SGLang, a new API key, the models, the lab booted and
+    the first deploy."""
+    s.run(["rm", "-rf", LAB_SRC])
+    if s.run(["cp", "-r", tree, LAB_SRC]):
+        raise LabError(f"no {tree} to copy: carry it (a git archive of the commit to run)")
+    ensure_site(s)
+
+    def new_key() -> None:
+        KEYFILE.unlink(missing_ok=True)
+        fd = os.open(KEYFILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_hex(24) + "\n")
+
+    s.do(f"a new API key into {KEYFILE} (0600)", new_key)
+    s.run([sys.executable, LAB_SRC / "tools" / "make_models.py", "/data/models"], log=s.logs / "models.log")
+    boot_cmd = [sys.executable, "tools/gpu_lab.py", "boot", parts, LAB_ROOT, "--bind", LAB_OUT]
+    if s.run(boot_cmd, phase="boot", log=s.logs / "boot.txt", tail=2):
+        collect(s, journal=False)
+        return 1
+    return deploy(s, profile, "deploy-first")
+
+
+def restart(s: Session, caches: list[str], repeats: int) -> int:
+    """repeats rounds of one restart through the unit per caches kind (warm: kept, cold: emptied first), each one
+    JSON line in LAB_OUT/restarts.jsonl (restart-unit)."""
+    if set(caches) - {"warm", "cold"}:
+        raise LabError(f"--caches takes warm and cold, not {','.join(caches)}")
+    failed = 0
+    for i in range(1, repeats + 1):
+        for kind in caches:
+            name = f"{kind}-{i}"
+            shell = f"PYTHONPATH={LAB_SRC}/src python3 tools/gpu_lab.py restart-unit {name} {kind}"
+            log, errors = s.logs / "restarts.jsonl", s.logs / f"{name}.err"
+            if s.run(in_checkout(shell), phase=name, log=log, append=True, errors=errors, env=LAB_ENV, tail=1):
+                failed += 1
+    collect(s)
+    return int(failed > 0)
+
+
+def restart_unit(name: str, caches: str, unit: str = "sglang", url: str = "http://127.0.0.1:30000") -> dict:
+    """Inside the lab: one `systemctl restart` of the unit (its caches emptied first when cold), the readiness wait
+    of the sglang_ready module with the unit watched, and where the start went, read from the journal as the role
+    reads it (host/startup.py)."""
+    from sglang_deploy.host import readiness, startup  # the lab's checkout's src/, on PYTHONPATH
+
+    if caches == "cold":
+        for path in glob.glob(CACHES):
+            shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+    t0 = time.monotonic()
+    # The unit allows a few starts in a row (StartLimitBurst); the role clears the count before a deliberate restart.
+    subprocess.run(["systemctl", "reset-failed", unit], check=False)
+    subprocess.run(["systemctl", "restart", unit], check=True)
+    readiness.wait_ready(url, timeout=900, api_key=os.environ["SGLANG_LAB_API_KEY"], unit=unit)
+    ready = time.monotonic()
+    report = startup.read_journal(unit, ready_at=ready)
+    return {"name": name, "caches": caches, "restart_to_ready_s": round(ready - t0, 1), **report}
+
+
+def compare(s: Session, profiles: list[str], repeats: int) -> int:
+    """sglang-deploy compare of the profiles inside the lab (its Ansible on PATH), its report under LAB_OUT/compare."""
+    cli = shlex.join(["compare", *profiles, "--repeats", str(repeats), "-i", "inventory/gpu-lab.yml"])
+    shell = f"PATH={LAB_ROOT}/ansible/bin:$PATH python -m sglang_deploy.cli {cli} --out {LAB_OUT}/compare"
+    rc = s.run(in_checkout(shell), phase="compare", log=s.logs / "compare.log", env=LAB_ENV, tail=20)
+    collect(s)
+    return rc
+
+
+def run_phase(args: argparse.Namespace) -> int:
+    """A session phase with its Session: the lab's log to LAB_OUT, the others' to --out."""
+    out = args.out or (Path(os.environ["OUT"]) if os.environ.get("OUT") else None)
+    if out is None and not args.dry_run:
+        raise LabError("no --out and no $OUT (the device call's download folder)")
+    out = out or Path("$OUT")
+    lab = args.cmd in ("up", "deploy", "restart", "compare")
+    s = Session(LAB_OUT if lab else out, out, args.dry_run)
+    if args.cmd in ("smoke", "suite"):
+        return suite(s, getattr(args, "files", ["test_smoke.py"]), getattr(args, "budget", CALL_BUDGET))
+    if args.cmd == "parity":
+        return parity(s, args.source, args.args, args.timeout)
+    if args.cmd == "up":
+        return up(s, args.profile, args.tree, args.parts)
+    if args.cmd == "deploy":
+        return deploy(s, args.profile, args.name, tuple(args.extra))
+    if args.cmd == "restart":
+        return restart(s, args.caches.split(","), args.repeats)
+    return compare(s, args.profiles, args.repeats)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("fetch").add_argument("work", type=Path)
     p = sub.add_parser("pack")
@@ -397,8 +685,39 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("root", type=Path)
     p.add_argument("command", nargs=argparse.REMAINDER)
     sub.add_parser("stop").add_argument("root", type=Path)
+    # A GPU session's phases: --out and --dry-run each.
+    phase = argparse.ArgumentParser(add_help=False)
+    phase.add_argument("--out", type=Path, help="where the call's files go (default: $OUT, the call's download folder)")
+    phase.add_argument("--dry-run", action="store_true", help="print the commands, run none")
+    sub.add_parser("smoke", parents=[phase], help="tests/gpu/test_smoke.py (suite test_smoke.py)")
+    p = sub.add_parser("suite", parents=[phase], help="tests/gpu files one by one within one call")
+    p.add_argument("files", nargs="+", metavar="FILE", help="a file of tests/gpu, e.g. test_dense.py")
+    p.add_argument("--budget", type=int, default=CALL_BUDGET, help=f"seconds for all of them ({CALL_BUDGET})")
+    p = sub.add_parser("parity", parents=[phase], help="benchmarks/gpu_parity.py")
+    p.add_argument("--timeout", type=int, default=PARITY_TIMEOUT, help=f"seconds ({PARITY_TIMEOUT}), then SIGTERM")
+    p.add_argument("source", help="what ran, for the record: e.g. 'commit 1234abc'")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="gpu_parity.py's, e.g. --levels 1:16 (this one's go first)")
+    p = sub.add_parser("up", parents=[phase], help="boot the lab over a copy of the tree, first deploy")
+    p.add_argument("--profile", default="dense", help="the first deploy's profile (dense)")
+    p.add_argument("--tree", default="build/gpu-src", help="the checkout the lab runs (build/gpu-src)")
+    p.add_argument("--parts", default="build/gpu-lab", help="this tool's `pack` of the lab (build/gpu-lab)")
+    p = sub.add_parser("deploy", parents=[phase], help="site.yml -e profile=PROFILE in the lab")
+    p.add_argument("profile")
+    p.add_argument("--name", default="", help="the phase's and its log's name (deploy-PROFILE)")
+    p.add_argument("-e", dest="extra", action="append", default=[], metavar="VAR=VALUE", help="more extra vars")
+    p = sub.add_parser("restart", parents=[phase], help="restarts through the lab's unit, timed")
+    p.add_argument("--caches", default="warm", help="per round, comma-separated: warm (kept), cold (emptied first)")
+    p.add_argument("--repeats", type=int, default=3, help="rounds (3)")
+    p = sub.add_parser("restart-unit", help="inside the lab (restart runs it): one restart, a JSON line")
+    p.add_argument("name")
+    p.add_argument("caches", choices=("warm", "cold"))
+    p = sub.add_parser("compare", parents=[phase], help="sglang-deploy compare in the lab")
+    p.add_argument("profiles", nargs="+", metavar="PROFILE")
+    p.add_argument("--repeats", type=int, default=3, help="runs of each profile (3)")
     args = ap.parse_args(argv)
     try:
+        if hasattr(args, "dry_run"):
+            return run_phase(args)
         if args.cmd == "fetch":
             fetch(args.work)
         elif args.cmd == "pack":
@@ -410,6 +729,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "exec":
             command = args.command[1:] if args.command[:1] == ["--"] else args.command
             return nsenter(args.root.resolve(), command).returncode
+        elif args.cmd == "restart-unit":
+            print(json.dumps(restart_unit(args.name, args.caches)))
         else:
             stop(args.root.resolve())
     except LabError as exc:
