@@ -20,8 +20,6 @@ row with a measured figure links a record (a markdown link into results/) in its
 table's header row or the paragraph or list item just above the table; or it says its figures are emulated/synthetic
 ("emulat...", "synthetic"). Every link into results/ resolves, and one into a record folder
 (results/gpu-*/<record>/...) finds that record's README.md.
-
-Pages not yet converted are in NOT_YET_A_MANUAL, each expected to fail (strict: a page that passes must leave it).
 """
 
 from __future__ import annotations
@@ -33,9 +31,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", *sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md"))]
-NOT_YET_A_MANUAL = {
-    "docs/benchmark.md",
-}
 MAX_DATED_SHARE = 1 / 5
 
 RECORD_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]*results/[^)\s]*)\)")
@@ -136,10 +131,7 @@ def problems(text: str, where: Path, root: Path = REPO) -> list:
     return found
 
 
-@pytest.mark.parametrize(
-    "page",
-    [pytest.param(p, marks=pytest.mark.xfail(strict=True)) if p in NOT_YET_A_MANUAL else p for p in PAGES],
-)
+@pytest.mark.parametrize("page", PAGES)
 def test_the_page_is_a_manual_with_linked_figures(page):
     assert problems((REPO / page).read_text(encoding="utf-8"), (REPO / page).parent) == []
 
