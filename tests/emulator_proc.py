@@ -12,14 +12,10 @@ import threading
 import time
 from pathlib import Path
 
-import ansible.module_utils
 from ansible.module_utils import _internal
 from ansible.module_utils.testing import patch_module_args
 
 REPO = Path(__file__).resolve().parents[1]
-# Make `from ansible.module_utils.sglang_deploy.* import` resolve to the repo's module_utils (as on a host).
-if str(REPO / "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(str(REPO / "module_utils"))
 
 
 def free_port() -> int:

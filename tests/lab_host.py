@@ -18,6 +18,6 @@ def lab_missing() -> str | None:
     r = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", LAB_HOST], capture_output=True, text=True)
     if r.returncode != 0 or r.stdout.strip() != "true":
         return f"the lab container {LAB_HOST} is not running (./lab setup, or sglang-deploy lab up)"
-    if not (REPO / "action_plugins" / "sglang_profile.py").exists():
-        return "action_plugins/sglang_profile.py is not there yet: site.yml cannot run"
+    if not (REPO / "plugins" / "action" / "sglang_profile.py").exists():
+        return "plugins/action/sglang_profile.py is not there yet: site.yml cannot run"
     return None

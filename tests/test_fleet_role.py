@@ -1,6 +1,6 @@
 """One owner per fleet concern (issue 21 items 3 and 4): the router's worker list, the router wait, the local-fact
 read, the rule facts, the default profile and the service roles' shared parts each live in one task or variable; the host record has one schema,
-one writer (library/sglang_host_record.py, its logic in sglang_deploy.host.host_record) and one reader."""
+one writer (plugins/modules/sglang_host_record.py, its logic in sglang_deploy.host.host_record) and one reader."""
 
 from __future__ import annotations
 
@@ -33,11 +33,11 @@ def where(pattern: str) -> list[str]:
     ("what", "pattern", "owner"),
     [
         ("the router's worker list", r"sglang_router_manifest\b", "roles/sglang_fleet/tasks/workers.yml"),
-        ("the router wait", r"^\s*sglang_router_wait:", "roles/sglang_fleet/tasks/router_wait.yml"),
+        ("the router wait", r"^\s*sglang.deploy.sglang_router_wait:", "roles/sglang_fleet/tasks/router_wait.yml"),
         ("the local-fact read", r"gather_subset:.*local", "roles/sglang_fleet/tasks/local_facts.yml"),
         ("the rule facts", r"sglang_host_rule_facts", "roles/sglang_server/tasks/facts.yml"),
         ("the default profile", r"'baseline'\)", "roles/sglang_server/defaults/main.yml"),
-        ("the host record's writer", r"^\s*sglang_host_record:", None),
+        ("the host record's writer", r"^\s*sglang.deploy.sglang_host_record:", None),
         ("a service account", r"ansible\.builtin\.user:", "roles/sglang_service/tasks/account.yml"),
         ("a service's launcher", r"src: launch\.py", "roles/sglang_service/tasks/launcher.yml"),
         ("a service's environment file", r"mode: \"0600\"\n  no_log: true", "roles/sglang_service/tasks/files.yml"),
@@ -62,8 +62,8 @@ def test_no_task_reads_or_writes_the_host_record_file_but_through_its_module_and
 
 def test_the_stack_play_validates_with_the_server_roles_rule_facts():
     play = yaml.safe_load((REPO / "playbooks" / "stack.yml").read_text())[0]
-    render = next(t for t in play["tasks"][0]["block"] if "sglang_profile" in t)
-    assert render["sglang_profile"]["facts"] == "{{ __sglang_server_rule_facts }}"
+    render = next(t for t in play["tasks"][0]["block"] if "sglang.deploy.sglang_profile" in t)
+    assert render["sglang.deploy.sglang_profile"]["facts"] == "{{ __sglang_server_rule_facts }}"
 
 
 RECORD = {
@@ -138,10 +138,10 @@ def test_the_module_records_each_event_once(tmp_path):
         ("rolled_back", {"profile": "big", "at": "2026-12-01T12:00:00Z"}),
         ("read", {}),
     ]
-    tasks = [{"sglang_host_record": {"event": e, "path": str(path), **v}} for e, v in events]
+    tasks = [{"sglang.deploy.sglang_host_record": {"event": e, "path": str(path), **v}} for e, v in events]
     tasks.append(
         {
-            "sglang_host_record": {"event": "asked", "path": str(path), "profile": "x", "service": "s"},
+            "sglang.deploy.sglang_host_record": {"event": "asked", "path": str(path), "profile": "x", "service": "s"},
             "check_mode": True,
         }
     )
@@ -161,7 +161,7 @@ def test_python_reads_the_host_record_only_through_its_reader():
     """api.parse_status and the fleet filters each took the local fact apart themselves."""
     readers = [
         str(p.relative_to(REPO))
-        for folder in ("src", "filter_plugins", "action_plugins", "library")
+        for folder in ("src", "plugins/filter", "plugins/action", "plugins/modules")
         for p in (REPO / folder).rglob("*.py")
         if re.search(r"""\.get\(["']sglang_server["']\)""", p.read_text())
     ]

@@ -6,7 +6,6 @@ import json
 import stat
 from pathlib import Path
 
-import ansible.module_utils
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
@@ -14,10 +13,8 @@ from sglang_deploy.host import gpu
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "nvidia-smi"
-if str(REPO / "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(str(REPO / "module_utils"))
 
-import sglang_gpu_facts  # noqa: E402  (needs the module_utils path above)
+import sglang_gpu_facts  # noqa: E402
 
 # What each machine is, independently of the parser: (count, arch, nvlink, driver, cuda, memory of GPU 0, link 0-1).
 MACHINES = {

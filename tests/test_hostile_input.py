@@ -256,7 +256,7 @@ def _filters():
 
     from sglang_deploy.paths import REPO
 
-    spec = importlib.util.spec_from_file_location("sglang_filters", REPO / "filter_plugins" / "sglang.py")
+    spec = importlib.util.spec_from_file_location("sglang_filters", REPO / "plugins" / "filter" / "sglang.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -20,7 +20,7 @@ from sglang_deploy.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tools"))
-sys.path.insert(0, str(REPO / "library"))
+sys.path.insert(0, str(REPO / "plugins" / "modules"))
 import make_models  # noqa: E402
 import sglang_model_install  # noqa: E402
 import sglang_model_plan  # noqa: E402
@@ -305,6 +305,6 @@ def test_a_new_checkpoint_is_a_reason_for_the_server_to_restart():
         due = [
             t
             for t in yaml.safe_load((REPO / "roles/sglang_server/tasks" / tasks).read_text())
-            if "sglang_restart_due" in t
+            if "sglang.deploy.sglang_restart_due" in t
         ]
-        assert [t["sglang_restart_due"]["paths"] for t in due] == ["{{ __sglang_server_restart_paths }}"], tasks
+        assert [t["sglang.deploy.sglang_restart_due"]["paths"] for t in due] == ["{{ __sglang_server_restart_paths }}"], tasks

@@ -28,7 +28,7 @@ from sglang_deploy.cli import main
 from sglang_deploy.host import model
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "library"))
+sys.path.insert(0, str(REPO / "plugins" / "modules"))
 import sglang_model_install  # noqa: E402
 import sglang_model_plan  # noqa: E402
 
@@ -346,7 +346,7 @@ def test_the_role_checks_the_model_folder_with_the_plan_module_before_anything_e
     """The rule lives in model.py: the role's first task on the host that reads sglang_model_dir is the plan."""
     tasks = yaml.safe_load((REPO / "roles/sglang_model/tasks/main.yml").read_text())
     on_host = [t for t in tasks if "sglang_model_dir" in str(t) and "ansible.builtin.assert" not in t]
-    assert on_host[0]["sglang_model_plan"]["dest"] == "{{ sglang_model_dir }}"
+    assert on_host[0]["sglang.deploy.sglang_model_plan"]["dest"] == "{{ sglang_model_dir }}"
 
 
 # N3, N16: the Hub.
@@ -648,7 +648,7 @@ def test_an_http_endpoint_is_refused_unless_acknowledged(tmp_path, monkeypatch, 
 
 def test_the_role_hands_the_hub_bounds_to_the_download():
     tasks = yaml.safe_load((REPO / "roles/sglang_model/tasks/fetch.yml").read_text())[0]["block"]
-    hub_args = next(t["sglang_model_hub"] for t in tasks if "sglang_model_hub" in t)
+    hub_args = next(t["sglang.deploy.sglang_model_hub"] for t in tasks if "sglang.deploy.sglang_model_hub" in t)
     assert hub_args["allow_insecure_endpoint"] == "{{ sglang_model_hf_allow_insecure_endpoint }}"
     assert hub_args["file_timeout"] == "{{ sglang_model_hf_file_timeout }}"
     specs = yaml.safe_load((REPO / "roles/sglang_model/meta/argument_specs.yml").read_text())

@@ -23,7 +23,7 @@ from emulator_proc import run_module  # first: puts the repo's module_utils on t
 from sglang_deploy.host import model_share
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "library"))
+sys.path.insert(0, str(REPO / "plugins" / "modules"))
 import sglang_model_peer  # noqa: E402
 
 TOKEN = "T" * 43
@@ -167,5 +167,5 @@ def test_the_round_shares_as_nobody_with_a_token_out_of_argv_and_always_stops():
     peer = {t["name"]: t for t in _tasks(ROLE / "tasks" / "fetch.yml")}[
         "Download the checkpoint's files from a peer host into the partial folder"
     ]
-    assert peer["sglang_model_peer"]["token"] == "{{ hostvars[__sglang_model_peer].__sglang_model_share_token }}"
+    assert peer["sglang.deploy.sglang_model_peer"]["token"] == "{{ hostvars[__sglang_model_peer].__sglang_model_share_token }}"
     assert (ROLE / "files" / "model_share.py").resolve() == REPO / "src" / "sglang_deploy" / "host" / "model_share.py"

@@ -289,7 +289,7 @@ def test_inventory_wiring_through_ansible(tmp_path):
             "tasks": [
                 {
                     "name": "Render and validate",
-                    "sglang_profile": {
+                    "sglang.deploy.sglang_profile": {
                         "profile": "baseline",
                         "profiles": "{{ sglang_profiles }}",
                         "settings": "{{ sglang_launch_settings }}",
@@ -305,8 +305,8 @@ def test_inventory_wiring_through_ansible(tmp_path):
                     "name": "Plan",
                     "ansible.builtin.debug": {
                         "msg": {
-                            "plan": "{{ ansible_play_hosts_all | sglang_fleet_plan(hostvars, groups, 1) }}",
-                            "servers": "{{ groups.sglang_replicas | sglang_api_servers(hostvars, groups) }}",
+                            "plan": "{{ ansible_play_hosts_all | sglang.deploy.sglang_fleet_plan(hostvars, groups, 1) }}",
+                            "servers": "{{ groups.sglang_replicas | sglang.deploy.sglang_api_servers(hostvars, groups) }}",
                         }
                     },
                     "run_once": True,

@@ -90,7 +90,7 @@ def test_documented_repo_paths_exist():
     paths = set(
         re.findall(
             r"`((?:\.ci|\.config|src|roles|playbooks|group_vars|inventory|stacks|molecule|tests|tools|docs|examples|"
-            r"benchmarks|calibration|library|action_plugins|filter_plugins|module_utils)"
+            r"benchmarks|calibration|plugins|changelogs|meta)"
             r"(?:/[\w.-]+)*/?)`",
             ALL_DOCS,
         )

@@ -41,7 +41,7 @@ def test_role_defaults_do_not_reach_outside_the_role_by_relative_path(role):
 
 
 def test_role_defaults_name_the_project_folders_wherever_the_playbook_is(tmp_path):
-    """sglang_project_path (filter_plugins/sglang_project.py) points the defaults at the project, not at paths
+    """sglang_project_path (plugins/filter/sglang_project.py) points the defaults at the project, not at paths
     relative to the playbook: a playbook outside the project gets the project's stacks/ and results/."""
     playbook = tmp_path / "elsewhere.yml"
     playbook.write_text(

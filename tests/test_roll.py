@@ -121,7 +121,7 @@ def test_status_after_a_failed_roll_names_the_host_that_rolled_back_and_the_one_
 
 def test_the_summary_says_a_host_restarted_when_the_role_found_a_change_the_check_had_not():
     """Another run changed the host between the check and the restart: it restarted, so it was not "unchanged"."""
-    spec = importlib.util.spec_from_file_location("sglang_filters", REPO / "filter_plugins" / "sglang.py")
+    spec = importlib.util.spec_from_file_location("sglang_filters", REPO / "plugins" / "filter" / "sglang.py")
     filters = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(filters)
     hostvars = {
@@ -188,7 +188,7 @@ def test_a_host_that_failed_before_its_server_restarted_still_serves_its_profile
         ),
         ("baseline", "untouched", "untouched"),
     ]
-    spec = importlib.util.spec_from_file_location("sglang_filters", REPO / "filter_plugins" / "sglang.py")
+    spec = importlib.util.spec_from_file_location("sglang_filters", REPO / "plugins" / "filter" / "sglang.py")
     filters = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(filters)
     hostvars = {"a": {"sglang_fleet_failed": "baseline", "sglang_fleet_failed_restarted": False}}

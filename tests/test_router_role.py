@@ -296,7 +296,7 @@ def test_every_spelling_of_a_secret_flag_of_smg_is_refused(smg_python):
     """A flag of smg that takes a secret is in __sglang_router_secret_flags, and every spelling smg's parser takes for
     one is refused: oracle-pass, tenant-api and mesh-tls-k passed (the name rule sees no secret in them) and put the
     secret in the unit's command line and in check mode's --diff."""
-    sys.path.insert(0, str(REPO / "filter_plugins"))
+    sys.path.insert(0, str(REPO / "plugins" / "filter"))
     from sglang import router_flag_problems
 
     from sglang_deploy.secret_names import is_secret_name

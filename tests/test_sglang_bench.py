@@ -9,8 +9,8 @@ import pytest
 from emulator_proc import REPO, Emulator, run_module  # first: puts the repo's module_utils on the import path
 
 import sglang_bench
-from ansible.module_utils.sglang_deploy import bench
-from ansible.module_utils.sglang_deploy.bench import sweep
+from ansible_collections.sglang.deploy.plugins.module_utils import bench
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import sweep
 from sglang_deploy import cli
 
 RATE, TTFT_MS = 172.0, 80.0

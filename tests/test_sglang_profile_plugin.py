@@ -23,7 +23,7 @@ def play(tmp_path: Path, task_args: dict, extra_vars: dict | None = None) -> tup
             "gather_facts": False,
             "vars_files": [str(GROUP_VARS / "all" / "sglang.yml"), str(GROUP_VARS / "all" / "profiles.yml")],
             "vars": extra_vars or {},
-            "tasks": [{"name": "Render and validate", "sglang_profile": task_args, "register": "launch"}],
+            "tasks": [{"name": "Render and validate", "sglang.deploy.sglang_profile": task_args, "register": "launch"}],
         }
     ]
     path = tmp_path / "play.yml"
@@ -37,7 +37,7 @@ def play(tmp_path: Path, task_args: dict, extra_vars: dict | None = None) -> tup
 COMMON = {
     "profiles": "{{ sglang_profiles }}",
     "settings": "{{ sglang_launch_settings }}",
-    "facts": "{{ sglang_gpu | sglang_host_rule_facts | combine(sglang_profile_facts) }}",
+    "facts": "{{ sglang_gpu | sglang.deploy.sglang_host_rule_facts | combine(sglang_profile_facts) }}",
 }
 GPU = {"sglang_gpu": {"count": 8, "arch": "sm_120", "nvlink": False}}
 

@@ -10,8 +10,8 @@ import pytest
 from emulator_proc import REPO, Emulator, run_module  # first: puts the repo's module_utils on the import path
 
 import sglang_ready
-from ansible.module_utils.sglang_deploy import readiness
-from ansible.module_utils.sglang_deploy.server_http import Response
+from ansible_collections.sglang.deploy.plugins.module_utils import readiness
+from ansible_collections.sglang.deploy.plugins.module_utils.server_http import Response
 
 
 @pytest.fixture
@@ -275,7 +275,7 @@ def test_each_default_has_one_source():
 
     import sglang_bench
     import sglang_drain
-    from ansible.module_utils.sglang_deploy import server_http
+    from ansible_collections.sglang.deploy.plugins.module_utils import server_http
 
     documented = yaml.safe_load(sglang_ready.DOCUMENTATION)["options"]
     signature = inspect.signature(readiness.wait_ready).parameters

@@ -1,5 +1,5 @@
 """Stack bundle rules (src/sglang_deploy/host/stack.py) on the shipped bundles and on made-up wheelhouses; the prune of old
-venvs (library/sglang_stack_prune.py) against real processes that hold a venv's files."""
+venvs (plugins/modules/sglang_stack_prune.py) against real processes that hold a venv's files."""
 
 from __future__ import annotations  # noqa: I001 (emulator_proc must come before the modules)
 

@@ -15,7 +15,7 @@ import yaml
 from emulator_proc import REPO, Emulator, run_module  # first: puts the repo's module_utils on the import path
 
 import sglang_ready
-from ansible.module_utils.sglang_deploy import readiness, stack, startup
+from ansible_collections.sglang.deploy.plugins.module_utils import readiness, stack, startup
 from sglang_deploy import api
 from sglang_deploy.cli import runs
 
@@ -195,7 +195,7 @@ def test_an_unreadable_journal_leaves_the_wait_standing(monkeypatch):
 def test_a_deploy_outcome_carries_the_start_of_a_server_it_restarted():
     """The deploy's per-host rows (filter sglang_fleet_summary, from sglang_server_deployed) and the command line's
     lines: a host the run restarted says where its start went; an unchanged one started in an earlier run."""
-    spec = importlib.util.spec_from_file_location("sglang_filters", REPO / "filter_plugins" / "sglang.py")
+    spec = importlib.util.spec_from_file_location("sglang_filters", REPO / "plugins" / "filter" / "sglang.py")
     filters = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(filters)
     report = from_log(FIXTURES / "sglang-0.5.16-h200" / "startup_log.txt")

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""Put the collections the lab and molecule's docker driver need into ./collections, without Galaxy.
+"""Put the collections the project needs into ./collections, without Galaxy: this checkout itself as the collection
+sglang.deploy (a link, collections/ansible_collections/sglang/deploy -> the checkout, so that site.yml, the CLI and
+molecule run the repository's own modules and plugins by their FQCN), and the ones the lab and molecule's docker
+driver need.
 
-They come out of the `ansible` community wheel on PyPI, which bundles them; only the ones named in
+Those come out of the `ansible` community wheel on PyPI, which bundles them; only the ones named in
 WANTED are extracted. Idempotent: re-extracts only when the bundle version changes.
 """
 
@@ -31,9 +34,21 @@ def _manifest(name: str) -> Path:
     return DEST / "ansible_collections" / Path(*name.split(".")) / "MANIFEST.json"
 
 
+def link_self() -> None:
+    """collections/ansible_collections/sglang/deploy -> this checkout (relative, so a moved checkout keeps it)."""
+    link = DEST / "ansible_collections" / "sglang" / "deploy"
+    if link.is_symlink() and link.resolve() == DEST.parent:
+        return
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(Path("..", "..", ".."), target_is_directory=True)
+
+
 def main() -> int:
     stamp = DEST / ".bundle"
     if stamp.exists() and stamp.read_text().strip() == ANSIBLE_BUNDLE and all(_manifest(c).exists() for c in WANTED):
+        link_self()
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(
@@ -62,6 +77,7 @@ def main() -> int:
         version = json.loads(_manifest(name).read_text())["collection_info"]["version"]
         print(f"collection {name} {version} (from {ANSIBLE_BUNDLE})")
     stamp.write_text(ANSIBLE_BUNDLE + "\n")
+    link_self()
     return 0
 
 

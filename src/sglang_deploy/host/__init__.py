@@ -1,4 +1,4 @@
-"""The host side: what Ansible's modules and the roles run on a host (module_utils/sglang_deploy links here).
+"""The host side: what Ansible's modules and the roles run on a host (plugins/module_utils links here).
 
 Stdlib only (hosts have no sglang_deploy install); imports nothing from the controller package above it nor from
 the emulator. The controller uses the public names of these modules (readiness, server_http, bench, fleet probes,

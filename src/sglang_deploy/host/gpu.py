@@ -1,6 +1,6 @@
 """GPU facts from nvidia-smi output: the `sglang_gpu` fact set and the CUDA driver rule.
 
-Runs on target hosts through module_utils/sglang_deploy/gpu.py (module_utils/sglang_deploy links to the host package): stdlib only,
+Runs on target hosts through plugins/module_utils/gpu.py (plugins/module_utils links to the host package): stdlib only,
 Python 3.10+.
 """
 

@@ -1,7 +1,7 @@
 """Model locks (models/<name>.lock.yml): every file of a checkpoint with its size and sha256, and the checks of a
 checkpoint folder against its lock and before a launch (config.json, the safetensors index and its shards).
 
-Runs on target hosts through module_utils/sglang_deploy/model.py (module_utils/sglang_deploy links to the host package): stdlib only,
+Runs on target hosts through plugins/module_utils/model.py (plugins/module_utils links to the host package): stdlib only,
 Python 3.10+. A lock reaches this code as a dict (the controller loads the YAML).
 
 On the host a checkpoint is fetched into DEST.partial (never a folder the server loads), verified against the lock

@@ -1,6 +1,6 @@
 """Readiness of an SGLang server, crash detection of its systemd unit, output sanity (stdlib only, 3.10+).
 
-Shipped to hosts as module_utils/sglang_deploy/readiness.py (module_utils/sglang_deploy links to the host package) for the `sglang_ready`
+Shipped to hosts as plugins/module_utils/readiness.py (plugins/module_utils links to the host package) for the `sglang_ready`
 module. SGLang signals readiness like this: the port is closed while weights load, GET /health answers
 503 during warm-up and 200 once the server is up. /v1/models answers before warm-up ends, so it is not
 used. While waiting, a thread polls `systemctl show` for the unit; when the process exits or restarts

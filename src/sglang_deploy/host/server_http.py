@@ -2,7 +2,7 @@
 
 The one helper for every plain request the tool makes (readiness probes, sanity prompts, the benchmark's
 /health, /server_info, /metrics and /v1/models reads); the benchmark's measured streams use the same
-Endpoint and key check. Shipped to hosts as module_utils/sglang_deploy/server_http.py (module_utils/sglang_deploy links to the host package).
+Endpoint and key check. Shipped to hosts as plugins/module_utils/server_http.py (plugins/module_utils links to the host package).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Benchmark engine for an SGLang OpenAI-compatible server (stdlib only, Python 3.10+).
 
-Shared by the `sglang_bench` Ansible module (shipped as module_utils/sglang_deploy/bench, through the link to the host
+Shared by the `sglang_bench` Ansible module (shipped as plugins/module_utils/bench, through the link to the host
 folder) and the `sglang-deploy bench` command. Parts: metrics (the pure maths and DEFINITIONS), client
 (HTTP/1.1 and SSE for the measured streams), workload (prompts, request body, settings and their defaults),
 sweep (the run), table (the text table), dataset (the workloads: random, sharegpt, custom,

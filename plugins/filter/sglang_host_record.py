@@ -1,0 +1,13 @@
+"""Filter sglang_host_record: the host record (local fact sglang_server) among a host's local facts, every field
+of its schema present (None where unrecorded). The one reader; the sglang_host_record module is the one writer."""
+
+from __future__ import annotations
+
+from ansible_collections.sglang.deploy.plugins.plugin_utils import package  # noqa: F401  (puts sglang_deploy on sys.path)
+
+from sglang_deploy.host import host_record
+
+
+class FilterModule:
+    def filters(self):
+        return {"sglang_host_record": host_record.read}

@@ -1,0 +1,14 @@
+"""Filter sglang_model_fanout_rounds: the rounds of a host-to-host fetch (sglang_deploy.model_fanout.fanout_rounds)."""
+
+from __future__ import annotations
+
+from ansible_collections.sglang.deploy.plugins.plugin_utils import package  # noqa: F401  (puts sglang_deploy on sys.path)
+
+from sglang_deploy import model_fanout
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "sglang_model_fanout_rounds": lambda hosts, holding: model_fanout.fanout_rounds(list(hosts), list(holding))
+        }
