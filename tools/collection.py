@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Build, install and test the Ansible collection sglang.deploy from this repository.
+
+    python tools/collection.py build              stage the collection, build its tarball: build/collection/*.tar.gz
+    python tools/collection.py install DIR        build, then ansible-galaxy collection install it into DIR
+    python tools/collection.py test sanity|units  build the stage, run ansible-test there (docker-free, --venv)
+
+The repository is the collection's source (galaxy.yml at its root) but holds more than the collection (tests, results,
+the Python CLI) and links (plugins/module_utils -> the host package, roles' files/ -> host programs). `build` copies
+what the collection is made of (COLLECTION) into build/collection/ansible_collections/sglang/deploy with every link
+resolved, vendors the part of the sglang_deploy package the controller plugins import (plugins/plugin_utils/_vendor,
+found by following their imports), then runs `ansible-galaxy collection build` on that copy. The tarball holds no
+link; `build` checks it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "src" / "sglang_deploy"
+WORK = REPO / "build" / "collection"
+STAGE = WORK / "ansible_collections" / "sglang" / "deploy"
+# What the collection is made of, relative to the repository root. Left out: the lab role and playbook (the test
+# bench of this repository), playbooks/group_vars (a link to the repository's group_vars: users bring their own).
+COLLECTION = [
+    "galaxy.yml",
+    "meta",
+    "README.md",
+    "CHANGELOG.md",
+    "changelogs/changelog.yaml",
+    "changelogs/config.yaml",
+    "changelogs/fragments",
+    "requirements.txt",
+    "bindep.txt",
+    "plugins",
+    "roles",
+    "playbooks",
+    "stacks",
+    "docs",
+    "tests/unit",
+    "tests/sanity",
+]
+LEFT_OUT = {"roles/lab", "playbooks/lab.yml", "playbooks/group_vars"}
+# The controller plugins: what they import from sglang_deploy is vendored.
+PLUGIN_FOLDERS = ["plugins/action", "plugins/filter"]
+VENDOR = Path("plugins", "plugin_utils", "_vendor")
+
+
+def _bin(name: str) -> str:
+    """A tool of this Python's environment (the venv), else from PATH."""
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else name
+
+
+def _ignored(rel: str) -> bool:
+    parts = rel.split("/")
+    return rel in LEFT_OUT or "__pycache__" in parts or rel.endswith(".pyc")
+
+
+def _copy(rel: str) -> None:
+    """Copy REPO/rel into the stage, links resolved (a link to a folder becomes that folder's copy)."""
+    src = REPO / rel
+    if _ignored(rel) or not (src.exists()):
+        return
+    dest = STAGE / rel
+    if src.is_dir():
+        for child in sorted(src.iterdir()):
+            _copy(f"{rel}/{child.name}")
+    else:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+        shutil.copymode(src, dest)
+
+
+def _module_file(name: str) -> Path | None:
+    """The source file of sglang_deploy.a.b (a module or a package's __init__), None if there is none."""
+    parts = name.split(".")[1:]
+    if not parts:
+        return PACKAGE / "__init__.py"
+    for candidate in (PACKAGE.joinpath(*parts, "__init__.py"), PACKAGE.joinpath(*parts[:-1], parts[-1] + ".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports(path: Path) -> set:
+    """The sglang_deploy modules a file imports (absolute or relative), as dotted names."""
+    package = []  # the package a relative import starts from: the file's folder (an __init__'s too)
+    if path.resolve().is_relative_to(PACKAGE.resolve()):
+        package = ["sglang_deploy", *path.resolve().relative_to(PACKAGE.resolve()).parent.parts]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names if a.name.split(".")[0] == "sglang_deploy")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1])
+                base = f"{base}.{node.module}" if node.module else base
+            else:
+                base = node.module or ""
+            if base.split(".")[0] != "sglang_deploy":
+                continue
+            names.add(base)
+            names.update(f"{base}.{a.name}" for a in node.names)  # `from pkg import module`
+    return names
+
+
+def vendored_files() -> list:
+    """Every file of sglang_deploy the controller plugins need: their imports followed through the package, with the
+    __init__ of each package on the way, and the package's data files."""
+    todo = [p for folder in PLUGIN_FOLDERS for p in sorted((REPO / folder).glob("*.py"))]
+    seen: set = set()
+    while todo:
+        for name in _imports(todo.pop()):
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):
+                found = _module_file(".".join(parts[:i]))
+                if found and found not in seen:
+                    seen.add(found)
+                    todo.append(found)
+    data = [p for p in (PACKAGE / "data").glob("*") if p.is_file()]
+    return sorted(seen | set(data))
+
+
+def stage() -> Path:
+    """Write the collection's files into STAGE (fresh); return it."""
+    shutil.rmtree(WORK / "ansible_collections", ignore_errors=True)
+    STAGE.mkdir(parents=True)
+    for rel in COLLECTION:
+        _copy(rel)
+    for path in vendored_files():
+        dest = STAGE / VENDOR / "sglang_deploy" / path.relative_to(PACKAGE)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, dest)
+    links = [p for p in STAGE.rglob("*") if p.is_symlink()]
+    if links:
+        raise SystemExit(f"the staged collection holds links: {links[:5]}")
+    return STAGE
+
+
+def build() -> Path:
+    """Stage and build; the tarball's path. Fails when the tarball holds a link."""
+    stage()
+    dist = WORK / "dist"
+    dist.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [_bin("ansible-galaxy"), "collection", "build", "--force", "--output-path", str(dist)],
+        cwd=STAGE,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    (tarball,) = sorted(dist.glob("sglang-deploy-*.tar.gz"), key=lambda p: p.stat().st_mtime)[-1:]
+    with tarfile.open(tarball) as tar:
+        links = [m.name for m in tar.getmembers() if m.issym() or m.islnk()]
+    if links:
+        raise SystemExit(f"{tarball} holds links: {links[:5]}")
+    return tarball
+
+
+def install(dest: Path) -> Path:
+    """Build, then install the tarball into the collections folder dest (as `ansible-galaxy collection install
+    -p dest` does: dest/ansible_collections/sglang/deploy)."""
+    tarball = build()
+    subprocess.run(
+        [_bin("ansible-galaxy"), "collection", "install", "--force", "--offline", "-p", str(dest), str(tarball)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(dest)},
+    )
+    return tarball
+
+
+def ansible_test(kind: str, extra: list) -> int:
+    """ansible-test sanity|units on the staged collection, each test's requirements in a venv of its own."""
+    stage()
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    cmd = [_bin("ansible-test"), kind, "--venv", "--python", python, "--color", "no", *extra]
+    return subprocess.run(cmd, cwd=STAGE).returncode
+
+
+def main(argv: list | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("build", help="stage the collection and build its tarball (build/collection/dist)")
+    p_install = sub.add_parser("install", help="build, then install the tarball into a collections folder")
+    p_install.add_argument("dest", type=Path, help="collections folder (gets ansible_collections/sglang/deploy)")
+    p_test = sub.add_parser("test", help="ansible-test sanity or units on the staged collection")
+    p_test.add_argument("kind", choices=["sanity", "units"])
+    p_test.add_argument("extra", nargs=argparse.REMAINDER, help="more ansible-test arguments")
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        print(build())
+    elif args.command == "install":
+        print(install(args.dest))
+    else:
+        return ansible_test(args.kind, args.extra)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
