@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from sglang_deploy import noise  # noqa: E402
+from sglang_deploy.compare import noise  # noqa: E402
 from sglang_deploy.host.bench import run_benchmark  # noqa: E402
 from sglang_deploy.host.readiness import wait_ready  # noqa: E402
 

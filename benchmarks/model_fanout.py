@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tools"))
 import make_models  # noqa: E402
 
-from sglang_deploy import model_lock  # noqa: E402
+from sglang_deploy.locks import model_lock  # noqa: E402
 
 NETWORK = "sglang-model-bench"
 HOSTS = [f"sglang-model-bench-{i}" for i in (1, 2, 3)]

@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from sglang_deploy import profiles
-from sglang_deploy import rules
+from sglang_deploy.launch import profiles
+from sglang_deploy.rules import rules
 
 SEED = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "seed_launches.yml"
 FACTS = {

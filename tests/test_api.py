@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import pytest
 from lab_host import LAB_HOST
 
-from sglang_deploy import api, compare_report
+from sglang_deploy import api
+from sglang_deploy.compare import compare_report
 from sglang_deploy.api import redaction, runner
 from sglang_deploy.paths import REPO
 

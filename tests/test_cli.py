@@ -92,7 +92,7 @@ def test_unknown_profile_exits_2_with_the_available_profiles(capsys, monkeypatch
 
 
 def test_deploy_prints_tables_synthetic_line_and_exit_0(capsys, monkeypatch):
-    from sglang_deploy import compare_report
+    from sglang_deploy.compare import compare_report
 
     from test_report import level, result
 
@@ -413,7 +413,7 @@ def test_every_workload_setting_is_a_role_variable():
     sglang_benchmark_* variable the role declares, with the role's default 'none' value."""
     import yaml
 
-    from sglang_deploy import bench_vars
+    from sglang_deploy.compare import bench_vars
     from sglang_deploy.host import bench
 
     from pathlib import Path

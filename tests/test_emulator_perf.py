@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from sglang_deploy import profiles
+from sglang_deploy.launch import profiles
 from sglang_deploy import tune
 from sglang_deploy.emulator import perf
 from sglang_deploy.emulator.config import FAULTS, Config

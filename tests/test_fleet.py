@@ -16,7 +16,7 @@ from emulator_proc import Emulator, free_port, run_module  # first: puts the rep
 
 import sglang_drain
 import sglang_router_wait
-from sglang_deploy import fleet
+from sglang_deploy.fleet import fleet
 from sglang_deploy.host import fleet_probes
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from sglang_deploy import formats
+from sglang_deploy.launch import formats
 
 TRICKY = [
     'a"b',

@@ -8,9 +8,9 @@ import random
 import re
 import shlex
 
-from sglang_deploy import formats, rules
-from sglang_deploy import profiles
-from sglang_deploy.profile_render import format_launch
+from sglang_deploy.launch import formats, profiles
+from sglang_deploy.rules import rules
+from sglang_deploy.launch.profile_render import format_launch
 
 SEED = 20261130
 ROUNDS = 3000

@@ -233,7 +233,7 @@ def test_the_gc_watch_and_trace_flags_are_sglang_0_5_16_s_and_reach_the_launch()
     # the GPU suite's release (harness.SGLANG_VERSION), by the project's recorded parser of that release
     import harness  # tests/gpu, on the path through gpu_parity
 
-    from sglang_deploy.flags import flag_table
+    from sglang_deploy.launch.flags import flag_table
 
     table = flag_table(harness.SGLANG_VERSION)
     probes = {**gpu_parity.GC_WATCH_ARGS, **gpu_parity.SERVER_TRACE_ARGS}

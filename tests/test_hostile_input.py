@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from sglang_deploy import cli, formats, rules
-from sglang_deploy import profiles
+from sglang_deploy import cli
+from sglang_deploy.launch import formats, profiles
+from sglang_deploy.rules import rules
 
 SETTINGS = profiles.load_settings()
 KEY = "sk-0123456789abcdef"
@@ -377,7 +378,8 @@ sglang_profiles:
 
 def test_a_key_given_twice_is_refused_with_file_and_line(tmp_path, capsys):
     """PyYAML kept the last of two equal keys silently: a second profile of one name hid the first."""
-    from sglang_deploy import stack_files, stack_lock, tune
+    from sglang_deploy.locks import stack_files, stack_lock
+    from sglang_deploy import tune
     from sglang_deploy.cli.extravars import parse_extravars
 
     f = tmp_path / "p.yml"

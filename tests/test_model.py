@@ -14,7 +14,8 @@ import yaml
 from ansible_json import needs_playbook, run_playbook
 from emulator_proc import run_module  # first: puts the repo's module_utils on the import path
 
-from sglang_deploy import model_fanout, model_lock
+from sglang_deploy.fleet import model_fanout
+from sglang_deploy.locks import model_lock
 from sglang_deploy.host import model
 from sglang_deploy.cli import main
 
@@ -307,4 +308,6 @@ def test_a_new_checkpoint_is_a_reason_for_the_server_to_restart():
             for t in yaml.safe_load((REPO / "roles/sglang_server/tasks" / tasks).read_text())
             if "sglang.deploy.sglang_restart_due" in t
         ]
-        assert [t["sglang.deploy.sglang_restart_due"]["paths"] for t in due] == ["{{ __sglang_server_restart_paths }}"], tasks
+        assert [t["sglang.deploy.sglang_restart_due"]["paths"] for t in due] == [
+            "{{ __sglang_server_restart_paths }}"
+        ], tasks

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from emulator_proc import run_module  # first: puts the repo's module_utils on the import path
 
-from sglang_deploy import model_lock
+from sglang_deploy.locks import model_lock
 from sglang_deploy.cli import main
 from sglang_deploy.host import model
 

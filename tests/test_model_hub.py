@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_deploy import model_lock
+from sglang_deploy.locks import model_lock
 from sglang_deploy.host import model
 from sglang_deploy.cli import main
 

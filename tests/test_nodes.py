@@ -14,9 +14,10 @@ import yaml
 
 from ansible_json import PLAYBOOK_BIN, needs_playbook, run_playbook
 
-from sglang_deploy import fleet, nodes, rules
+from sglang_deploy.fleet import fleet
+from sglang_deploy.launch import nodes, profiles
+from sglang_deploy.rules import rules
 from sglang_deploy.host import ports
-from sglang_deploy import profiles
 from sglang_deploy.paths import GROUP_VARS, REPO
 
 SETTINGS = profiles.load_settings()

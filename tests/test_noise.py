@@ -1,4 +1,4 @@
-"""sglang_deploy.noise: spreads over repeats, the bootstrap interval of a ratio of medians and the verdict on it."""
+"""sglang_deploy.compare.noise: spreads over repeats, the bootstrap interval of a ratio of medians and the verdict on it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from sglang_deploy import noise
+from sglang_deploy.compare import noise
 
 
 def test_spread_is_min_median_max_of_the_values_given():

@@ -74,7 +74,7 @@ def test_the_wheel_runs_from_its_own_folder(wheel_site, tmp_path):
     lines = where.stdout.splitlines()
     assert lines[0].startswith(str(wheel_site)) and lines[1] == "None", where.stderr
     # The recorded flag lists are package data: `bench` and `--help` need no project.
-    data = run(wheel_site, tmp_path, "-c", "from sglang_deploy import flags; print(flags.recorded_releases())")
+    data = run(wheel_site, tmp_path, "-c", "from sglang_deploy.launch import flags; print(flags.recorded_releases())")
     assert "0.5.23" in data.stdout, data.stderr
     assert run(wheel_site, tmp_path, "-m", "sglang_deploy.cli", "bench", "--help").returncode == 0
 

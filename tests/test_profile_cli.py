@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sglang_deploy import cli
-from sglang_deploy import profiles
+from sglang_deploy.launch import profiles
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SEED = str(FIXTURES / "seed_launches.yml")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sglang_deploy import flags, rules
-from sglang_deploy import profiles
+from sglang_deploy.launch import flags, profiles
+from sglang_deploy.rules import rules
 from sglang_deploy.paths import REPO
 
 SHIPPED = profiles.load_profiles()

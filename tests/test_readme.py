@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sglang_deploy import cli, rules
-from sglang_deploy import profiles
+from sglang_deploy import cli
+from sglang_deploy.rules import rules
+from sglang_deploy.launch import profiles
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -177,7 +178,8 @@ def test_the_docs_index_and_the_readme_link_every_page():
 
 def test_validate_help_lists_every_rule(capsys):
     assert (
-        "`sglang-deploy validate --help` and `src/sglang_deploy/rules.py` list all of them." in DOCS["docs/profiles.md"]
+        "`sglang-deploy validate --help` and `src/sglang_deploy/rules/rules.py` list all of them."
+        in DOCS["docs/profiles.md"]
     )
     with pytest.raises(SystemExit):
         cli.main(["validate", "--help"])

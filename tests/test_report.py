@@ -1,10 +1,10 @@
-"""Profile comparison (sglang_deploy.compare_report) on synthetic benchmark results."""
+"""Profile comparison (sglang_deploy.compare.compare_report) on synthetic benchmark results."""
 
 from __future__ import annotations
 
 import pytest
 
-from sglang_deploy import compare_report
+from sglang_deploy.compare import compare_report
 from sglang_deploy.host import bench
 from sglang_deploy.api import Failure, HostOutcome, RunResult
 

@@ -14,11 +14,21 @@ REPO = Path(__file__).resolve().parents[1]
 ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "meta" / "argument_specs.yml").exists())
 
 
+def default_files(role: str) -> list[Path]:
+    """The role's defaults: defaults/main.yml, or every file of the folder defaults/main/ (Ansible reads either)."""
+    folder = REPO / "roles" / role / "defaults"
+    return [folder / "main.yml"] if (folder / "main.yml").exists() else sorted((folder / "main").glob("*.yml"))
+
+
+def role_defaults(role: str) -> dict:
+    return {k: v for path in default_files(role) for k, v in (yaml.safe_load(path.read_text()) or {}).items()}
+
+
 @pytest.mark.parametrize("role", ROLES)
 def test_every_default_is_specified(role):
     spec = yaml.safe_load((REPO / "roles" / role / "meta" / "argument_specs.yml").read_text())
     options = spec["argument_specs"].get("main", {}).get("options", {})  # a role of entry points only has no main
-    defaults = yaml.safe_load((REPO / "roles" / role / "defaults" / "main.yml").read_text()) or {}
+    defaults = role_defaults(role)
     assert sorted(set(defaults) - set(options)) == [], "defaults without an argument spec"
     for name, value in defaults.items():
         assert name.startswith(f"{role}_"), f"{name} lacks the role prefix"
@@ -36,7 +46,7 @@ def test_every_role_readme_has_its_variables_generated_from_the_specs():
 
 @pytest.mark.parametrize("role", ROLES)
 def test_role_defaults_do_not_reach_outside_the_role_by_relative_path(role):
-    text = (REPO / "roles" / role / "defaults" / "main.yml").read_text()
+    text = "".join(path.read_text() for path in default_files(role))
     assert not re.search(r"(role_path|playbook_dir)\W+[^\n]*\.\./", text)
 
 

@@ -14,8 +14,8 @@ import yaml
 from ansible_json import PLAYBOOK_BIN, needs_playbook
 
 from sglang_deploy import api
-from sglang_deploy import fleet
-from sglang_deploy import profiles
+from sglang_deploy.fleet import fleet
+from sglang_deploy.launch import profiles
 from sglang_deploy.cli import runs
 from sglang_deploy.paths import REPO
 

@@ -150,7 +150,7 @@ def smg_python(tmp_path_factory) -> tuple[str, dict | None]:
 
 def test_the_installed_smg_parser_refuses_a_typo_and_a_bad_value_before_the_router_restarts(smg_python):
     """What the role's check runs on the router host (check_argv.py --smg): smg itself exits 2 on these at start."""
-    from sglang_deploy import fleet
+    from sglang_deploy.fleet import fleet
 
     check_argv = REPO / "roles" / "sglang_router" / "files" / "check_argv.py"
     launches = {
@@ -284,7 +284,7 @@ ROUTER_VARS = yaml.safe_load((REPO / "roles/sglang_router/vars/main.yml").read_t
 def test_every_spelling_of_a_flag_the_role_sets_that_smg_takes_is_refused(smg_python):
     """smg's own parser takes an abbreviation (por for --port, prometheus-hos for --prometheus-host): each one it maps
     to a flag the role sets, or to worker-urls, is refused in sglang_router_extra_args (issue 20 item 11)."""
-    from sglang_deploy import profiles
+    from sglang_deploy.launch import profiles
 
     owned = {**ROUTER_VARS["__sglang_router_flag_vars"], **ROUTER_VARS["__sglang_router_worker_flags"]}
     taken = [spelling for spelling, _ in smg_spellings(smg_python, list(owned))["taken"]]
@@ -335,7 +335,7 @@ def test_a_replica_the_router_cannot_reach_is_refused_with_the_fix(tmp_path, url
 
 
 def test_extra_flags_that_are_not_a_mapping_of_names_are_refused_without_their_values():
-    from sglang_deploy import profiles
+    from sglang_deploy.launch import profiles
 
     assert profiles.extra_flag_problems(["api-key", KEY], "v", {}, "") == [
         "v must be a mapping: flag name without dashes -> value (true: a bare switch)"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sglang_deploy import nodes, rules
-from sglang_deploy import profiles
+from sglang_deploy.launch import nodes, profiles
+from sglang_deploy.rules import rules
 
 SETTINGS = profiles.load_settings()
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -266,7 +266,7 @@ def test_model_facts_from_config(tmp_path):
 
 
 def test_renamed_flag_accepted_between_recorded_releases(monkeypatch):
-    from sglang_deploy import flags
+    from sglang_deploy.launch import flags
 
     monkeypatch.setattr(flags, "recorded_releases", lambda: ["0.5.10.post1", "0.5.23"])
     findings = run(case({"mamba-scheduler-strategy": "extra_buffer"}, version="0.5.16"))
@@ -308,7 +308,7 @@ def test_spec_running_cap_has_one_source(monkeypatch):
     emulator (shipped alone to lab hosts) reads through its link emulator/sglang_defaults.py."""
     from sglang_deploy.host import sglang_defaults
 
-    emulator_copy = Path(rules.__file__).parent / "emulator" / "sglang_defaults.py"
+    emulator_copy = Path(rules.__file__).parents[1] / "emulator" / "sglang_defaults.py"
     assert emulator_copy.is_symlink() and emulator_copy.resolve() == Path(sglang_defaults.__file__).resolve()
     monkeypatch.setattr(sglang_defaults, "SPEC_DEFAULT_MAX_RUNNING", 40)
     fired = [f.message for f in run(case(SPEC_AUTO, concurrency=44)) if f.rule == "spec-running-cap"]

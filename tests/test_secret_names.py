@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from sglang_deploy import flags
+from sglang_deploy.launch import flags
 from sglang_deploy.secret_names import MASK, is_secret_name, mask, mask_secrets, url_passwords, value_secrets
 
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from ansible_json import REPO, needs_playbook, run_playbook
 
-from sglang_deploy import stack_lock
+from sglang_deploy.locks import stack_lock
 from sglang_deploy.host import stack, wheel_fetch
 
 LAYERED = yaml.safe_load((REPO / "stacks" / "h200-image-torch-0.5.16.yml").read_text())

@@ -1,4 +1,4 @@
-"""Locking and fetching (src/sglang_deploy/stack_lock.py): wheel choice, bundle checks, downloads checked against
+"""Locking and fetching (src/sglang_deploy/locks/stack_lock.py): wheel choice, bundle checks, downloads checked against
 the lock. The whole path (uv resolving a stand-in nightly index, git build, role install) is molecule/lock."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import threading
 import pytest
 import yaml
 
-from sglang_deploy import stack_files, stack_lock
+from sglang_deploy.locks import stack_files, stack_lock
 from sglang_deploy.host import stack
 from sglang_deploy.cli import main
 from sglang_deploy.paths import STACKS

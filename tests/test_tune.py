@@ -10,11 +10,11 @@ import shutil
 import pytest
 import yaml
 
-from sglang_deploy import noise, api
-from sglang_deploy import profiles
-from sglang_deploy import rules, tune
-from sglang_deploy.tune import report as tune_report
-from sglang_deploy.tune import measures, searchfile
+from sglang_deploy.compare import noise
+from sglang_deploy import api, tune
+from sglang_deploy.launch import profiles
+from sglang_deploy.rules import rules
+from sglang_deploy.tune import report as tune_report, measures, searchfile
 from sglang_deploy.paths import REPO
 
 # The rule facts of the lab's stand-in hardware and checkpoint, from the lab role's vars.

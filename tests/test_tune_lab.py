@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from sglang_deploy import api, cli
-from sglang_deploy import profiles
+from sglang_deploy.launch import profiles
 from sglang_deploy.paths import REPO
 from test_api import LAB_HOST, lab
 

@@ -13,7 +13,7 @@ import yaml
 
 from sglang_deploy import api, cli, tune
 from sglang_deploy.tune import report as tune_report
-from sglang_deploy import profiles
+from sglang_deploy.launch import profiles
 from test_tune import LAB_FACTS, SEARCH, ModelDeploy, planned_lab
 
 

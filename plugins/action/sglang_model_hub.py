@@ -1,6 +1,6 @@
 """Action plugin sglang_model_hub: download a model lock's Hub repository at its commit into a controller folder.
 
-Documentation: plugins/modules/sglang_model_hub.py. The logic lives in sglang_deploy.model_lock (hub_download).
+Documentation: plugins/modules/sglang_model_hub.py. The logic lives in sglang_deploy.locks.model_lock (hub_download).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.sglang.deploy.plugins.plugin_utils import package  # noqa: F401  (puts sglang_deploy on sys.path)
 
-from sglang_deploy import model_lock
+from sglang_deploy.locks import model_lock
 from sglang_deploy.host import model
 
 ARGUMENT_SPEC = {

@@ -12,8 +12,8 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.sglang.deploy.plugins.plugin_utils import package  # noqa: F401  (puts sglang_deploy on sys.path)
 
-from sglang_deploy import profiles
-from sglang_deploy import rules
+from sglang_deploy.launch import profiles
+from sglang_deploy.rules import rules
 
 ARGUMENT_SPEC = {
     "profile": {"type": "str", "required": True},

@@ -9,7 +9,11 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sglang.deploy.plugins.plugin_utils import package  # noqa: F401  (puts sglang_deploy on sys.path)
 
-from sglang_deploy import compare_report, flags, fleet, formats, nodes, profiles, rules, secret_names
+from sglang_deploy.compare import compare_report
+from sglang_deploy.launch import flags, formats, nodes, profiles
+from sglang_deploy.fleet import fleet
+from sglang_deploy.rules import rules
+from sglang_deploy import secret_names
 from sglang_deploy.host import gpu, host_record
 
 

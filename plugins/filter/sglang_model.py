@@ -1,10 +1,10 @@
-"""Filter sglang_model_fanout_rounds: the rounds of a host-to-host fetch (sglang_deploy.model_fanout.fanout_rounds)."""
+"""Filter sglang_model_fanout_rounds: the rounds of a host-to-host fetch (sglang_deploy.fleet.model_fanout.fanout_rounds)."""
 
 from __future__ import annotations
 
 from ansible_collections.sglang.deploy.plugins.plugin_utils import package  # noqa: F401  (puts sglang_deploy on sys.path)
 
-from sglang_deploy import model_fanout
+from sglang_deploy.fleet import model_fanout
 
 
 class FilterModule:

@@ -9,7 +9,7 @@ description:
   - Resolves a profile from O(profiles) (the C(sglang_profiles) variable, with C(extends) inheritance), adds the
     project-wide settings, translates flags and environment variables for the target SGLang release
     (e.g. C(--mamba-scheduler-strategy) becomes C(--mamba-radix-cache-strategy) in 0.5.14) and runs the
-    validation rules of C(sglang_deploy.rules) against O(facts).
+    validation rules of C(sglang_deploy.rules.rules) against O(facts).
   - Runs on the controller (action plugin); nothing on the host is touched.
   - Fails, listing every error, when a rule refuses the launch. Warnings become Ansible warnings.
   - Refuses, before any rule runs, what cannot be launched safely, listing each problem - environment names

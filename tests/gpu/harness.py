@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-from sglang_deploy import profiles
+from sglang_deploy.launch import profiles
 from sglang_deploy.host import gpu, readiness, server_http
 
 REPO = Path(__file__).resolve().parents[2]

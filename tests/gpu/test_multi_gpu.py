@@ -12,7 +12,7 @@ import harness
 import pytest
 from harness import Server
 
-from sglang_deploy import rules
+from sglang_deploy.rules import rules
 from sglang_deploy.host import readiness
 
 ARGS = {

@@ -9,7 +9,7 @@ import benchcmp
 import harness
 from harness import Server
 
-from sglang_deploy import rules
+from sglang_deploy.rules import rules
 
 LEVELS = (1, 8)
 INPUT_LEN = OUTPUT_LEN = 256

@@ -7,7 +7,7 @@ import json
 from collections import Counter
 from dataclasses import replace
 
-from sglang_deploy import noise
+from sglang_deploy.compare import noise
 
 from .results import RunResult
 from .rollout import Rollout
@@ -48,7 +48,7 @@ def compare(
     `objectives` (tune.Objective, e.g. sla_rate_req_s or goodput_req_s at a level) rank the profiles, those outside
     a `limits` (tune.Limit) last.
     """
-    from sglang_deploy import compare_report
+    from sglang_deploy.compare import compare_report
 
     if len(profiles) < 2:
         raise ValueError("compare needs at least two profiles")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from sglang_deploy import fleet
+from sglang_deploy.fleet import fleet
 from sglang_deploy.host import host_record
 from sglang_deploy.host.readiness import parse_systemctl_show
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from sglang_deploy import noise, profiles
+from sglang_deploy.compare import noise
+from sglang_deploy.launch import profiles
 from sglang_deploy.tune import (
     FAILED,
     OK,

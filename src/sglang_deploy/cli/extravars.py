@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sglang_deploy import profiles
+from sglang_deploy.launch import profiles
 from sglang_deploy.secret_names import is_secret_name
 
 

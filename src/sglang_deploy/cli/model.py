@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from sglang_deploy import model_lock
+from sglang_deploy.locks import model_lock
 from sglang_deploy.host import model
 from sglang_deploy.cli.errors import UsageError
 

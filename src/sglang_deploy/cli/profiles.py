@@ -9,8 +9,8 @@ from functools import wraps
 from pathlib import Path
 from typing import Any
 
-from sglang_deploy import profile_render, rules
-from sglang_deploy import profiles
+from sglang_deploy.launch import profile_render, profiles
+from sglang_deploy.rules import rules
 from sglang_deploy.cli.errors import UsageError
 
 
@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _rules_help() -> str:
     """The rules, one per line: id, level, what it refuses or warns about, and the facts it needs."""
-    lines = ["rules (src/sglang_deploy/rules.py):"]
+    lines = ["rules (src/sglang_deploy/rules/rules.py):"]
     for rule in rules.RULES:
         needs = f" [needs {', '.join(rule.needs)}]" if rule.needs else ""
         lines.append(f"  {rule.id} ({rule.level}): {rule.summary}{needs}")

@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 
-from sglang_deploy import api, compare_report, noise
+from sglang_deploy import api
+from sglang_deploy.compare import compare_report, noise
 from sglang_deploy.host import bench
 from sglang_deploy.cli import workload
 from sglang_deploy.cli.errors import UsageError

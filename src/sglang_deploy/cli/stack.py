@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from sglang_deploy import stack_files, stack_lock
+from sglang_deploy.locks import stack_files, stack_lock
 from sglang_deploy.host import wheel_fetch
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.paths import STACKS

@@ -8,12 +8,13 @@ import json
 import shlex
 import sys
 
-from sglang_deploy import api, compare_report
+from sglang_deploy import api
+from sglang_deploy.compare import compare_report
 from sglang_deploy.tune import Budget, Outcome, SearchError, load_search, one_line, report
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.cli.progress import Progress
 from sglang_deploy.cli.runs import _extravars, _print_failures, _repeats, run_options
-from sglang_deploy.profiles import PROFILES_FILE
+from sglang_deploy.launch.profiles import PROFILES_FILE
 
 
 def register(sub: argparse._SubParsersAction) -> None:

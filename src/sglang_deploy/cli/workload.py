@@ -11,11 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sglang_deploy import api, bench_vars, nodes
+from sglang_deploy import api
+from sglang_deploy.compare import bench_vars
+from sglang_deploy.launch import nodes
 from sglang_deploy.host import bench
 from sglang_deploy.paths import REPO
-from sglang_deploy.tune import measures as tune_measures
-from sglang_deploy.tune import searchfile
+from sglang_deploy.tune import measures as tune_measures, searchfile
 
 
 def _parsed(parse):

@@ -7,7 +7,7 @@ import json
 import math
 from dataclasses import asdict, dataclass
 
-from .. import bench_vars
+from ..compare import bench_vars
 from ..host import bench
 
 # The benchmark's workload settings, by the engine's names (bench.WORKLOAD_DEFAULTS; timeout: the module's default).

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .. import profiles
-from .. import rules
+from ..launch import profiles
+from ..rules import rules
 from .expansion import Candidate
 from .searchfile import Search, SearchError, Workload
 

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .. import profiles
+from ..launch import profiles
 from ..host.bench.sweep import check_dest, write_file
 from ..secret_names import is_secret_name
 from .outcome import Outcome

@@ -1,11 +1,11 @@
 """Ranking with noise: per objective the candidates by their median over repeats (those outside a limit last),
-and the winner only where its lead is clear of the noise (sglang_deploy.noise: compare's rule)."""
+and the winner only where its lead is clear of the noise (sglang_deploy.compare.noise: compare's rule)."""
 
 from __future__ import annotations
 
 import statistics
 
-from .. import noise as noise_rule
+from ..compare import noise as noise_rule
 from .searchfile import Objective, Search
 from .store import OK, metric_value
 

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..host.bench.sweep import check_dest, write_file
-from ..compare_report import SYNTHETIC_NOTE
+from ..compare.compare_report import SYNTHETIC_NOTE
 from .expansion import one_line
 from .outcome import Outcome
 

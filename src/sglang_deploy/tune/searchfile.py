@@ -39,9 +39,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import bench_vars
-from .. import formats
-from .. import profiles
+from ..compare import bench_vars
+from ..launch import formats, profiles
 from ..host import bench
 from .measures import (
     METRICS,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from .host.fleet_probes import FleetError
-from .nodes import local_only
+from ..host.fleet_probes import FleetError
+from ..launch.nodes import local_only
 
 MANIFEST_VERSION = 1
 

@@ -8,9 +8,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglang_deploy import profiles
+from sglang_deploy.launch import profiles
 from sglang_deploy.host import stack, stack_prune, wheel_fetch
-from sglang_deploy.stack_lock import LockError
+from sglang_deploy.locks.stack_lock import LockError
 
 
 @dataclass

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 
 import yaml
 
-from .host.launch import API_KEYS, MIN_KEY_LENGTH
-from .paths import REPO
+from ..host.launch import API_KEYS, MIN_KEY_LENGTH
+from ..paths import REPO
 
 # systemd's env_name_is_valid() (src/basic/env-util.c) also takes other bytes; this is the portable shell subset.
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

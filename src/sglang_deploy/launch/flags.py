@@ -16,7 +16,7 @@ from typing import Any
 
 from packaging.version import Version
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 class FlagError(ValueError):

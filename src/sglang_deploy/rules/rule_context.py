@@ -8,8 +8,8 @@ from typing import Any, Callable, Iterable
 
 from packaging.version import Version
 
-from .flags import flag_table
-from .profiles import Launch
+from ..launch.flags import flag_table
+from ..launch.profiles import Launch
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .paths import read_bounded
+from ..paths import read_bounded
 
 # A checkpoint's config.json is a few KB; a quantization config listing every layer a few MB.
 MAX_CONFIG_BYTES = 64 << 20

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import formats, paths
-from . import profiles
+from . import formats, profiles
+from .. import paths
 
 
 class CommandError(Exception):
@@ -36,7 +36,7 @@ def render_launch(
 def format_launch(launch: profiles.Launch, fmt: str, python: str | None = None) -> str:
     """argv: JSON array after `python -m sglang.launch_server`; env: the profile's lines of the server's 0600
     EnvironmentFile; shell: a command line; unit: the [Service] launch lines as the sglang_server role writes them.
-    One quoting implementation (sglang_deploy.formats) for all, the role's templates included."""
+    One quoting implementation (sglang_deploy.launch.formats) for all, the role's templates included."""
     try:
         if fmt == "argv":
             return json.dumps(launch.argv)

@@ -30,10 +30,10 @@ from urllib.parse import urlsplit
 from packaging.version import Version
 
 from . import hardware_rules
-from .host import sglang_defaults
-from .flags import FLAG_RENAMES, SPEC_V2_ENV, is_truthy
+from ..host import sglang_defaults
+from ..launch.flags import FLAG_RENAMES, SPEC_V2_ENV, is_truthy
 from .launch_facts import MAX_CONFIG_BYTES, ModelConfigError, gpu_facts, model_facts, model_facts_from_path
-from .profiles import Launch, ProfileError, render
+from ..launch.profiles import Launch, ProfileError, render
 from .rule_context import ATTENTION_FLAGS, ERROR, INFO, WARNING, Ctx, Finding, Rule
 
 # What callers use: the rules and the facts they read (launch_facts), in one place.

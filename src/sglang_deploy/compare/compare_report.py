@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from sglang_deploy import noise
+from sglang_deploy.compare import noise
 from sglang_deploy.host.bench import table
 from sglang_deploy.tune import measures
 

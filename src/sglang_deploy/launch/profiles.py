@@ -35,10 +35,10 @@ import yaml
 
 from . import flags, formats, launch_values, nodes
 from .formats import MAX_LAUNCH_BYTES
-from .host.launch import SECRET_FLAGS
+from ..host.launch import SECRET_FLAGS
 from .launch_values import API_KEY_ENV, OPTION_LIKE, SECRETS_VAR, check_api_key
-from .paths import GROUP_VARS, read_bounded
-from .secret_names import is_secret_name, value_secrets
+from ..paths import GROUP_VARS, read_bounded
+from ..secret_names import is_secret_name, value_secrets
 
 PROFILES_FILE = GROUP_VARS / "all" / "profiles.yml"
 SETTINGS_FILE = GROUP_VARS / "all" / "sglang.yml"

@@ -3,7 +3,7 @@ group, the checkpoint (path, name, quantization), all-reduce on PCIe. rules.RULE
 
 from __future__ import annotations
 
-from .flags import is_truthy
+from ..launch.flags import is_truthy
 from .rule_context import ATTENTION_FLAGS, Ctx
 
 TRTLLM_MOE = frozenset({"flashinfer_trtllm", "flashinfer_trtllm_routed", "experimental_sgl_trtllm"})

@@ -28,10 +28,9 @@ from pathlib import Path
 import yaml
 
 from sglang_deploy import paths
-from sglang_deploy.host import model
-from sglang_deploy import profiles
+from sglang_deploy.host import model, wheel_fetch
+from sglang_deploy.launch import profiles
 from sglang_deploy.host.bench.sweep import write_file
-from sglang_deploy.host import wheel_fetch
 from sglang_deploy.host.wheel_fetch import sha256_file
 
 MODELS = paths.REPO / "models"
