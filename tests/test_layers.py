@@ -1,7 +1,8 @@
-"""Imports run one way: command line (sglang_deploy.cli) -> API (sglang_deploy.api) -> controller domain -> host
-package (sglang_deploy.host, what runs on hosts). The host package imports only itself and the standard library;
-nothing imports the emulator (a test double). Only the command line writes to the terminal; the programs that run
-on their own (host-side scripts, the emulated server) print their own output."""
+"""Imports run one way: command line (sglang_deploy.cli) -> API (sglang_deploy.api) -> tune -> controller domain ->
+host package (sglang_deploy.host, what runs on hosts). Within the domain, rules/, locks/, fleet/ and compare/ build
+on launch/, and all on paths and secret_names (DOMAIN). The host package imports only itself and the standard
+library; nothing imports the emulator (a test double). Only the command line writes to the terminal; the programs
+that run on their own (host-side scripts, the emulated server) print their own output."""
 
 from __future__ import annotations
 
@@ -16,6 +17,20 @@ HOST = PACKAGE / "host"
 PROGRAMS = {"host/check_argv.py", "host/launch.py", "host/model_share.py", "emulator"}
 # check_argv runs with the stack venv's Python and imports SGLang's (or smg's) own argument parser.
 HOST_THIRD_PARTY = {"check_argv.py": {"sglang", "smg"}}
+# The controller's domain: each part (a subpackage or a root module) and the other parts it may import. None of them
+# imports api, cli, tune or the emulator.
+BASE = {"host", "paths", "secret_names"}
+DOMAIN = {
+    "paths": set(),
+    "secret_names": set(),
+    "launch": BASE,
+    "rules": BASE | {"launch"},
+    "locks": BASE | {"launch"},
+    "fleet": BASE | {"launch"},
+    "compare": BASE | {"tune"},  # compare_report <-> tune.report: a cycle, to break
+}
+# The other parts: the layers above the domain, what runs on hosts, the test double, the package data.
+OTHER_PARTS = {"__init__", "api", "cli", "tune", "host", "emulator", "data"}
 
 
 def part_of(path: Path) -> str:
@@ -80,6 +95,36 @@ def test_the_domain_imports_neither_the_api_nor_the_command_line():
         if layer_of(n)
     ]
     assert bad == []
+
+
+def part_named(name: str) -> str | None:
+    """The part of the package an imported name is in: sglang_deploy.launch.flags -> launch (None: the package)."""
+    parts = name.split(".")
+    return parts[1] if parts[0] == "sglang_deploy" and len(parts) > 1 else None
+
+
+def domain_problems(part: str, names: set) -> list:
+    return sorted(f"{part} imports {n}" for n in names if part_named(n) not in (None, part, *DOMAIN[part]))
+
+
+def test_each_domain_part_imports_only_the_parts_it_builds_on():
+    problems = []
+    for p, tree in modules(PACKAGE, recursive=True):
+        part = p.relative_to(PACKAGE).parts[0].removesuffix(".py")
+        if part in DOMAIN:
+            problems += [f"{p.relative_to(PACKAGE)}: {x}" for x in domain_problems(part, imports_of(p, tree))]
+    assert problems == []
+
+
+def test_every_part_of_the_package_has_its_place_in_the_layers():
+    parts = {p.name.removesuffix(".py") for p in PACKAGE.iterdir() if p.name != "__pycache__"}
+    assert parts - DOMAIN.keys() - OTHER_PARTS == set()
+
+
+def test_the_domain_scan_sees_what_it_forbids():
+    tree = ast.parse("from ..fleet import fleet\nfrom sglang_deploy.tune import store\nfrom .. import launch, paths\n")
+    flagged = domain_problems("rules", imported(tree, ("rules",)))
+    assert {part_named(x.split()[-1]) for x in flagged} == {"fleet", "tune"}
 
 
 def test_the_api_does_not_import_the_command_line():
