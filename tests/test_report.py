@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sglang_deploy.compare import compare_report
+from sglang_deploy.compare import compare_report, figures
 from sglang_deploy.host import bench
 from sglang_deploy.api import Failure, HostOutcome, RunResult
 
@@ -324,7 +324,7 @@ def test_an_sla_search_that_stopped_early_is_not_ranked_as_zero():
     ranking = comp.rankings["sla_rate_req_s (SLA search)"]
     assert [(r["profile"], r["value"], r["rank"]) for r in ranking] == [("a", 0.0, 1), ("died", None, None)]
     assert ranking[1]["not_ranked"] == "4 benchmark requests failed in the SLA search (on gpu-1)"
-    assert tune.level_metrics(runs["died"].benchmarks[HOST])["sla"] == {"sla_rate_req_s": None}
+    assert figures.level_metrics(runs["died"].benchmarks[HOST])["sla"] == {"sla_rate_req_s": None}
 
 
 def test_the_report_names_the_order_of_the_deploys_when_it_is_not_the_order_given():

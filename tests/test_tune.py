@@ -10,7 +10,7 @@ import shutil
 import pytest
 import yaml
 
-from sglang_deploy.compare import noise
+from sglang_deploy.compare import figures, noise
 from sglang_deploy import api, tune
 from sglang_deploy.launch import profiles
 from sglang_deploy.rules import rules
@@ -257,7 +257,7 @@ def test_search_ranks_resumes_and_runs_nothing_twice(tmp_path):
 
 
 def test_a_run_whose_benchmark_counted_answers_otherwise_is_not_ranked(tmp_path):
-    """compare's comparability list (measures.COMPARABLE) holds in a search too: a candidate whose server did not
+    """compare's comparability list (figures.COMPARABLE) holds in a search too: a candidate whose server did not
     tokenize the recorded answers (counted in words: other output lengths) is no run of the same workload."""
 
     class Counting(ModelDeploy):
@@ -265,7 +265,7 @@ def test_a_run_whose_benchmark_counted_answers_otherwise_is_not_ranked(tmp_path)
             fields = super().__call__(p, workload, stage, repeat)
             if fields["status"] == tune.OK:
                 how = "words" if p.candidate.choices["spec"] == "nextn" else "server tokens (/v1/tokenize)"
-                fields["measured"] = {"lab-1": measures.comparable({"workload": {"answer_lengths": how}})}
+                fields["measured"] = {"lab-1": figures.comparable({"workload": {"answer_lengths": how}})}
             return fields
 
     s, planned, excluded = planned_lab()
@@ -281,7 +281,7 @@ def test_a_run_whose_benchmark_counted_answers_otherwise_is_not_ranked(tmp_path)
 
     res = {"levels": [], "workload": {"answer_lengths": "words", "seed": 3}}
     r = RunResult("site.yml", "successful", 0, {"h": HostOutcome(ok=1)}, data={"sglang_benchmark": {"h": res}})
-    assert candidate_fields(r, [])["measured"] == {"h": measures.comparable(res)}
+    assert candidate_fields(r, [])["measured"] == {"h": figures.comparable(res)}
 
 
 def test_budget_of_candidates_and_of_time(tmp_path):

@@ -11,6 +11,7 @@ import math
 import pytest
 
 from sglang_deploy import tune
+from sglang_deploy.compare import figures
 from sglang_deploy.tune import report as tune_report
 from test_tune import SEARCH, ModelDeploy, host
 
@@ -114,11 +115,11 @@ def result(best, goodput: float, ttft: float) -> dict:
 
 
 def test_goodput_and_the_sla_rate_are_read_from_the_result():
-    m = tune.level_metrics(result(5.6, 7.5, 900.0))
+    m = figures.level_metrics(result(5.6, 7.5, 900.0))
     assert m["sla"] == {"sla_rate_req_s": 5.6}
     assert (m["rate=8"]["goodput_req_s"], m["rate=8"]["ttft_p99_ms"], m["4"]["goodput_req_s"]) == (7.5, 900.0, 3.0)
-    assert tune.level_metrics(result(None, 1.0, 900.0))["sla"] == {"sla_rate_req_s": 0.0}  # even LOW broke the SLA
-    assert "sla" not in tune.level_metrics({"levels": [], "sla_search": None})
+    assert figures.level_metrics(result(None, 1.0, 900.0))["sla"] == {"sla_rate_req_s": 0.0}  # even LOW broke the SLA
+    assert "sla" not in figures.level_metrics({"levels": [], "sla_search": None})
 
 
 class SlaDeploy(ModelDeploy):
@@ -131,7 +132,7 @@ class SlaDeploy(ModelDeploy):
         best = 4.0 * (2 if ch["allreduce"] == "pcie-ipc" else 1) * (0.5 if ch["moe-runner-backend"] == "triton" else 1)
         goodput = 6.0 + (1.5 if ch["spec"] == "nextn" else 0)
         ttft = 2000.0 if ch["spec"] == "nextn" else 500.0
-        metrics = {"lab-1": tune.level_metrics(result(best, goodput, ttft))}
+        metrics = {"lab-1": figures.level_metrics(result(best, goodput, ttft))}
         return {"status": tune.OK, "metrics": metrics, "emulated": True}
 
 

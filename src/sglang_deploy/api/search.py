@@ -24,16 +24,14 @@ from sglang_deploy.tune import (
     Store,
     Workload,
     expand,
-    level_metrics,
     load_search,
-    measurement_problem,
     plan,
     promotion,
     report,
     run_search,
 )
 
-from sglang_deploy.tune.measures import comparable
+from sglang_deploy.compare.figures import comparable, level_metrics, measurement_problem
 
 from . import runner
 from .results import RunResult

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from sglang_deploy import api
-from sglang_deploy.compare import bench_vars
+from sglang_deploy.compare import bench_vars, figures
 from sglang_deploy.launch import nodes
 from sglang_deploy.host import bench
 from sglang_deploy.paths import REPO
@@ -366,7 +366,7 @@ class _AnyLevels:
     so are SLOs and an SLA search where those are templates too; what is known is checked."""
 
     def __init__(self, settings: dict, unknown: set, texts: list):
-        self._levels = [tune_measures.level_key(raw.get("concurrency"), raw.get("rate")) for _, raw in texts]
+        self._levels = [figures.level_key(raw.get("concurrency"), raw.get("rate")) for _, raw in texts]
         self.slo = {"unknown": 0} if "slo" in unknown else settings.get("slo")
         self.sla_search = (0, 0) if "sla_search" in unknown else settings.get("sla_search")
 

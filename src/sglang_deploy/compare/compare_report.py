@@ -13,8 +13,15 @@ from datetime import datetime
 from pathlib import Path
 
 from sglang_deploy.compare import noise
+from sglang_deploy.compare.figures import (
+    comparable,
+    first_difference,
+    level_metrics,
+    level_text,
+    measurement_problem,
+    metric_value,
+)
 from sglang_deploy.host.bench import table
-from sglang_deploy.tune import measures
 
 SYNTHETIC_NOTE = "LAB: emulated SGLang server, these numbers are synthetic"
 
@@ -48,8 +55,6 @@ COLUMNS = (
     ("goodput_req_s", "good/s", 2),
     ("accept_length", "accept", 2),
 )
-# What makes two results comparable: the same workload in each of these (bench result's `workload`); tune's list.
-COMPARABLE = measures.COMPARABLE
 
 
 # The figures of a row: key -> (read from a benchmark level, goal). Each is kept over the repeats (min/median/max).
@@ -218,11 +223,11 @@ def comparison_rows(
 
 
 def _workload(results: dict) -> dict:
-    """The workload of the first result (COMPARABLE's settings), `same_for_all` when every result had it, and
+    """The workload of the first result (figures.COMPARABLE's settings), `same_for_all` when every result had it, and
     `differs`: the first setting that differs (None when comparable)."""
-    workloads = [measures.comparable(r) for per_repeat in results.values() for per in per_repeat for r in per.values()]
-    differs = measures.first_difference(workloads)
-    first = workloads[0] if workloads else measures.comparable({})
+    workloads = [comparable(r) for per_repeat in results.values() for per in per_repeat for r in per.values()]
+    differs = first_difference(workloads)
+    first = workloads[0] if workloads else comparable({})
     return {**first, "same_for_all": differs is None, "differs": differs}
 
 
@@ -241,8 +246,6 @@ def sla_rates(results: dict) -> dict:
 def _ranked_row(name: str, recs: list, obj, limits: list) -> dict:
     """A profile's row of one objective: the median over repeats, its spread and values, the limits it broke (a
     limit holds on the median of its metric)."""
-    from sglang_deploy.tune.store import metric_value
-
     values = [v for v in (metric_value(rec, obj.metric, obj.level) for rec in recs) if v is not None]
     broken = []
     for lim in limits:
@@ -274,12 +277,9 @@ def rank_profiles(
     The metrics are tune's (goodput_req_s at a level, sla_rate_req_s of the SLA search, ...), read as tune reads
     them. results: profile -> [{host: benchmark result}], one per repeat.
 
-    Ranked are only measurements (tune's rule, store.measurement_problem: the deploy succeeded, ``deployed``:
+    Ranked are only measurements (tune's rule, figures.measurement_problem: the deploy succeeded, ``deployed``:
     profile -> all its runs ok, all when None; no request failed at the objective's level, in any repeat) on the
     hosts of the first profile measured; the others follow with rank None and not_ranked: why."""
-    from sglang_deploy.tune.measures import level_text
-    from sglang_deploy.tune.store import level_metrics, measurement_problem
-
     deployed = deployed or {}
     records = {
         name: [{"metrics": {h: level_metrics(res) for h, res in per.items()}} for per in results.get(name) or []]

@@ -30,7 +30,7 @@ import yaml
 from sglang_deploy import paths
 from sglang_deploy.host import model, wheel_fetch
 from sglang_deploy.launch import profiles
-from sglang_deploy.host.bench.sweep import write_file
+from sglang_deploy.host.files import write_file
 from sglang_deploy.host.wheel_fetch import sha256_file
 
 MODELS = paths.REPO / "models"

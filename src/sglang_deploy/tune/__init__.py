@@ -19,7 +19,7 @@ from .planning import HostFacts, Planned, candidate_key, plan, run_key, stack_id
 from .promotion import check_promotion, limits_broken, promote_profile, promotion_body
 from .ranking import decide
 from .searchfile import SEARCH_VARS, Limit, Objective, Search, SearchError, Workload, load_search, parse_search
-from .store import FAILED, OK, Store, level_metrics, measurement_problem
+from .store import FAILED, OK, Store
 
 __all__ = [
     "FAILED",
@@ -40,10 +40,8 @@ __all__ = [
     "check_promotion",
     "decide",
     "expand",
-    "level_metrics",
     "limits_broken",
     "load_search",
-    "measurement_problem",
     "one_line",
     "parse_search",
     "plan",

@@ -12,11 +12,11 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
+from ..compare.figures import first_difference
 from .outcome import Outcome, evaluate
 from .planning import Planned, run_key
 from .ranking import ranking
 from .searchfile import Search, Workload
-from .measures import first_difference
 from .store import FAILED, OK, Store
 
 
@@ -112,7 +112,7 @@ class _Run:
         return rec
 
     def _comparable(self, fields: dict, stage: str) -> dict:
-        """A run's fields, FAILED (kind workload) when what its benchmark did (measures.COMPARABLE, per host) differs
+        """A run's fields, FAILED (kind workload) when what its benchmark did (figures.COMPARABLE, per host) differs
         from what the first run of its stage measured: e.g. recorded answers counted in words on a candidate whose
         server does not tokenize, in the server's tokens on the others. Runs stored without it are not checked."""
         first = next(

@@ -1,5 +1,5 @@
-"""What a search measures: its workload (the benchmark's settings, by the engine's names), the metrics of a result,
-the levels they are read at, and the objectives and limits over them."""
+"""What a search measures: its workload (the benchmark's settings, by the engine's names) and the objectives and
+limits over a result's figures (compare/figures.py: the metrics and the levels they are read at)."""
 
 from __future__ import annotations
 
@@ -8,75 +8,12 @@ import math
 from dataclasses import asdict, dataclass
 
 from ..compare import bench_vars
+from ..compare.figures import RESULT_METRICS, SLA_LEVEL, level_key
 from ..host import bench
 
 # The benchmark's workload settings, by the engine's names (bench.WORKLOAD_DEFAULTS; timeout: the module's default).
 WORKLOAD_KEYS = set(bench_vars.ROLE_NONE) - {"min_tokens"}
 CLOSED_LOOP_KEYS = ("concurrency", "input_len", "output_len", "requests", "warmup")
-# metric -> (key of a benchmark level, statistic or None, default goal)
-METRICS = {
-    "output_tok_s": ("output_throughput_tok_s", None, "max"),
-    "decode_tok_s": ("decode_tok_s_per_request", "mean", "max"),
-    "ttft_p50_ms": ("ttft_ms", "p50", "min"),
-    "ttft_p99_ms": ("ttft_ms", "p99", "min"),
-    "tpot_p50_ms": ("tpot_ms", "p50", "min"),
-    "tpot_p99_ms": ("tpot_ms", "p99", "min"),
-    "itl_p50_ms": ("itl_ms", "p50", "min"),
-    "e2e_p50_ms": ("e2e_ms", "p50", "min"),
-    "e2e_p99_ms": ("e2e_ms", "p99", "min"),
-    "goodput_req_s": ("goodput_req_s", None, "max"),
-}
-# metric -> (key of the benchmark result, its field, default goal): one value per run, not per level.
-RESULT_METRICS = {"sla_rate_req_s": ("sla_search", "best_rate", "max")}
-SLA_LEVEL = "sla"  # the level key of RESULT_METRICS
-
-
-# What makes two benchmark results comparable: the same value of each of these in their `workload` (what the
-# benchmark did: the dataset and its sha256, the lengths, how recorded answers were counted...). compare ranks only
-# such results; tune does not rank a run whose result differs from the first of its stage.
-COMPARABLE = (
-    "dataset_name",
-    "dataset_sha256",
-    "seed",
-    "input_len",
-    "output_len",
-    "random_range_ratio",
-    "forced_length",
-    "mode",
-    "request_rates",
-    "arrivals",
-    "max_concurrency",
-    "slo",
-    "requests_per_level",
-    "answer_lengths",  # how recorded answers' lengths were counted: the server's /v1/tokenize, or words x a ratio
-)
-
-
-def comparable(result: dict) -> dict:
-    """The COMPARABLE settings of a benchmark result's workload."""
-    workload = result.get("workload") or {}
-    return {k: workload.get(k) for k in COMPARABLE}
-
-
-def first_difference(workloads: list) -> str | None:
-    """The first COMPARABLE setting in which one of ``workloads`` (comparable()'s) differs from the first one;
-    None when they are comparable."""
-    first = workloads[0] if workloads else {}
-    return next((k for k in COMPARABLE for w in workloads if w.get(k) != first.get(k)), None)
-
-
-def level_key(concurrency: int | None, rate: float | None) -> str:
-    """The key of a benchmark level: its concurrency for a closed-loop level (as before request rates), else
-    rate=R (R requests per second, inf: all at once without a cap)."""
-    if rate is None or math.isinf(rate):
-        return str(concurrency) if concurrency else "rate=inf"
-    return f"rate={rate:g}"
-
-
-def level_text(key: str) -> str:
-    """A level key (level_key, SLA_LEVEL) as reports name it: c=8, rate=2, the SLA search."""
-    key = str(key)
-    return "the SLA search" if key == SLA_LEVEL else f"c={key}" if key.isdigit() else key
 
 
 def _where_text(metric: str, concurrency: int | None, rate: float | None) -> str:

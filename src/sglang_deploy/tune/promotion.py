@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..launch import profiles
-from ..host.bench.sweep import check_dest, write_file
+from ..host.files import check_dest, write_file
 from ..secret_names import is_secret_name
 from .outcome import Outcome
 from .planning import Planned

@@ -6,8 +6,9 @@ from __future__ import annotations
 import statistics
 
 from ..compare import noise as noise_rule
+from ..compare.figures import metric_value
 from .searchfile import Objective, Search
-from .store import OK, metric_value
+from .store import OK
 
 
 def ranking(search: Search, obj: Objective, planned: list, by_key: dict, stage: str = "full") -> list:

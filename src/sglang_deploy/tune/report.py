@@ -11,7 +11,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from ..host.bench.sweep import check_dest, write_file
+from ..host.files import check_dest, write_file
 from ..compare.compare_report import SYNTHETIC_NOTE
 from .expansion import one_line
 from .outcome import Outcome

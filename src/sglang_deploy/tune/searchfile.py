@@ -42,17 +42,8 @@ from typing import Any
 from ..compare import bench_vars
 from ..launch import formats, profiles
 from ..host import bench
-from .measures import (
-    METRICS,
-    RESULT_METRICS,
-    SLA_LEVEL,
-    WORKLOAD_KEYS,
-    Limit,
-    Objective,
-    Workload,
-    engine_settings,
-    level_key,
-)
+from ..compare.figures import METRICS, RESULT_METRICS, SLA_LEVEL, level_key
+from .measures import WORKLOAD_KEYS, Limit, Objective, Workload, engine_settings
 from ..secret_names import MASK, is_secret_name, mask_secrets
 
 SEARCH_KEYS = {

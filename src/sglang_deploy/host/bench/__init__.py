@@ -14,7 +14,8 @@ before anything is sent (ValueError); ServerUnusable when the server cannot be b
 from .client import BENCH_VERSION
 from .dataset import DATASETS
 from .metrics import DEFINITIONS, Timeline, level_metrics
-from .sweep import ServerUnusable, check_dest, check_workload, run_benchmark, run_benchmark_async, write_result
+from ..files import check_dest
+from .sweep import ServerUnusable, check_workload, run_benchmark, run_benchmark_async, write_result
 from .table import format_table
 from .workload import (
     ARRIVALS,

@@ -10,16 +10,15 @@ import asyncio
 import contextlib
 import json
 import math
-import os
 import random
 import resource
 import socket
 import sys
-import tempfile
 import time
 from datetime import UTC, datetime
 
 from .. import server_http
+from ..files import write_file
 from . import dataset
 from .dataset import Dataset
 from ..readiness import check_output, dummy_weights
@@ -539,51 +538,6 @@ def run_benchmark(url: str, **kwargs) -> dict:
     return asyncio.run(run_benchmark_async(url, **kwargs))
 
 
-def check_dest(dest: str) -> str:
-    """The absolute path write_result would write; ValueError (before anything runs) when it cannot."""
-    path = os.path.abspath(os.path.expanduser(dest))
-    if os.path.isdir(path):
-        raise ValueError(
-            f"{dest} is a folder: give a file name for the result, e.g. {os.path.join(dest, 'bench.json')}"
-        )
-    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path)):
-        raise ValueError(f"{dest} exists and is not a regular file: give a new file name or a regular file to replace")
-    parent = os.path.dirname(path)
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"cannot write the result to {dest}: {parent} is not a writable folder")
-    return path
-
-
 def write_result(result: dict, dest: str) -> str:
     """Write the result as JSON (parent directories created); returns the absolute path."""
     return write_file(json.dumps(result, indent=2, default=str) + "\n", dest)
-
-
-def write_file(data: str | bytes, dest: str, mode: int = 0o600, sync: bool = False) -> str:
-    """Write ``data`` (text as UTF-8) to ``dest`` with ``mode``, parent directories created; returns the absolute
-    path. A private temporary file beside it (not a fixed name a link could stand on), then an atomic rename, which
-    replaces a link at ``dest`` instead of writing through it; ``sync``: on disk (file and folder) on return."""
-    path = os.path.abspath(os.path.expanduser(dest))
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
-            os.fchmod(fh.fileno(), mode)
-            if sync:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    if sync:
-        dir_fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    return path
