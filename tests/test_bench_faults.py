@@ -146,7 +146,9 @@ def test_garbage_output_fails_the_cli_and_the_module(emulator, capsys):
     assert bench(emu.url, "--concurrency", "1") == 1
     assert "not plausible text (repeated_char" in capsys.readouterr().out
     failed, res = run_module(
-        sglang_bench, {"url": emu.url, "concurrency": [1], "requests": 2, "output_len": 8, "warmup": 0}, capsys
+        sglang_bench,
+        {"url": emu.url, "workload": {"concurrency": [1], "requests": 2, "output_len": 8, "warmup": 0}},
+        capsys,
     )
     assert failed and "not plausible text" in res["msg"]
     assert res["result"]["levels"][0]["output_check"]["count"] == 2
@@ -167,7 +169,9 @@ def test_dummy_weights_tolerate_non_language_but_not_the_nan_signature(emulator,
     assert bench(emu.url, "--concurrency", "1", "--requests", "2") == 0
     emu = emulator("--load-format", "dummy", fault="garbage")
     failed, res = run_module(
-        sglang_bench, {"url": emu.url, "concurrency": [1], "requests": 2, "output_len": 8, "warmup": 0}, capsys
+        sglang_bench,
+        {"url": emu.url, "workload": {"concurrency": [1], "requests": 2, "output_len": 8, "warmup": 0}},
+        capsys,
     )
     assert failed and "not plausible text" in res["msg"] and "token id 0" in res["msg"]
     assert res["result"]["server_info"]["load_format"] == "dummy"
@@ -189,11 +193,11 @@ def test_https_against_plain_http_fails_fast_and_names_the_fix(emulator, capsys)
         (["--output-len", "0"], None, "output_len must be at least 2"),
         (["--output-len", "1"], None, "output_len must be at least 2"),
         (["--requests", "-5"], None, "requests must be at least 1"),
-        (["--timeout", "0"], None, "timeout must be a positive number"),
-        (["--timeout", "inf"], None, "timeout must be a positive number of seconds, got inf: give a finite one"),
-        (["--timeout", "nan"], None, "timeout must be a positive number"),
-        (["--input-len", "100000000"], None, "input_len must be at most 2097152 tokens"),
-        (["--output-len", "100000000"], None, "output_len must be at most 2097152 tokens"),
+        (["--timeout", "0"], None, "timeout must be above 0, got 0.0"),
+        (["--timeout", "inf"], None, "timeout must be a finite number, got inf"),
+        (["--timeout", "nan"], None, "timeout must be above 0, got nan"),
+        (["--input-len", "100000000"], None, "input_len must be at most 2097152, got 100000000"),
+        (["--output-len", "100000000"], None, "output_len must be at most 2097152, got 100000000"),
         (
             ["--dataset-name", "generated-shared-prefix", "--gsp-system-prompt-len", "100000000"],
             None,

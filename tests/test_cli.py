@@ -408,28 +408,6 @@ def test_bench_deploy_and_compare_take_the_same_workload_flags():
     assert flags(["deploy"]) == flags(["compare"]) == workload_flags
 
 
-def test_every_workload_setting_is_a_role_variable():
-    """bench_vars names each engine workload setting (but timeout, which has no role variable) and min_tokens as an
-    sglang_benchmark_* variable the role declares, with the role's default 'none' value."""
-    import yaml
-
-    from sglang_deploy.compare import bench_vars
-    from sglang_deploy.host import bench
-
-    from pathlib import Path
-
-    role = Path(__file__).resolve().parent.parent / "roles" / "sglang_benchmark"
-    defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())
-    assert set(bench_vars.ROLE_NONE) == set(bench.WORKLOAD_DEFAULTS) - {"timeout"} | {"min_tokens"}
-    for name, none in bench_vars.ROLE_NONE.items():
-        role_default = defaults[bench_vars.ROLE_PREFIX + name]
-        engine_default = bench.WORKLOAD_DEFAULTS.get(name, False)
-        assert bench_vars.from_role(name, role_default) == (
-            list(engine_default) if isinstance(engine_default, tuple) else engine_default
-        ), name
-        assert none is None or bench_vars.from_role(name, none) is None
-
-
 def test_compare_ranks_by_the_objectives_and_limits_it_is_given(monkeypatch, capsys):
     seen = {}
 

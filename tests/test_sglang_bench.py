@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 from emulator_proc import REPO, Emulator, run_module  # first: puts the repo's module_utils on the import path
@@ -53,11 +55,7 @@ def test_sweep_reports_the_configured_rates(emulator, tmp_path, capsys):
         {
             "url": emu.url,
             "model": "qwen",
-            "concurrency": [1, 4],
-            "requests": 4,
-            "input_len": 32,
-            "output_len": out_len,
-            "warmup": 1,
+            "workload": {"concurrency": [1, 4], "requests": 4, "input_len": 32, "output_len": out_len, "warmup": 1},
             "dest": str(dest),
             "context": {"profile": "nextn"},
         },
@@ -100,7 +98,10 @@ def test_output_length_mismatch_is_reported_not_averaged(emulator, monkeypatch, 
     drop_from_body(monkeypatch, "ignore_eos")  # a server that ignores ignore_eos
     failed, res = run_module(
         sglang_bench,
-        {"url": emu.url, "concurrency": [2], "requests": 4, "input_len": 16, "output_len": 400, "warmup": 0},
+        {
+            "url": emu.url,
+            "workload": {"concurrency": [2], "requests": 4, "input_len": 16, "output_len": 400, "warmup": 0},
+        },
         capsys,
     )
     assert not failed
@@ -117,8 +118,9 @@ def test_min_tokens_is_sent_only_when_asked(emulator, monkeypatch, capsys):
     """A server that ignores ignore_eos stops early; --min-tokens (module: min_tokens) still forces the length."""
     emu = emulator()
     drop_from_body(monkeypatch, "ignore_eos")
-    args = {"url": emu.url, "concurrency": [1], "requests": 2, "input_len": 16, "output_len": 400, "warmup": 0}
-    failed, res = run_module(sglang_bench, {**args, "min_tokens": True}, capsys)
+    work = {"concurrency": [1], "requests": 2, "input_len": 16, "output_len": 400, "warmup": 0}
+    args = {"url": emu.url, "workload": work}
+    failed, res = run_module(sglang_bench, {**args, "workload": {**work, "min_tokens": True}}, capsys)
     assert not failed, res
     level = res["result"]["levels"][0]
     assert level["output_len_mismatch"]["count"] == 0 and level["output_tokens"] == 800
@@ -135,7 +137,9 @@ def test_missing_usage_counts_as_failure(emulator, monkeypatch, capsys):
     emu = emulator()
     drop_from_body(monkeypatch, "stream_options")
     failed, res = run_module(
-        sglang_bench, {"url": emu.url, "concurrency": [1], "requests": 2, "output_len": 8, "warmup": 0}, capsys
+        sglang_bench,
+        {"url": emu.url, "workload": {"concurrency": [1], "requests": 2, "output_len": 8, "warmup": 0}},
+        capsys,
     )
     assert failed and "no request completed" in res["msg"]
     assert list(res["result"]["levels"][0]["errors"]) == ["no usage chunk (stream_options.include_usage ignored)"]
@@ -144,7 +148,9 @@ def test_missing_usage_counts_as_failure(emulator, monkeypatch, capsys):
 def test_server_errors_are_counted(emulator, capsys):
     emu = emulator(fault="http_500")
     failed, res = run_module(
-        sglang_bench, {"url": emu.url, "concurrency": [2], "requests": 3, "output_len": 8, "warmup": 0}, capsys
+        sglang_bench,
+        {"url": emu.url, "workload": {"concurrency": [2], "requests": 3, "output_len": 8, "warmup": 0}},
+        capsys,
     )
     assert failed
     level = res["result"]["levels"][0]
@@ -154,7 +160,9 @@ def test_server_errors_are_counted(emulator, capsys):
 def test_reasoning_is_counted_and_reported_apart(emulator, capsys):
     emu = emulator("--reasoning-parser", "qwen3")
     failed, res = run_module(
-        sglang_bench, {"url": emu.url, "concurrency": [1], "requests": 2, "output_len": 40, "warmup": 0}, capsys
+        sglang_bench,
+        {"url": emu.url, "workload": {"concurrency": [1], "requests": 2, "output_len": 40, "warmup": 0}},
+        capsys,
     )
     assert not failed
     level = res["result"]["levels"][0]
@@ -167,7 +175,9 @@ def test_reasoning_is_counted_and_reported_apart(emulator, capsys):
 def test_accept_length_falls_back_to_server_info(emulator, capsys):
     emu = emulator("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", accept_length=2)
     failed, res = run_module(
-        sglang_bench, {"url": emu.url, "concurrency": [1], "requests": 2, "output_len": 33, "warmup": 0}, capsys
+        sglang_bench,
+        {"url": emu.url, "workload": {"concurrency": [1], "requests": 2, "output_len": 33, "warmup": 0}},
+        capsys,
     )
     assert not failed
     spec = res["result"]["levels"][0]["spec_accept_length"]
@@ -211,40 +221,86 @@ def test_cli_prints_the_table_and_writes_the_json(emulator, tmp_path, monkeypatc
     assert exc.value.code == 2
 
 
-def test_each_default_has_one_source():
-    """The engine's defaults; the module's documentation, the role and the command line say the same."""
-    import inspect
+def test_the_workload_table_is_the_one_source(monkeypatch):
+    """Every benchmark workload setting is in one table (bench.WORKLOAD), and each place that names settings agrees
+    with it, so that a setting added in one place only fails here: the module's `workload` option (its argument
+    spec, and its documentation as ansible-doc reads it), the command line's flags and defaults, the role's
+    variables (defaults/main.yml and both entry points' argument specs: type, elements, choices, and the table's
+    default or the role's "none" for it) and tune's search-file workload."""
+    import subprocess
+    import sys
 
     import yaml
 
-    from sglang_deploy.host import bench
+    from sglang_deploy.compare import bench_vars
+    from sglang_deploy.tune import measures
 
-    engine_defaults = {
-        "concurrency": list(bench.DEFAULT_CONCURRENCY),
-        "input_len": bench.DEFAULT_INPUT_LEN,
-        "output_len": bench.DEFAULT_OUTPUT_LEN,
-        "warmup": bench.DEFAULT_WARMUP,
+    table = bench.WORKLOAD
+    listed = lambda v: list(v) if isinstance(v, tuple) else v  # noqa: E731
+    expected = {
+        name: {"type": s.type, "default": listed(s.default)}
+        | ({"elements": s.elements} if s.elements else {})
+        | ({"choices": list(s.choices)} if s.choices else {})
+        for name, s in table.items()
     }
-    documented = yaml.safe_load(sglang_bench.DOCUMENTATION)["options"]
-    role = REPO / "roles" / "sglang_benchmark"
-    role_defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())
-    role_spec = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+
+    def spec_of(option: dict) -> dict:
+        return {k: option[k] for k in ("type", "elements", "choices") if k in option} | {
+            "default": option.get("default")
+        }
+
+    # The module: the argument spec main() gives Ansible, and its documentation.
+    seen = {}
+
+    def capture(argument_spec, **kwargs):
+        seen.update(argument_spec)
+        raise SystemExit
+
+    monkeypatch.setattr(sglang_bench, "AnsibleModule", capture)
+    with pytest.raises(SystemExit):
+        sglang_bench.main()
+    assert {k: spec_of(v) for k, v in seen["workload"]["options"].items()} == expected
+    doc = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-doc"), "-j", "sglang.deploy.sglang_bench"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    documented = json.loads(doc.stdout)["sglang.deploy.sglang_bench"]["doc"]["options"]["workload"]["suboptions"]
+    assert {k: spec_of(v) for k, v in documented.items()} == expected
+    assert all(documented[name]["description"] == s.help for name, s in table.items())
+    # The command line: a flag per setting (a mapping's sub-settings: one each), the table's default.
     args = cli.build_parser().parse_args(["bench", "--url", "http://h"])
-    for name, value in engine_defaults.items():
-        assert documented[name]["default"] == value, name
-        assert role_defaults[f"sglang_benchmark_{name}"] == value == role_spec[f"sglang_benchmark_{name}"]["default"]
-        assert getattr(args, name) == value, name
-    assert documented["timeout"]["default"] == bench.DEFAULT_TIMEOUT_S == args.timeout
-    min_tokens = inspect.signature(bench.run_benchmark_async).parameters["min_tokens"].default
-    assert min_tokens is False is documented["min_tokens"]["default"] is args.min_tokens
-    assert role_defaults["sglang_benchmark_min_tokens"] is False is role_spec["sglang_benchmark_min_tokens"]["default"]
-    assert 'min_tokens: "{{ sglang_benchmark_min_tokens | bool }}"' in (role / "tasks" / "sweep.yml").read_text()
+    for name, s in table.items():
+        if s.options:
+            assert {k: getattr(args, f"{name}_{k}") for k in s.options} == s.options
+        else:
+            assert getattr(args, name) == listed(s.default), name
+    # The role: a variable per setting, and no other sglang_benchmark_* variable than the role's own.
+    role = REPO / "roles" / "sglang_benchmark"
+    defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())
+    entry_points = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    own = {"enabled", "results_dir", "host_dir"}
+    for options in [defaults] + [entry["options"] for entry in entry_points.values()]:
+        names = {k.removeprefix(bench_vars.ROLE_PREFIX) for k in options if k.startswith(bench_vars.ROLE_PREFIX)}
+        assert names - own == set(table), sorted((names - own) ^ set(table))
+    for name in table:
+        role_default = defaults[bench_vars.ROLE_PREFIX + name]
+        assert bench_vars.from_role(name, role_default) == listed(table[name].default), name
+        for entry in entry_points.values():
+            option = entry["options"][bench_vars.ROLE_PREFIX + name]
+            assert spec_of(option) == expected[name] | {"default": role_default}, (name, option)
+    # tune: a search file's workload takes every setting, and its Workload holds each.
+    assert measures.WORKLOAD_KEYS == set(table)
+    assert [f.name for f in dataclasses.fields(measures.Workload)] == [*table, "dataset_sha256"]
     assert [bench.default_requests(c) for c in (1, 8, 32)] == [8, 16, 64]
-    for text in (documented["requests"]["description"], role_spec["sglang_benchmark_requests"]["description"]):
+    role_spec = entry_points["main"]["options"]
+    for text in (table["requests"].help, role_spec["sglang_benchmark_requests"]["description"]):
         assert "2 x concurrency" in text and "at least 8" in text or "max(8, 2 x concurrency)" in text
     assert "once before the first level" in role_spec["sglang_benchmark_warmup"]["description"]
     doc = (REPO / "docs" / "benchmark.md").read_text()
     results = " ".join(doc[doc.index("## What a deploy measures") :].split())
     assert "max(8, 2 x concurrency)" in results and "warm-up requests once (default 2" in results
-    assert f"about {bench.DEFAULT_INPUT_LEN} prompt tokens" in results
-    assert f"forced to {bench.DEFAULT_OUTPUT_LEN} tokens by default" in results
+    assert f"about {table['input_len'].default} prompt tokens" in results
+    assert f"forced to {table['output_len'].default} tokens by default" in results

@@ -8,15 +8,17 @@ DOCUMENTATION = r"""
 module: sglang_bench
 short_description: Benchmark an SGLang server over a concurrency sweep with verified output lengths
 description:
-  - Checks C(GET /health) first (fails unless 200), runs O(warmup) uncounted requests once, then for each level in O(concurrency) sends O(requests) streamed
-    chat completions (C(/v1/chat/completions), C(stream_options.include_usage=true)) with that many
-    workers, each on its own keep-alive HTTP/1.1 connection opened before the level's clock starts.
+  - Checks C(GET /health) first (fails unless 200), runs O(workload.warmup) uncounted requests once, then for
+    each level in O(workload.concurrency) sends O(workload.requests) streamed chat completions
+    (C(/v1/chat/completions), C(stream_options.include_usage=true)) with that many workers, each on its own
+    keep-alive HTTP/1.1 connection opened before the level's clock starts. O(workload) holds the settings of the
+    sweep (the levels, the dataset, the lengths, SLOs), each described below.
   - The output length is forced as C(sglang.bench_serving) does (C(ignore_eos=true), C(max_tokens) =
-    O(output_len), temperature 0; C(min_tokens) only with O(min_tokens)) and verified against the server's
-    C(usage.completion_tokens); the figures use the real counts, and responses of another length are
+    O(workload.output_len), temperature 0; C(min_tokens) only with O(workload.min_tokens)) and verified against
+    the server's C(usage.completion_tokens); the figures use the real counts, and responses of another length are
     reported per level as a count and examples, not averaged away. A response without usage counts as a
     failed request.
-  - Prompts are deterministic common-word text of about O(input_len) tokens, unique per request at
+  - Prompts are deterministic common-word text of about O(workload.input_len) tokens, unique per request at
     their start (no prefix-cache reuse between requests).
   - "Definitions (also written into the result's C(definitions)). t_send = when the request bytes are
     written (waiting for a worker is not counted). A token chunk is an SSE chunk whose delta has non-empty
@@ -44,6 +46,7 @@ description:
     seconds, and O(context) as given.
 version_added: "0.1.0"
 author: sglang-deploy
+extends_documentation_fragment: [sglang.deploy.bench_workload]
 options:
   url:
     description: Base URL of the server.
@@ -55,84 +58,6 @@ options:
   model:
     description: Served model name; default C(served_model_name) of C(/server_info) or the first C(/v1/models) id.
     type: str
-  concurrency:
-    description: Concurrency levels, run in this order.
-    type: list
-    elements: int
-    default: [1, 8, 32]
-  requests:
-    description: Requests per level (at least 1); default max(8, 2 x concurrency) for each level.
-    type: int
-  input_len:
-    description: Approximate prompt length in tokens (the chat template adds a few).
-    type: int
-    default: 256
-  output_len:
-    description: Output tokens per request (at least 2), forced and verified.
-    type: int
-    default: 256
-  dataset_name:
-    description: "The prompts, named as sglang.bench_serving names them: C(random) (common-word prompts of
-      O(input_len)), C(sharegpt) (the ShareGPT JSON list at O(dataset_path)), C(custom) (JSONL at O(dataset_path),
-      one C({\"messages\": [...], \"max_tokens\": N}) per line), C(generated-shared-prefix) (groups sharing a long
-      system prompt, see O(gsp))."
-    type: str
-    choices: [random, sharegpt, custom, generated-shared-prefix]
-    default: random
-  dataset_path:
-    description: The dataset file on the host (C(sharegpt), C(custom)); its sha256 is recorded.
-    type: path
-  random_range_ratio:
-    description: Lengths drawn uniformly from [length x ratio, length] (bench_serving's convention); 1 keeps them fixed.
-    type: float
-    default: 1.0
-  seed:
-    description: Seed of the prompts, their order and the arrivals (bench_serving's arrival times for the same seed; 0 to 4294967295).
-    type: int
-    default: 42
-  sharegpt_output_len:
-    description: C(sharegpt) only, this output length instead of each answer's.
-    type: int
-  gsp:
-    description: C(generated-shared-prefix) settings (num_groups 64, prompts_per_group 16, system_prompt_len 2048,
-      question_len 128); the output length is O(output_len).
-    type: dict
-  request_rate:
-    description: Request rates (per second), one level each, instead of the O(concurrency) levels; Poisson
-      arrivals, C(inf) sends all at once.
-    type: list
-    elements: str
-  max_concurrency:
-    description: At most this many requests in flight at a rate; alone, the one closed-loop level of that concurrency.
-    type: int
-  slo:
-    description: "Limits in ms by metric, e.g. C({ttft_p99_ms: 2000, tpot_p99_ms: 50}) (ttft, tpot, itl, e2e x mean,
-      p50, p90, p95, p99); each level gets its verdict, goodput counts the requests meeting all."
-    type: dict
-  sla_search:
-    description: Two request rates C([LOW, HIGH]); the levels are then a search for the highest rate whose level
-      meets every O(slo) (the result's C(sla_search.best_rate)).
-    type: list
-    elements: float
-  sla_search_steps:
-    description: Bisections of the SLA search after its two bounds.
-    type: int
-    default: 5
-  min_tokens:
-    description: Also send C(min_tokens) = O(output_len), for a server that stops early despite C(ignore_eos).
-      SGLang then runs its min-new-tokens penalizer on every decode step (slower decoding; the figures are not
-      comparable with bench_serving's).
-    type: bool
-    default: false
-  warmup:
-    description: Uncounted warm-up requests, once before the first level.
-    type: int
-    default: 2
-  timeout:
-    description: Seconds a request or a probe may wait for the server. The first request past it stops its
-      level and the sweep (a hung server is noticed within about this time).
-    type: float
-    default: 600
   dest:
     description: File on the host to write the result JSON to; parent directories are created.
     type: path
@@ -159,8 +84,9 @@ EXAMPLES = r"""
     url: "http://{{ sglang_host }}:{{ sglang_port }}"
     api_key: "{{ sglang_api_key }}"
     model: "{{ sglang_served_model_name }}"
-    concurrency: [1, 8, 32]
-    output_len: 512
+    workload:
+      concurrency: [1, 8, 32]
+      output_len: 512
     dest: /var/lib/sglang-deploy/results/baseline.json
     context:
       profile: baseline
@@ -223,21 +149,10 @@ dest:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils.bench import (
-    DATASETS,
-    DEFAULT_CONCURRENCY,
-    DEFAULT_INPUT_LEN,
-    DEFAULT_OUTPUT_LEN,
-    DEFAULT_RANGE_RATIO,
-    DEFAULT_SEED,
-    DEFAULT_SLA_STEPS,
-    DEFAULT_TIMEOUT_S,
-    DEFAULT_WARMUP,
-    WORKLOAD_DEFAULTS,
     ServerUnusable,
+    ansible_options,
     check_dest,
     format_table,
-    parse_rates,
-    parse_slo,
     run_benchmark,
     write_result,
 )
@@ -250,24 +165,7 @@ def main() -> None:
             "url": {"type": "str", "default": LOCAL_URL},
             "api_key": {"type": "str", "no_log": True},
             "model": {"type": "str"},
-            "concurrency": {"type": "list", "elements": "int", "default": list(DEFAULT_CONCURRENCY)},
-            "requests": {"type": "int"},
-            "input_len": {"type": "int", "default": DEFAULT_INPUT_LEN},
-            "output_len": {"type": "int", "default": DEFAULT_OUTPUT_LEN},
-            "dataset_name": {"type": "str", "default": "random", "choices": list(DATASETS)},
-            "dataset_path": {"type": "path"},
-            "random_range_ratio": {"type": "float", "default": DEFAULT_RANGE_RATIO},
-            "seed": {"type": "int", "default": DEFAULT_SEED},
-            "sharegpt_output_len": {"type": "int"},
-            "gsp": {"type": "dict"},
-            "request_rate": {"type": "list", "elements": "str"},
-            "max_concurrency": {"type": "int"},
-            "slo": {"type": "dict"},
-            "sla_search": {"type": "list", "elements": "float"},
-            "sla_search_steps": {"type": "int", "default": DEFAULT_SLA_STEPS},
-            "min_tokens": {"type": "bool", "default": False},
-            "warmup": {"type": "int", "default": DEFAULT_WARMUP},
-            "timeout": {"type": "float", "default": DEFAULT_TIMEOUT_S},
+            "workload": {"type": "dict", "default": {}, "options": ansible_options()},
             "dest": {"type": "path"},
             "context": {"type": "dict", "default": {}},
         },
@@ -279,48 +177,48 @@ def main() -> None:
     try:
         if p["dest"]:
             check_dest(p["dest"])
-        workload = {name: p[name] for name in WORKLOAD_DEFAULTS if p.get(name) is not None}
-        if p["request_rate"] is not None:
-            workload["request_rate"] = parse_rates(",".join(p["request_rate"]))
-        if p["slo"] is not None:
-            workload["slo"] = parse_slo(",".join(f"{k}={v}" for k, v in p["slo"].items()))
-        result = run_benchmark(
-            p["url"],
-            api_key=p["api_key"],
-            model=p["model"],
-            min_tokens=p["min_tokens"],
-            context=p["context"],
-            **workload,
-        )
+        result = run_benchmark(p["url"], api_key=p["api_key"], model=p["model"], context=p["context"], **p["workload"])
     except (ValueError, ServerUnusable) as exc:
         module.fail_json(msg=f"benchmark could not run: {exc}")
-    table = format_table(result)
-    out = {"result": result, "table": table}
+    out = {"result": result, "table": format_table(result)}
     if p["dest"]:
         out["dest"] = write_result(result, p["dest"])
     for level in result["levels"]:
-        name = level["label"]
-        if level["failed"] and not level["stopped"]:
-            module.warn(f"{name}: {level['failed']} of {level['requests']} requests failed: {level['errors']}")
-        mm = level["output_len_mismatch"]
-        if mm["count"]:
-            want = mm["expected"] if mm["expected"] is not None else "their requested"
-            module.warn(f"{name}: {mm['count']} responses were not {want} tokens, e.g. {mm['examples'][0]}")
+        for warning in _warnings(level):
+            module.warn(f"{level['label']}: {warning}")
+    failure = _failure(result)
+    if failure:
+        module.fail_json(msg=failure, **out)
+    module.exit_json(changed=bool(p["dest"]), **out)
+
+
+def _warnings(level: dict) -> list:
+    """What went wrong at a level that does not fail the task: failed requests (unless they stopped the sweep),
+    responses of another length than asked."""
+    out = []
+    if level["failed"] and not level["stopped"]:
+        out.append(f"{level['failed']} of {level['requests']} requests failed: {level['errors']}")
+    mm = level["output_len_mismatch"]
+    if mm["count"]:
+        want = mm["expected"] if mm["expected"] is not None else "their requested"
+        out.append(f"{mm['count']} responses were not {want} tokens, e.g. {mm['examples'][0]}")
+    return out
+
+
+def _failure(result: dict) -> str | None:
+    """Why the task fails with the result: the sweep stopped early, a level's output is not plausible text, or a
+    level completed no request."""
     if result["stopped"]:
-        module.fail_json(msg=f"the benchmark stopped early: {result['stopped']}", **out)
+        return f"the benchmark stopped early: {result['stopped']}"
     garbage = [level for level in result["levels"] if level["output_check"]["count"]]
     if garbage:
         ex = garbage[0]["output_check"]["examples"][0]
-        module.fail_json(
-            msg=f"the server's output is not plausible text at {', '.join(level['label'] for level in garbage)}: "
-            f"{ex['check']} ({ex['detail']}), "
-            f"e.g. {ex['output'][:40]!r}",
-            **out,
+        return (
+            f"the server's output is not plausible text at {', '.join(level['label'] for level in garbage)}: "
+            f"{ex['check']} ({ex['detail']}), e.g. {ex['output'][:40]!r}"
         )
     empty = [level["label"] for level in result["levels"] if not level["completed"]]
-    if empty:
-        module.fail_json(msg=f"no request completed at {', '.join(empty)}", **out)
-    module.exit_json(changed=bool(p["dest"]), **out)
+    return f"no request completed at {', '.join(empty)}" if empty else None
 
 
 if __name__ == "__main__":

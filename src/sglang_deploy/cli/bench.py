@@ -25,13 +25,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--url", required=True, help="server base URL, e.g. http://10.0.0.5:30000")
     workload.add_options(p)
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=bench.DEFAULT_TIMEOUT_S,
-        help=f"seconds a request or probe may wait for the server; the first request past it stops the "
-        f"sweep ({bench.DEFAULT_TIMEOUT_S:g})",
-    )
     p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     p.add_argument("--model", help="served model name (default: from /server_info or /v1/models)")
     p.add_argument("--json", metavar="FILE", help="write the result JSON here")
@@ -44,20 +37,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _workload(args: argparse.Namespace) -> dict:
-    """The engine's workload settings from the command line."""
-    given = workload.settings(args)
-    given.pop("min_tokens")
-    return {**given, "timeout": args.timeout}
-
-
 def _checked(args: argparse.Namespace) -> str | None:
     """The API key; UsageError for anything unusable, before a request is sent."""
     if args.output_details and not args.json:
         raise UsageError("--output-details writes each request into the JSON result: give --json FILE too")
     try:
         Endpoint.parse(args.url)
-        bench.check_workload(**_workload(args))
+        bench.check_workload(**workload.settings(args))
         if args.json:
             bench.check_dest(args.json)
     except ValueError as exc:
@@ -83,9 +69,8 @@ def run(args: argparse.Namespace) -> int:
             args.url,
             api_key=api_key,
             model=args.model,
-            min_tokens=args.min_tokens,
             output_details=args.output_details,
-            **_workload(args),
+            **workload.settings(args),
             context={"invoked_by": "sglang-deploy bench"},
             progress=lambda line: print(line, file=sys.stderr, flush=True),
         )

@@ -32,135 +32,52 @@ def _parsed(parse):
     return convert
 
 
-def parse_bounds(text: str) -> tuple:
-    """'1,16' -> (1.0, 16.0): the SLA search's request rates."""
-    parts = text.replace(" ", "").split(",")
-    try:
-        low, high = (float(x) for x in parts)
-    except ValueError as exc:
-        raise ValueError(f"bad SLA search bounds {text!r}: give two request rates LOW,HIGH, e.g. 1,16") from exc
-    return low, high
-
-
 def add_options(p: argparse.ArgumentParser, *, playbook: bool = False) -> None:
-    """The workload flags. playbook: a flag left out sets nothing (the role's defaults, group_vars and -e apply),
-    and the defaults shown are the role's (the same values)."""
-    keep = argparse.SUPPRESS if playbook else None
-    levels = ",".join(str(c) for c in bench.DEFAULT_CONCURRENCY)
+    """The workload flags, one per setting of the table (bench.WORKLOAD: --<name>, bench_serving's names too; a
+    mapping's sub-settings as --<name>-<sub-setting>). playbook: a flag left out sets nothing (the role's defaults,
+    group_vars and -e apply), and the defaults shown are the role's (the same values)."""
     group = p.add_argument_group("workload (bench_serving's names; docs/benchmark.md)")
-    add = _adder(group, keep)
-    add(
-        "--concurrency",
-        type=_parsed(bench.parse_concurrency),
-        default=list(bench.DEFAULT_CONCURRENCY),
-        help=f"closed-loop levels, comma-separated ({levels}); not used with --request-rate or --sla-search",
-    )
-    add(
-        "--request-rate",
-        type=_parsed(bench.parse_rates),
-        help="requests per second, one level each, comma-separated (Poisson arrivals; inf sends all at once)",
-    )
-    add(
-        "--max-concurrency",
-        type=int,
-        help="at most this many requests in flight (with --request-rate / --sla-search; alone: one closed-loop level)",
-    )
-    add(
-        "--requests",
-        "--num-prompts",
-        dest="requests",
-        type=int,
-        help="requests per level (default max(8, 2 x concurrency); at a rate 10 s of arrivals, 16 to 1000)",
-    )
-    add(
-        "--dataset-name",
-        choices=bench.DATASETS,
-        default="random",
-        help="random (common-word prompts of --input-len), sharegpt (ShareGPT JSON), custom (JSONL of OpenAI chat "
-        "messages, optional max_tokens per line), generated-shared-prefix (groups sharing a long system prompt)",
-    )
-    add(
-        "--dataset-path",
-        help="the sharegpt or custom file" + (" on the controller (copied to each host)" if playbook else ""),
-    )
-    add(
-        "--input-len",
-        "--random-input-len",
-        dest="input_len",
-        type=int,
-        default=bench.DEFAULT_INPUT_LEN,
-        help="prompt length in the server's tokens, about (counted with its /v1/tokenize; one per word where it "
-        f"has none) ({bench.DEFAULT_INPUT_LEN})",
-    )
-    add(
-        "--output-len",
-        "--random-output-len",
-        "--gsp-output-len",
-        dest="output_len",
-        type=int,
-        default=bench.DEFAULT_OUTPUT_LEN,
-        help=f"output tokens, forced as bench_serving does (ignore_eos and max_tokens) and verified against "
-        f"usage; custom lines without max_tokens take it ({bench.DEFAULT_OUTPUT_LEN})",
-    )
-    add(
-        "--random-range-ratio",
-        type=float,
-        default=bench.DEFAULT_RANGE_RATIO,
-        help="lengths drawn uniformly from [length x ratio, length], bench_serving's convention "
-        f"({bench.DEFAULT_RANGE_RATIO:g}: fixed; bench_serving's default is 0)",
-    )
-    add("--seed", type=int, default=bench.DEFAULT_SEED, help=f"prompts, order and arrivals ({bench.DEFAULT_SEED})")
-    add("--sharegpt-output-len", type=int, help="sharegpt: this output length instead of the answer's")
-    for name, default in bench.dataset.GSP_DEFAULTS.items():
-        add(f"--gsp-{name.replace('_', '-')}", type=int, default=default, help=f"({default})")
-    add(
-        "--slo",
-        type=_parsed(bench.parse_slo),
-        help="limits each level is judged by, e.g. ttft_p99_ms=2000,tpot_p99_ms=50 (ttft|tpot|itl|e2e, "
-        "mean|p50|p90|p95|p99); goodput counts the requests meeting all",
-    )
-    add(
-        "--sla-search",
-        type=_parsed(parse_bounds),
-        metavar="LOW,HIGH",
-        help="find the highest request rate between LOW and HIGH whose level meets every --slo (bisection)",
-    )
-    add(
-        "--sla-search-steps",
-        type=int,
-        default=bench.DEFAULT_SLA_STEPS,
-        help=f"bisections after the two bounds ({bench.DEFAULT_SLA_STEPS})",
-    )
-    add(
-        "--min-tokens",
-        action="store_true",
-        default=False,
-        help="also send min_tokens = output length, for a server that stops early despite ignore_eos (SGLang then "
-        "runs its min-new-tokens penalizer on every step: slower decoding, not comparable with bench_serving)",
-    )
-    add(
-        "--warmup",
-        type=int,
-        default=bench.DEFAULT_WARMUP,
-        help=f"uncounted warm-up requests, once before the first level ({bench.DEFAULT_WARMUP})",
-    )
+    for name, s in bench.WORKLOAD.items():
+        flags = [f"--{name.replace('_', '-')}", *s.flags]
+        shown = _shown(s.default)
+        kw = {"help": s.help + (f" ({shown})" if shown else ""), "dest": name}
+        if s.type == "bool":
+            kw["action"] = "store_true"
+        elif s.options:
+            for sub, default in s.options.items():
+                group.add_argument(
+                    f"{flags[0]}-{sub.replace('_', '-')}",
+                    type=int,
+                    default=argparse.SUPPRESS if playbook else default,
+                    help=f"{name}'s {sub} ({default})",
+                )
+            continue
+        else:
+            kw.update(type=_parsed(s.parse) if s.parse else _TYPES[s.type], metavar=s.metavar, choices=s.choices)
+        default = list(s.default) if isinstance(s.default, tuple) else s.default
+        group.add_argument(*flags, default=argparse.SUPPRESS if playbook else default, **kw)
 
 
-def _adder(group, keep):
-    def add(*flags, default=None, **kw):
-        group.add_argument(*flags, default=keep or default, **kw)
+_TYPES = {"int": int, "float": float, "str": str, "path": str}
 
-    return add
+
+def _shown(default) -> str:
+    """A default as the help shows it: '1,8,32', '256', '600'; '' where the setting has none (or is a switch)."""
+    if default is None or isinstance(default, bool):
+        return ""
+    if isinstance(default, tuple):
+        return ",".join(map(str, default))
+    return format(default, "g") if isinstance(default, float) else str(default)
 
 
 def settings(args: argparse.Namespace) -> dict:
     """The engine's workload settings the command line gave (bench: all of them, defaults included; deploy and
-    compare: those given), min_tokens among them. gsp: the --gsp-* values given, as one mapping."""
-    names = [k for k in bench.WORKLOAD_DEFAULTS if k not in ("gsp", "timeout")] + ["min_tokens"]
-    out = {k: getattr(args, k) for k in names if hasattr(args, k)}
-    gsp = {k: getattr(args, f"gsp_{k}") for k in bench.dataset.GSP_DEFAULTS if hasattr(args, f"gsp_{k}")}
-    if gsp:
-        out["gsp"] = gsp
+    compare: those given). A mapping (gsp): its --<name>-* values given, as one mapping."""
+    out = {name: getattr(args, name) for name, s in bench.WORKLOAD.items() if not s.options and hasattr(args, name)}
+    for name, s in bench.WORKLOAD.items():
+        given = {k: getattr(args, f"{name}_{k}") for k in s.options or () if hasattr(args, f"{name}_{k}")}
+        if given:
+            out[name] = given
     return out
 
 
@@ -192,7 +109,7 @@ def tune_workload(settings: dict) -> tune_measures.Workload:
     settings not given. searchfile.SearchError naming the fix."""
     raw = {k: v for k, v in settings.items() if k in tune_measures.WORKLOAD_KEYS and v is not None}
     if "concurrency" not in raw and "request_rate" not in raw and "sla_search" not in raw:
-        raw["concurrency"] = list(bench.DEFAULT_CONCURRENCY)
+        raw["concurrency"] = list(bench.WORKLOAD["concurrency"].default)
     return searchfile._workload(raw, "workload")
 
 
@@ -328,7 +245,7 @@ def check(
         if unknown:
             continue
         try:
-            bench.check_workload(**{k: v for k, v in settings.items() if k != "min_tokens"})
+            bench.check_workload(**settings)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"benchmark workload of {_named(hosts)}: {exc}") from exc
     if not parsed and not bounded:

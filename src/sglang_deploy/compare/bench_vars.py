@@ -1,6 +1,7 @@
-"""The benchmark engine's workload settings (host.bench.WORKLOAD_DEFAULTS) as the sglang_benchmark role's variables
-and back: sglang_benchmark_<setting>, with the role's own value for "none" (0, "", [] or {} where the engine takes
-None). Used by the command line's workload flags (cli/workload.py) and by tune's search files."""
+"""The benchmark's workload settings (the table host.bench.WORKLOAD) as the sglang_benchmark role's variables and
+back: sglang_benchmark_<setting>, with the role's own value for "none" where the engine's default is None: the
+empty value of the setting's type (0, "", [] or {}). Used by the role's lookup (plugins/lookup/
+sglang_benchmark_workload.py), the command line's workload flags (cli/workload.py) and tune's search files."""
 
 from __future__ import annotations
 
@@ -8,33 +9,19 @@ import json
 import math
 from pathlib import Path
 
+from ..host.bench import WORKLOAD
+
 ROLE_PREFIX = "sglang_benchmark_"
-# Each workload setting the role takes, and the role's value for the engine's None (None: the role has no "none").
-# timeout has no role variable: the module's default applies.
-ROLE_NONE = {
-    "concurrency": None,
-    "requests": 0,
-    "input_len": None,
-    "output_len": None,
-    "warmup": None,
-    "dataset_name": None,
-    "dataset_path": "",
-    "random_range_ratio": None,
-    "seed": None,
-    "sharegpt_output_len": 0,
-    "gsp": {},
-    "request_rate": [],
-    "max_concurrency": 0,
-    "slo": {},
-    "sla_search": [],
-    "sla_search_steps": None,
-    "min_tokens": None,
-}
+_EMPTY = {"int": 0, "str": "", "path": "", "list": [], "dict": {}}
+# Each setting's role value for the engine's None (None: the setting has a default, the role no "none").
+ROLE_NONE = {name: None if s.default is not None else _EMPTY[s.type] for name, s in WORKLOAD.items()}
 
 
 def from_role(name: str, value):
-    """An sglang_benchmark_<name> value as the engine's setting (the role's "none" as None)."""
-    if ROLE_NONE[name] is not None and value == ROLE_NONE[name]:
+    """An sglang_benchmark_<name> value as the engine's setting (the role's "none" as None, also as the text an
+    Ansible -e key=value gives: "0", "")."""
+    none = ROLE_NONE[name]
+    if none is not None and (value is None or value == none or (isinstance(value, str) and value.strip() == str(none))):
         return None
     if name == "request_rate" and isinstance(value, list):
         return [float(v) for v in value]
@@ -47,11 +34,8 @@ def to_role(name: str, value):
         return ROLE_NONE[name]
     if name == "request_rate":
         return ["inf" if math.isinf(r) else r for r in value]
-    if name in ("sla_search", "concurrency"):
-        return list(value)
-    if name in ("gsp", "slo"):
-        return dict(value)
-    return value
+    kind = WORKLOAD[name].type
+    return list(value) if kind == "list" else dict(value) if kind == "dict" else value
 
 
 def role_vars(settings: dict) -> dict:
@@ -72,20 +56,20 @@ def is_template(value) -> bool:
 
 def templated(variables: dict) -> set:
     """The workload settings whose sglang_benchmark_* variable in ``variables`` is a template (is_template)."""
+    return {name for name in WORKLOAD if ROLE_PREFIX + name in variables and is_template(variables[ROLE_PREFIX + name])}
+
+
+def from_role_vars(variables: dict) -> dict:
+    """The workload settings that the sglang_benchmark_* variables among ``variables`` set (from_role)."""
     return {
-        name for name in ROLE_NONE if ROLE_PREFIX + name in variables and is_template(variables[ROLE_PREFIX + name])
+        name: from_role(name, variables[ROLE_PREFIX + name]) for name in WORKLOAD if ROLE_PREFIX + name in variables
     }
 
 
 def settings_of(extravars: dict) -> dict:
     """The workload settings that variables set (sglang_benchmark_*: -e, or a host's inventory variables), skipping
     any value that holds a template (is_template: Ansible evaluates it later)."""
-    out = {}
-    for name in ROLE_NONE:
-        value = extravars.get(ROLE_PREFIX + name)
-        if ROLE_PREFIX + name in extravars and not is_template(value):
-            out[name] = from_role(name, value)
-    return out
+    return from_role_vars({k: v for k, v in extravars.items() if not is_template(v)})
 
 
 def controller_path(path: str) -> str:

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, make_dataclass
+from typing import Any
 
 from ..compare import bench_vars
 from ..compare.figures import RESULT_METRICS, SLA_LEVEL, level_key
 from ..host import bench
 
-# The benchmark's workload settings, by the engine's names (bench.WORKLOAD_DEFAULTS; timeout: the module's default).
-WORKLOAD_KEYS = set(bench_vars.ROLE_NONE) - {"min_tokens"}
+# A search file's workload: the benchmark's settings, by the engine's names (the table bench.WORKLOAD).
+WORKLOAD_KEYS = set(bench.WORKLOAD)
 CLOSED_LOOP_KEYS = ("concurrency", "input_len", "output_len", "requests", "warmup")
 
 
@@ -63,27 +64,11 @@ class Limit:
         return (self.max is None or value <= self.max) and (self.min is None or value >= self.min)
 
 
-@dataclass(frozen=True)
-class Workload:
-    """The benchmark of every candidate: the engine's workload settings (bench.WORKLOAD_DEFAULTS)."""
-
-    concurrency: tuple = bench.DEFAULT_CONCURRENCY
-    input_len: int = bench.DEFAULT_INPUT_LEN
-    output_len: int = bench.DEFAULT_OUTPUT_LEN
-    requests: int = 0  # per level; 0 = the benchmark module's default
-    warmup: int = bench.DEFAULT_WARMUP
-    dataset_name: str = "random"
-    dataset_path: str | None = None  # on the controller; the role copies it to each host
-    random_range_ratio: float = bench.DEFAULT_RANGE_RATIO
-    seed: int = bench.DEFAULT_SEED
-    sharegpt_output_len: int | None = None
-    gsp: dict | None = None
-    request_rate: tuple | None = None  # requests per second, one level each (inf: all at once)
-    max_concurrency: int | None = None
-    slo: dict | None = None  # {ttft_p99_ms: 2000, ...}
-    sla_search: tuple | None = None  # (LOW, HIGH): the highest rate meeting every SLO
-    sla_search_steps: int = bench.DEFAULT_SLA_STEPS
-    dataset_sha256: str | None = None  # of the dataset file when the search file was read: part of the run key
+class _Workload:
+    """The benchmark of every candidate: one field per setting of the table bench.WORKLOAD (its default, a list as a
+    tuple; requests 0 = the benchmark module's default, as a search file and the role write it), and dataset_sha256
+    (of the dataset file when the search file was read: part of the run key). A dataset_path is on the controller:
+    the role copies it to each host."""
 
     def settings(self) -> dict:
         """The engine's settings (requests 0: the module's default)."""
@@ -110,16 +95,7 @@ class Workload:
 
     def levels(self) -> list:
         """The keys of the levels every run measures (level_key), and SLA_LEVEL with an SLA search."""
-        w = self.settings()
-        fixed = bench.check_settings(
-            w["concurrency"],
-            None,
-            self.input_len,
-            self.output_len,
-            self.warmup,
-            bench.DEFAULT_TIMEOUT_S,
-            **{k: w[k] for k in ("request_rate", "max_concurrency", "slo", "sla_search", "sla_search_steps")},
-        )
+        _, fixed = bench.check_settings(**self.settings())
         keys = [level_key(lv.concurrency, None if math.isinf(lv.rate) else lv.rate) for lv in fixed]
         return keys + ([SLA_LEVEL] if self.sla_search else [])
 
@@ -144,6 +120,21 @@ class Workload:
         data = self.dataset_name + (f" {self.dataset_path}" if self.dataset_path else "")
         text = f"{mode}; dataset {data}, seed {self.seed}, input {self.input_len}, output {self.output_len} tokens"
         return text + (f"; SLO {json.dumps(self.slo)}" if self.slo else "")
+
+
+def _field(name: str, default) -> tuple:
+    """A Workload field: a setting of the table with its default as _Workload says."""
+    default = 0 if name == "requests" else tuple(default) if isinstance(default, (list, tuple)) else default
+    return name, Any, field(default=default)
+
+
+Workload = make_dataclass(
+    "Workload",
+    [_field(name, s.default) for name, s in bench.WORKLOAD.items()] + [("dataset_sha256", Any, field(default=None))],
+    bases=(_Workload,),
+    frozen=True,
+    namespace={"__doc__": _Workload.__doc__},
+)
 
 
 def engine_settings(values: dict) -> dict:

@@ -174,12 +174,9 @@ def _workload(raw: Any, where: str, base: Workload | None = None) -> Workload:
             f"{where}.concurrency: a list of positive integers, e.g. [1, 32]",
         )
         values["concurrency"] = tuple(sorted(set(conc)))
-    for key in ("input_len", "output_len", "requests", "warmup"):
-        if key in values:
-            _need(
-                isinstance(values[key], int) and values[key] >= (1 if key.endswith("len") else 0),
-                f"{where}.{key}: a {'positive' if key.endswith('len') else 'non-negative'} integer",
-            )
+    for key, setting in bench.WORKLOAD.items():  # a whole number as such (its bounds: check_workload)
+        if setting.type == "int" and values.get(key) is not None:
+            _need(type(values[key]) is int, f"{where}.{key}: a whole number, e.g. {setting.default or 1}")
     try:
         _, _, data = bench.check_workload(**engine_settings(values))
     except (TypeError, ValueError) as exc:

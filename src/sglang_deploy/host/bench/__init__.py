@@ -2,34 +2,27 @@
 
 Shared by the `sglang_bench` Ansible module (shipped as plugins/module_utils/bench, through the link to the host
 folder) and the `sglang-deploy bench` command. Parts: metrics (the pure maths and DEFINITIONS), client
-(HTTP/1.1 and SSE for the measured streams), workload (prompts, request body, settings and their defaults),
-sweep (the run), table (the text table), dataset (the workloads: random, sharegpt, custom,
+(HTTP/1.1 and SSE for the measured streams), workload (prompts, request body, the table of the workload
+settings: WORKLOAD), sweep (the run), table (the text table), dataset (the workloads: random, sharegpt, custom,
 generated-shared-prefix).
 
-API: run_benchmark(url, **settings) -> result dict; check_settings() and check_dest() refuse unusable input
+API: run_benchmark(url, **settings) -> result dict; check_workload() and check_dest() refuse unusable input
 before anything is sent (ValueError); ServerUnusable when the server cannot be benchmarked. A result's
 `stopped` is set when the sweep ended early; its levels are then partly `not run`.
 """
 
 from .client import BENCH_VERSION
-from .dataset import DATASETS
 from .metrics import DEFINITIONS, Timeline, level_metrics
 from ..files import check_dest
 from .sweep import ServerUnusable, check_workload, run_benchmark, run_benchmark_async, write_result
 from .table import format_table
 from .workload import (
     ARRIVALS,
-    DEFAULT_CONCURRENCY,
-    DEFAULT_INPUT_LEN,
-    DEFAULT_OUTPUT_LEN,
-    DEFAULT_RANGE_RATIO,
-    DEFAULT_SEED,
-    DEFAULT_SLA_STEPS,
-    DEFAULT_TIMEOUT_S,
-    DEFAULT_WARMUP,
-    WORKLOAD_DEFAULTS,
+    DATASETS,
+    GSP_DEFAULTS,
+    WORKLOAD,
+    ansible_options,
     arrivals,
-    check_seed,
     check_settings,
     default_requests,
     parse_concurrency,
@@ -41,21 +34,14 @@ __all__ = [
     "ARRIVALS",
     "BENCH_VERSION",
     "DATASETS",
-    "DEFAULT_CONCURRENCY",
-    "DEFAULT_INPUT_LEN",
-    "DEFAULT_OUTPUT_LEN",
-    "DEFAULT_RANGE_RATIO",
-    "DEFAULT_SEED",
-    "DEFAULT_SLA_STEPS",
-    "DEFAULT_TIMEOUT_S",
-    "DEFAULT_WARMUP",
     "DEFINITIONS",
-    "WORKLOAD_DEFAULTS",
+    "GSP_DEFAULTS",
+    "WORKLOAD",
     "ServerUnusable",
     "Timeline",
+    "ansible_options",
     "arrivals",
     "check_dest",
-    "check_seed",
     "check_settings",
     "check_workload",
     "default_requests",

@@ -167,35 +167,39 @@ class Connection:
 
     async def read_body(self, headers: dict, sink) -> None:
         """Feed the body to sink(bytes) as it arrives; closes the connection if the server asked."""
-        reader = self.reader
         try:
             if "chunked" in headers.get("transfer-encoding", "").lower():
-                decoder = ChunkedDecoder(sink)
-                while not decoder.done:
-                    data = await reader.read(1 << 16)
-                    if not data:
-                        raise HttpError("connection closed inside chunked body")
-                    decoder.feed(data)
+                await self._read_chunked(sink)
             elif "content-length" in headers:
-                remaining = int(headers["content-length"])
-                while remaining > 0:
-                    data = await reader.read(min(remaining, 1 << 16))
-                    if not data:
-                        raise HttpError("connection closed inside body")
-                    remaining -= len(data)
-                    sink(data)
+                await self._read_length(int(headers["content-length"]), sink)
             else:
-                while True:
-                    data = await reader.read(1 << 16)
-                    if not data:
-                        break
-                    sink(data)
-                await self.close()
+                await self._read_to_close(sink)
         except (asyncio.IncompleteReadError, ValueError) as exc:
             await self.close()
             raise HttpError(f"bad response body: {exc}") from exc
         if headers.get("connection", "").lower() == "close":
             await self.close()
+
+    async def _read_chunked(self, sink) -> None:
+        decoder = ChunkedDecoder(sink)
+        while not decoder.done:
+            data = await self.reader.read(1 << 16)
+            if not data:
+                raise HttpError("connection closed inside chunked body")
+            decoder.feed(data)
+
+    async def _read_length(self, remaining: int, sink) -> None:
+        while remaining > 0:
+            data = await self.reader.read(min(remaining, 1 << 16))
+            if not data:
+                raise HttpError("connection closed inside body")
+            remaining -= len(data)
+            sink(data)
+
+    async def _read_to_close(self, sink) -> None:
+        while data := await self.reader.read(1 << 16):
+            sink(data)
+        await self.close()
 
 
 def _count(value) -> bool:
@@ -247,10 +251,9 @@ class _SSERecorder:
             self.tl.error = message
 
     def event(self, payload: bytes, t: float) -> None:
-        tl = self.tl
         if payload == b"[DONE]":
             self.done = True
-            tl.t_end = t
+            self.tl.t_end = t
             return
         try:
             obj = _json_decode(payload.decode("utf-8"))
@@ -271,8 +274,10 @@ class _SSERecorder:
         if usage is not None and usage != {}:
             self.usage(usage)
         choices = obj.get("choices")
-        if choices is None:
-            return
+        if choices is not None:
+            self.choices(choices, t)
+
+    def choices(self, choices, t: float) -> None:
         if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
             self.fail("malformed SSE event: choices is not a list of objects")
             return
@@ -287,18 +292,22 @@ class _SSERecorder:
             ):
                 self.fail("malformed SSE event: choices[].delta is not an object of strings")
                 return
-            if reasoning:  # vLLM's name is `reasoning`, as bench_serving reads it
-                tl.text.append(reasoning)
-                tl.reasoning_chunks += 1
-                tl.reasoning_chars += len(reasoning)
-            if content:
-                tl.text.append(content)
-                tl.content_chunks += 1
-                tl.content_chars += len(content)
-                if tl.t_first_content is None:
-                    tl.t_first_content = t
-            if content or reasoning:
-                tl.token_times.append(t)
+            self.delta(content, reasoning, t)
+
+    def delta(self, content: str | None, reasoning: str | None, t: float) -> None:
+        tl = self.tl
+        if reasoning:  # vLLM's name is `reasoning`, as bench_serving reads it
+            tl.text.append(reasoning)
+            tl.reasoning_chunks += 1
+            tl.reasoning_chars += len(reasoning)
+        if content:
+            tl.text.append(content)
+            tl.content_chunks += 1
+            tl.content_chars += len(content)
+            if tl.t_first_content is None:
+                tl.t_first_content = t
+        if content or reasoning:
+            tl.token_times.append(t)
 
     def usage(self, usage) -> None:
         """The usage chunk's counts; a field of the wrong type is the request's error."""
@@ -338,19 +347,7 @@ async def stream_chat(
         status, headers = await conn.read_head()
         emulated = headers.get("x-sglang-emulated", "").lower() == "true"
         if status != 200:
-            kept = bytearray()
-
-            def keep(data: bytes) -> None:
-                kept.extend(data[: MAX_ERROR_BODY - len(kept)])
-                if len(kept) >= MAX_ERROR_BODY:
-                    raise HttpError("error body over the cap")
-
-            try:
-                await conn.read_body(headers, keep)
-            except HttpError:  # the message is in what was kept; the rest is not read
-                conn.abort()
-            text = kept.decode("utf-8", "replace").strip().replace("\n", " ")
-            tl.error = f"HTTP {status}: {text[:160]}"
+            tl.error = await _error_answer(conn, status, headers)
             return
         await conn.read_body(headers, rec.feed)
 
@@ -362,9 +359,8 @@ async def stream_chat(
     except OSError as exc:  # HttpError included
         tl.error = f"{type(exc).__name__}: {exc}"[:200]
         conn.abort()
-    now = time.perf_counter()
     if not tl.t_end:
-        tl.t_end = now
+        tl.t_end = time.perf_counter()
         if tl.error is None and not rec.done:
             tl.error = "stream ended without [DONE]"
     if tl.error is None and tl.completion_tokens is None:
@@ -372,3 +368,20 @@ async def stream_chat(
     if tl.error is None and not tl.token_times:
         tl.error = "no token chunks"
     return emulated
+
+
+async def _error_answer(conn: Connection, status: int, headers: dict) -> str:
+    """The request's error for an answer other than 200: its status and the start of its body (MAX_ERROR_BODY)."""
+    kept = bytearray()
+
+    def keep(data: bytes) -> None:
+        kept.extend(data[: MAX_ERROR_BODY - len(kept)])
+        if len(kept) >= MAX_ERROR_BODY:
+            raise HttpError("error body over the cap")
+
+    try:
+        await conn.read_body(headers, keep)
+    except HttpError:  # the message is in what was kept; the rest is not read
+        conn.abort()
+    text = kept.decode("utf-8", "replace").strip().replace("\n", " ")
+    return f"HTTP {status}: {text[:160]}"

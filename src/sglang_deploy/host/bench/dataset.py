@@ -12,10 +12,8 @@ import os
 import random
 from dataclasses import dataclass, field, replace
 
-from .workload import MAX_LEN_TOKENS, build_prompt, words
+from .workload import GSP_DEFAULTS, MAX_LEN_TOKENS, build_prompt, words
 
-DATASETS = ("random", "sharegpt", "custom", "generated-shared-prefix")
-GSP_DEFAULTS = {"num_groups": 64, "prompts_per_group": 16, "system_prompt_len": 2048, "question_len": 128}
 MIN_TOKENS_PER_SIDE = 2  # bench_serving prunes shorter prompts and answers
 MAX_FILE_BYTES = 1 << 30
 SPECIAL_TOKENS_SLACK = 16  # tokens a tokenizer may add to a text beyond one per byte (BOS, EOS, a prefix space)
@@ -271,7 +269,8 @@ def _ranged(rng: random.Random, full: int, ratio: float, floor: int = 1) -> int:
 
 
 def _gsp(gsp: dict | None) -> dict:
-    """The generated-shared-prefix settings, GSP_DEFAULTS filled in; ValueError naming the fix for unusable ones."""
+    """The generated-shared-prefix settings (a mapping of some of GSP_DEFAULTS: workload.check_settings), GSP_DEFAULTS
+    filled in; ValueError naming the fix for unusable ones."""
     g = {**GSP_DEFAULTS, **(gsp or {})}
     bad = [k for k, v in g.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1]
     if bad:
@@ -300,45 +299,51 @@ def load(
     sharegpt_output_len: int | None = None,
     gsp: dict | None = None,
 ) -> Dataset:
-    """The dataset `name`; ValueError (before any request) for a file that is missing, unreadable, of the wrong
-    format or empty, and for unusable settings."""
-    if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}: use one of {', '.join(DATASETS)}")
-    if not 0.0 <= range_ratio <= 1.0:
-        raise ValueError(f"--random-range-ratio must be within 0 and 1, got {range_ratio}")
-    if gsp is not None and not isinstance(gsp, dict):
-        raise ValueError(f"gsp must be a mapping of {', '.join(GSP_DEFAULTS)}, got a {type(gsp).__name__}")
-    unknown = sorted(set(gsp or {}) - set(GSP_DEFAULTS), key=str)
-    if unknown:
-        raise ValueError(f"unknown generated-shared-prefix setting {unknown[0]!r}: use {', '.join(GSP_DEFAULTS)}")
+    """The dataset `name` (one of workload.DATASETS, the settings within their bounds: workload.check_settings);
+    ValueError (before any request) for a file that is missing, unreadable, of the wrong format or empty, and for
+    unusable generated-shared-prefix settings."""
     info = {"dataset_name": name, "dataset_path": None, "dataset_sha256": None, "seed": seed}
     if name in ("sharegpt", "custom"):
-        text, sha = _read(path)
-        info.update(dataset_path=os.path.abspath(path), dataset_sha256=sha)
-        if name == "sharegpt":
-            rows, pruned = _sharegpt(text, path, sharegpt_output_len, seed)
-            info["pruned"] = pruned
-        else:
-            rows = _custom(text, path, output_len)
-        if not rows:
-            raise ValueError(f"{name} dataset {path} holds no usable request (a prompt and an answer of 2+ words)")
-        info["rows"] = len(rows)
-        return Dataset(info, rows=rows)
+        return _from_file(info, path, output_len, sharegpt_output_len)
     if path:
         raise ValueError(f"--dataset-path is for the sharegpt and custom datasets, not {name}")
     if name == "random":
-        info.update(input_len=input_len, output_len=output_len, range_ratio=range_ratio)
+        return _random(info, input_len, output_len, range_ratio)
+    return _shared_prefix(info, _gsp(gsp), output_len, range_ratio)
 
-        def make(i: int) -> Row:
-            rng = random.Random(f"{seed}:{i}")
-            n_in = _ranged(rng, input_len, range_ratio)
-            prompt = build_prompt(i, data.words(n_in))
-            return _row([{"role": "user", "content": prompt}], _ranged(rng, output_len, range_ratio, 2))
 
-        data = Dataset(info, make=make, longest=(max(input_len, 10), output_len))
-        return data
-    g = _gsp(gsp)
+def _from_file(info: dict, path: str | None, output_len: int, sharegpt_output_len: int | None) -> Dataset:
+    name = info["dataset_name"]
+    text, sha = _read(path)
+    info.update(dataset_path=os.path.abspath(path), dataset_sha256=sha)
+    if name == "sharegpt":
+        rows, pruned = _sharegpt(text, path, sharegpt_output_len, info["seed"])
+        info["pruned"] = pruned
+    else:
+        rows = _custom(text, path, output_len)
+    if not rows:
+        raise ValueError(f"{name} dataset {path} holds no usable request (a prompt and an answer of 2+ words)")
+    info["rows"] = len(rows)
+    return Dataset(info, rows=rows)
+
+
+def _random(info: dict, input_len: int, output_len: int, range_ratio: float) -> Dataset:
+    info.update(input_len=input_len, output_len=output_len, range_ratio=range_ratio)
+    seed = info["seed"]
+
+    def make(i: int) -> Row:
+        rng = random.Random(f"{seed}:{i}")
+        n_in = _ranged(rng, input_len, range_ratio)
+        prompt = build_prompt(i, data.words(n_in))
+        return _row([{"role": "user", "content": prompt}], _ranged(rng, output_len, range_ratio, 2))
+
+    data = Dataset(info, make=make, longest=(max(input_len, 10), output_len))
+    return data
+
+
+def _shared_prefix(info: dict, g: dict, output_len: int, range_ratio: float) -> Dataset:
     info.update(output_len=output_len, range_ratio=range_ratio, **{f"gsp_{k}": v for k, v in g.items()})
+    seed = info["seed"]
     order = list(range(g["num_groups"] * g["prompts_per_group"]))
     random.Random(seed).shuffle(order)
     systems: dict = {}

@@ -34,7 +34,7 @@ from .metrics import (
     spec_accept_from_counters,
 )
 from .table import format_level_line
-from .workload import WORKLOAD_DEFAULTS, Level, arrival_gaps, arrivals, chat_body, check_seed, check_settings, words
+from .workload import Level, arrival_gaps, arrivals, chat_body, check_settings, words
 
 EXAMPLES = 3
 TOKENIZE_SAMPLE_WORDS = 1000  # common words tokenized once to count generated prompts in the server's tokens
@@ -190,69 +190,91 @@ class _Run:
         return bodies, lens
 
     async def level(self, level: Level, bodies: list, lens: list, seed: int) -> tuple:
-        """Send the bodies (their max_tokens: `lens`) as `level` says: arrivals at its rate (Poisson: bench_serving's
-        gaps for seed, see arrival_gaps; inf: all at once), at most its concurrency in flight, each on a kept-alive
-        connection (as many opened before the clock as the cap allows). (timelines, stop reason or None): the first
-        request without an answer within the timeout stops the level; requests cut short or never sent then count
-        as failed."""
+        """Send the bodies (their max_tokens: `lens`) as `level` says (_Level). (timelines, stop reason or None):
+        the first request without an answer within the timeout stops the level; requests cut short or never sent
+        then count as failed."""
+        sending = _Level(self, level, bodies, lens)
+        reason = await sending.open()
+        if reason:
+            return [Timeline(sent=False, error=reason) for _ in bodies], reason
+        await sending.send(seed)
+        return sending.finished(), sending.stop
+
+
+class _Level:
+    """One level's requests: arrivals at its rate (Poisson: bench_serving's gaps for the seed, see arrival_gaps;
+    inf: all at once), at most its concurrency in flight, each on a kept-alive connection (as many opened before the
+    clock as the cap allows, more on demand)."""
+
+    def __init__(self, run: _Run, level: Level, bodies: list, lens: list):
+        self.run, self.level, self.bodies, self.lens = run, level, bodies, lens
         n = len(bodies)
-        timelines: list = [None] * n  # each request's Timeline from its dispatch on; None: never sent
-        cap = level.concurrency
-        idle = [Connection(self.target) for _ in range(min(n, cap or (n if math.isinf(level.rate) else RATE_PREOPEN)))]
-        opening = (asyncio.wait_for(c.open(), min(self.timeout, server_http.CONNECT_TIMEOUT_S)) for c in idle)
-        results = await asyncio.gather(*opening, return_exceptions=True)
-        failed_open = [r for r in results if isinstance(r, BaseException)]
-        if failed_open and len(failed_open) == len(idle):
-            reason = f"cannot connect to {self.target.endpoint.url}: {type(failed_open[0]).__name__} {failed_open[0]}"
-            return [Timeline(sent=False, error=reason) for _ in range(n)], reason
-        used = set(idle)
-        slots = asyncio.Semaphore(cap) if cap else None
-        stop: list = []
-        tasks: list = []
+        self.timelines: list = [None] * n  # each request's Timeline from its dispatch on; None: never sent
+        preopen = level.concurrency or (n if math.isinf(level.rate) else RATE_PREOPEN)
+        self.idle = [Connection(run.target) for _ in range(min(n, preopen))]
+        self.used = set(self.idle)
+        self.slots = asyncio.Semaphore(level.concurrency) if level.concurrency else None
+        self.stop: str | None = None
+        self.tasks: list = []
 
-        async def one(i: int):
-            async with slots or contextlib.nullcontext():
-                conn = idle.pop() if idle else Connection(self.target)
-                used.add(conn)
-                tl = timelines[i] = Timeline()
-                try:
-                    emulated = await stream_chat(conn, tl, bodies[i], lens[i], self.timeout, self.model)
-                except Exception as exc:  # noqa: BLE001 - a request's failure, never a silently ended task
-                    tl.t_end, tl.error = time.perf_counter(), f"client error: {type(exc).__name__}: {exc}"[:200]
-                    emulated = False
-                    conn.abort()
-                idle.append(conn)
-                self.emulated_header |= emulated
-                if tl.timed_out and not stop:
-                    stop.append(f"a request got no answer within the timeout ({self.timeout:g} s) at {level.label}")
-                    for task in tasks:
-                        if task is not asyncio.current_task():
-                            task.cancel()
+    async def open(self) -> str | None:
+        """Open the first connections; why the level cannot run when none opens."""
+        timeout = min(self.run.timeout, server_http.CONNECT_TIMEOUT_S)
+        opened = await asyncio.gather(*(asyncio.wait_for(c.open(), timeout) for c in self.idle), return_exceptions=True)
+        failed = [r for r in opened if isinstance(r, BaseException)]
+        if failed and len(failed) == len(self.idle):
+            return f"cannot connect to {self.run.target.endpoint.url}: {type(failed[0]).__name__} {failed[0]}"
+        return None
 
-        async def dispatch():
-            gaps = None if math.isinf(level.rate) else arrival_gaps(seed, level.rate)
-            for i in range(n):
-                if i and gaps:
-                    await asyncio.sleep(next(gaps))
-                tasks.append(asyncio.create_task(one(i)))
+    async def one(self, i: int) -> None:
+        run = self.run
+        async with self.slots or contextlib.nullcontext():
+            conn = self.idle.pop() if self.idle else Connection(run.target)
+            self.used.add(conn)
+            tl = self.timelines[i] = Timeline()
+            try:
+                emulated = await stream_chat(conn, tl, self.bodies[i], self.lens[i], run.timeout, run.model)
+            except Exception as exc:  # noqa: BLE001 - a request's failure, never a silently ended task
+                tl.t_end, tl.error = time.perf_counter(), f"client error: {type(exc).__name__}: {exc}"[:200]
+                emulated = False
+                conn.abort()
+            self.idle.append(conn)
+            run.emulated_header |= emulated
+            if tl.timed_out and not self.stop:
+                self.stop = f"a request got no answer within the timeout ({run.timeout:g} s) at {self.level.label}"
+                for task in self.tasks:
+                    if task is not asyncio.current_task():
+                        task.cancel()
 
-        tasks.append(asyncio.create_task(dispatch()))
+    async def dispatch(self, seed: int) -> None:
+        gaps = None if math.isinf(self.level.rate) else arrival_gaps(seed, self.level.rate)
+        for i in range(len(self.bodies)):
+            if i and gaps:
+                await asyncio.sleep(next(gaps))
+            self.tasks.append(asyncio.create_task(self.one(i)))
+
+    async def send(self, seed: int) -> None:
+        """Every request dispatched and ended (or cancelled by a stop); the connections closed after."""
+        self.tasks.append(asyncio.create_task(self.dispatch(seed)))
         try:
-            while not all(t.done() for t in tasks):
-                await asyncio.gather(*tasks, return_exceptions=True)
+            while not all(t.done() for t in self.tasks):
+                await asyncio.gather(*self.tasks, return_exceptions=True)
         finally:
-            for c in used:
-                self.connections_opened += c.opened
-                if stop:  # a hung server never acknowledges a polite close
+            for c in self.used:
+                self.run.connections_opened += c.opened
+                if self.stop:  # a hung server never acknowledges a polite close
                     c.abort()
                 else:
                     await c.close()
+
+    def finished(self) -> list:
+        """The timelines, those never sent or in flight when the level stopped failed as cut short."""
         now = time.perf_counter()
-        for i, tl in enumerate(timelines):
+        for i, tl in enumerate(self.timelines):
             if tl is None or not tl.t_end:  # never sent, or in flight (its send time kept) when the level stopped
-                tl = timelines[i] = tl or Timeline(t_send=now, sent=False)
+                tl = self.timelines[i] = tl or Timeline(t_send=now, sent=False)
                 tl.t_end, tl.error = now, "cut short: the level stopped at a timeout"
-        return timelines, (stop[0] if stop else None)
+        return self.timelines
 
 
 _SERVER_INFO_KEYS = (
@@ -397,23 +419,10 @@ class _Sweep:
 
 
 def check_workload(**settings) -> tuple:
-    """(settings with the defaults of WORKLOAD_DEFAULTS filled in, fixed levels, Dataset) of run_benchmark's
-    workload settings; ValueError naming the fix for anything unusable (an unknown setting, a value, a dataset
-    file that is missing, empty or of the wrong format)."""
-    unknown = sorted(set(settings) - set(WORKLOAD_DEFAULTS))
-    if unknown:
-        raise ValueError(f"unknown benchmark setting {unknown[0]!r}: use {', '.join(WORKLOAD_DEFAULTS)}")
-    w = {**WORKLOAD_DEFAULTS, **settings}
-    w["seed"] = check_seed(w["seed"])
-    levels = check_settings(
-        w["concurrency"],
-        w["requests"],
-        w["input_len"],
-        w["output_len"],
-        w["warmup"],
-        w["timeout"],
-        **{k: w[k] for k in ("request_rate", "max_concurrency", "slo", "sla_search", "sla_search_steps")},
-    )
+    """(the settings (workload.check_settings': the table's defaults filled in), the fixed levels, the Dataset) of
+    run_benchmark's workload settings; ValueError naming the fix for anything unusable (an unknown setting, a value,
+    a dataset file that is missing, empty or of the wrong format)."""
+    w, levels = check_settings(**settings)
     data = dataset.load(
         w["dataset_name"],
         path=w["dataset_path"],
@@ -432,63 +441,36 @@ async def run_benchmark_async(
     *,
     api_key: str | None = None,
     model: str | None = None,
-    min_tokens: bool = False,
     context: dict | None = None,
     progress=None,
     output_details: bool = False,
     **settings,
 ) -> dict:
-    """The sweep; the result dict (see DEFINITIONS). `settings`: the workload, named and defaulted in
-    WORKLOAD_DEFAULTS. Levels: closed-loop `concurrency` levels, or one level per `request_rate` (Poisson
-    arrivals, at most max_concurrency in flight), or the SLA search between the two rates of `sla_search`.
-    `requests` None -> Level.default_requests() per level. The prompts come from the dataset (dataset.load).
-    min_tokens also sends min_tokens = output length (for servers that stop early despite ignore_eos; it slows
-    SGLang's decoding, so figures are then not comparable with bench_serving's). `slo` {name: limit ms} adds
-    each level's verdict; goodput_req_s is in every level. progress(str) gets a line per level.
-    output_details adds each level's requests_detail (bench_serving's --output-details). ValueError for
-    unusable settings or datasets (no generation request is sent), ServerUnusable when the server cannot be
-    benchmarked (nothing was measured)."""
+    """The sweep; the result dict (see DEFINITIONS). `settings`: the workload, named, defaulted and bounded in
+    workload.WORKLOAD. Levels: closed-loop `concurrency` levels, or one level per `request_rate` (Poisson arrivals,
+    at most max_concurrency in flight), or the SLA search between the two rates of `sla_search`. `requests` None
+    -> Level.default_requests() per level. The prompts come from the dataset (dataset.load). min_tokens also sends
+    min_tokens = output length (for servers that stop early despite ignore_eos; it slows SGLang's decoding, so
+    figures are then not comparable with bench_serving's). `slo` {name: limit ms} adds each level's verdict;
+    goodput_req_s is in every level. progress(str) gets a line per level. output_details adds each level's
+    requests_detail (bench_serving's --output-details). ValueError for unusable settings or datasets (no
+    generation request is sent), ServerUnusable when the server cannot be benchmarked (nothing was measured)."""
     w, fixed_levels, data = check_workload(**settings)
-    warmup, seed, max_concurrency, sla_search = w["warmup"], w["seed"], w["max_concurrency"], w["sla_search"]
     server_http.check_api_key(api_key)
     target = Target(server_http.Endpoint.parse(url), api_key or None)
     probe = _Probe(target, w["timeout"])
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     started = datetime.now(UTC)
-    await probe.check_health()
-    info = await probe.json("/server_info") or await probe.json("/get_server_info")
-    models = None
-    if not model or not (info or {}).get("context_length"):
-        models = await probe.json("/v1/models")
-    model = model or (info or {}).get("served_model_name") or server_http.first_model(models)
-    ratio = await probe.tokens_per_word(model)
-    if ratio:
-        data.calibrate(ratio)
-        await probe.count_answers(model, data)
-    data.check_context((info or {}).get("context_length") or server_http.first_model_len(models))
-    run = _Run(target, model, data, w["timeout"], min_tokens, dummy_weights(info))
-
-    if warmup > 0:
-        bodies, lens = run.bodies(warmup)
-        cap = min(
-            warmup, max_concurrency or warmup, max((lv.concurrency or warmup for lv in fixed_levels), default=warmup)
-        )
-        warm, warm_stop = await run.level(Level(cap), bodies, lens, seed)
-    else:
-        warm, warm_stop = [], None
-    warm_failed = [t.error for t in warm if not t.ok]
-    if warm_stop or (warm and len(warm_failed) == len(warm)):
-        raise ServerUnusable(f"the warm-up failed: {warm_stop or warm_failed[0]}")
-
-    sweep = _Sweep(run, probe, w["requests"], seed, w["slo"], progress, output_details)
+    info, model = await _server(probe, model, data)
+    run = _Run(target, model, data, w["timeout"], w["min_tokens"], dummy_weights(info))
+    warm_failed = await _warm_up(run, w, fixed_levels)
+    sweep = _Sweep(run, probe, w["requests"], w["seed"], w["slo"], progress, output_details)
     for level in fixed_levels:
         await sweep.measure(level)
-    search = (
-        await sweep.sla_search(*map(float, sla_search), w["sla_search_steps"], max_concurrency) if sla_search else None
-    )
-
+    search = None
+    if w["sla_search"]:
+        search = await sweep.sla_search(*w["sla_search"], w["sla_search_steps"], w["max_concurrency"])
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
-    emulated = bool((info or {}).get("emulated")) or run.emulated_header
     return {
         "tool": "sglang_deploy.bench",
         "version": BENCH_VERSION,
@@ -497,29 +479,9 @@ async def run_benchmark_async(
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "url": url,
         "model": model,
-        "server_emulated": emulated,
-        "server_info": {k: info[k] for k in _SERVER_INFO_KEYS if isinstance(info, dict) and k in info},
-        "workload": {
-            "endpoint": "/v1/chat/completions (stream, stream_options.include_usage)",
-            **data.info,
-            **{k: w[k] for k in ("input_len", "output_len", "random_range_ratio", "max_concurrency", "slo")},
-            "forced_length": {
-                "ignore_eos": True,
-                "max_tokens": "the request's output length",
-                "min_tokens": "the request's output length" if min_tokens else None,
-            },
-            "temperature": 0.0,
-            "mode": "sla_search" if sla_search else "request_rate" if w["request_rate"] is not None else "concurrency",
-            "request_rates": [lv.rate if math.isfinite(lv.rate) else "inf" for lv in fixed_levels]
-            if w["request_rate"] is not None
-            else None,
-            # Results made before ARRIVALS drew other gaps for the same seed (none recorded).
-            "arrivals": arrivals([lv.rate for lv in fixed_levels], sla_search),
-            "warmup_requests": warmup,
-            "warmup_failed": len(warm_failed),
-            "requests_per_level": {m["label"]: m["requests"] for m in sweep.levels},
-            "timeout_s": w["timeout"],
-        },
+        "server_emulated": bool(info.get("emulated")) or run.emulated_header,
+        "server_info": {k: info[k] for k in _SERVER_INFO_KEYS if k in info},
+        "workload": _workload_record(w, data, fixed_levels, warm_failed, sweep.levels),
         "client": {
             "cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
             "connections_opened": run.connections_opened,
@@ -530,6 +492,63 @@ async def run_benchmark_async(
         "stopped": sweep.stopped,
         "definitions": DEFINITIONS,
         "context": context or {},
+    }
+
+
+async def _server(probe: _Probe, model: str | None, data: Dataset) -> tuple:
+    """(the server's /server_info (a dict, empty when it has none), the model to name) once /health answers 200;
+    the dataset counted in the server's tokens where it can (/v1/tokenize) and checked against its context."""
+    await probe.check_health()
+    info = await probe.json("/server_info") or await probe.json("/get_server_info")
+    info = info if isinstance(info, dict) else {}
+    models = None
+    if not model or not info.get("context_length"):
+        models = await probe.json("/v1/models")
+    model = model or info.get("served_model_name") or server_http.first_model(models)
+    ratio = await probe.tokens_per_word(model)
+    if ratio:
+        data.calibrate(ratio)
+        await probe.count_answers(model, data)
+    data.check_context(info.get("context_length") or server_http.first_model_len(models))
+    return info, model
+
+
+async def _warm_up(run: _Run, w: dict, levels: list) -> list:
+    """The warm-up (w["warmup"] requests, as many in flight as the levels will have, at most): the errors of its
+    failed requests; ServerUnusable when it stopped or every request failed."""
+    n = w["warmup"]
+    if n <= 0:
+        return []
+    bodies, lens = run.bodies(n)
+    cap = min(n, w["max_concurrency"] or n, max((lv.concurrency or n for lv in levels), default=n))
+    timelines, stopped = await run.level(Level(cap), bodies, lens, w["seed"])
+    failed = [t.error for t in timelines if not t.ok]
+    if stopped or len(failed) == len(timelines):
+        raise ServerUnusable(f"the warm-up failed: {stopped or failed[0]}")
+    return failed
+
+
+def _workload_record(w: dict, data: Dataset, fixed_levels: list, warm_failed: list, levels: list) -> dict:
+    """The result's `workload`: what the sweep sent and how (the dataset's info, the settings, the levels' requests)."""
+    rated = w["request_rate"] is not None
+    return {
+        "endpoint": "/v1/chat/completions (stream, stream_options.include_usage)",
+        **data.info,
+        **{k: w[k] for k in ("input_len", "output_len", "random_range_ratio", "max_concurrency", "slo")},
+        "forced_length": {
+            "ignore_eos": True,
+            "max_tokens": "the request's output length",
+            "min_tokens": "the request's output length" if w["min_tokens"] else None,
+        },
+        "temperature": 0.0,
+        "mode": "sla_search" if w["sla_search"] else "request_rate" if rated else "concurrency",
+        "request_rates": [lv.rate if math.isfinite(lv.rate) else "inf" for lv in fixed_levels] if rated else None,
+        # Results made before ARRIVALS drew other gaps for the same seed (none recorded).
+        "arrivals": arrivals([lv.rate for lv in fixed_levels], w["sla_search"]),
+        "warmup_requests": w["warmup"],
+        "warmup_failed": len(warm_failed),
+        "requests_per_level": {m["label"]: m["requests"] for m in levels},
+        "timeout_s": w["timeout"],
     }
 
 

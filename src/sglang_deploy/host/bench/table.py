@@ -73,65 +73,13 @@ def format_table(result: dict) -> str:
         f"{result.get('model') or '?'} @ {result.get('url')}  {describe(w)}  (dec tok/s = per request decode, "
         "mean; times in ms)"
     )
-    rows = [TABLE_COLUMNS]
-    sources = set()
-    for m in result.get("levels", []):
-        spec = m.get("spec_accept_length")
-        if spec:
-            sources.add(spec["source"])
-        rows.append(
-            (
-                label(m),
-                f"{m['completed']}/{m['requests']}",
-                fmt(m.get("output_throughput_tok_s")),
-                fmt(stat(m, "decode_tok_s_per_request", "mean")),
-                fmt(stat(m, "decode_tok_s_per_request", "p50")),
-                fmt(stat(m, "ttft_ms")),
-                fmt(stat(m, "ttft_ms", "p99")),
-                fmt(stat(m, "tpot_ms"), 2),
-                fmt(stat(m, "itl_ms"), 2),
-                fmt(stat(m, "e2e_ms"), 0),
-                fmt((m.get("tokens_per_chunk") or {}).get("aggregate"), 2),
-                fmt(spec["value"], 2) if spec else "-",
-                str(m["output_len_mismatch"]["count"]),
-                fmt(m.get("goodput_req_s"), 2),
-            )
-        )
+    levels = result.get("levels", [])
+    rows = [TABLE_COLUMNS] + [_row(m) for m in levels]
     widths = [max(len(r[i]) for r in rows) for i in range(len(TABLE_COLUMNS))]
     for r in rows:
         lines.append("  ".join(cell.rjust(widths[i]) for i, cell in enumerate(r)))
-    for m in result.get("levels", []):
-        name = label(m)
-        if m["failed"]:
-            first = next(iter(m["errors"]))
-            lines.append(f"{name}: {m['failed']} failed, e.g. {first}")
-        mm = m["output_len_mismatch"]
-        if mm["count"]:
-            ex = mm["examples"][0]
-            want = mm["expected"] if mm["expected"] is not None else "their requested"
-            lines.append(
-                f"{name}: {mm['count']} responses not {want} tokens, "
-                f"e.g. request {ex['request']} had {ex['completion_tokens']}"
-            )
-        oc = m.get("output_check") or {}
-        if oc.get("count"):
-            ex = oc["examples"][0]
-            lines.append(
-                f"{name}: {oc['count']} responses are not plausible text ({ex['check']}: "
-                f"{ex['detail']}), e.g. {ex['output'][:40]!r}"
-            )
-        if oc.get("tolerated"):
-            lines.append(
-                f"{name}: {oc['tolerated']} responses are not language, tolerated: the server loads "
-                "dummy weights (load_format dummy)"
-            )
-        slo = m.get("slo")
-        if slo:
-            missed = [f"{k} {fmt(c['value'])} > {c['limit']:g}" for k, c in slo["checks"].items() if not c["met"]]
-            verdict = (
-                "SLA met" if slo["met"] else "SLA missed" + (f": {', '.join(missed)}" if missed else " (failures)")
-            )
-            lines.append(f"{name}: {verdict}")
+    for m in levels:
+        lines += [f"{label(m)}: {note}" for note in _notes(m)]
     search = result.get("sla_search")
     if search:
         best = search["best_rate"]
@@ -140,8 +88,61 @@ def format_table(result: dict) -> str:
             if best is not None
             else f"no request rate meets the SLA (lowest tried: {search['bounds'][0]:g} req/s)"
         )
+    sources = {m["spec_accept_length"]["source"] for m in levels if m.get("spec_accept_length")}
     if sources:
         lines.append("accept length source: " + ", ".join(sorted(sources)))
     if result.get("stopped"):
         lines.append(f"STOPPED early: {result['stopped']}")
     return "\n".join(lines)
+
+
+def _row(m: dict) -> tuple:
+    """A level's cells of TABLE_COLUMNS."""
+    spec = m.get("spec_accept_length")
+    return (
+        label(m),
+        f"{m['completed']}/{m['requests']}",
+        fmt(m.get("output_throughput_tok_s")),
+        fmt(stat(m, "decode_tok_s_per_request", "mean")),
+        fmt(stat(m, "decode_tok_s_per_request", "p50")),
+        fmt(stat(m, "ttft_ms")),
+        fmt(stat(m, "ttft_ms", "p99")),
+        fmt(stat(m, "tpot_ms"), 2),
+        fmt(stat(m, "itl_ms"), 2),
+        fmt(stat(m, "e2e_ms"), 0),
+        fmt((m.get("tokens_per_chunk") or {}).get("aggregate"), 2),
+        fmt(spec["value"], 2) if spec else "-",
+        str(m["output_len_mismatch"]["count"]),
+        fmt(m.get("goodput_req_s"), 2),
+    )
+
+
+def _notes(m: dict) -> list:
+    """What the table's row of a level does not say: its failures, length mismatches, implausible text, SLA."""
+    notes = []
+    if m["failed"]:
+        notes.append(f"{m['failed']} failed, e.g. {next(iter(m['errors']))}")
+    mm = m["output_len_mismatch"]
+    if mm["count"]:
+        ex = mm["examples"][0]
+        want = mm["expected"] if mm["expected"] is not None else "their requested"
+        notes.append(
+            f"{mm['count']} responses not {want} tokens, e.g. request {ex['request']} had {ex['completion_tokens']}"
+        )
+    oc = m.get("output_check") or {}
+    if oc.get("count"):
+        ex = oc["examples"][0]
+        notes.append(
+            f"{oc['count']} responses are not plausible text ({ex['check']}: {ex['detail']}), e.g. {ex['output'][:40]!r}"
+        )
+    if oc.get("tolerated"):
+        notes.append(
+            f"{oc['tolerated']} responses are not language, tolerated: the server loads dummy weights (load_format dummy)"
+        )
+    slo = m.get("slo")
+    if slo:
+        missed = [f"{k} {fmt(c['value'])} > {c['limit']:g}" for k, c in slo["checks"].items() if not c["met"]]
+        notes.append(
+            "SLA met" if slo["met"] else "SLA missed" + (f": {', '.join(missed)}" if missed else " (failures)")
+        )
+    return notes

@@ -1,26 +1,20 @@
-"""What the benchmark sends: deterministic prompts, the forced-length request body, requests per level."""
+"""What the benchmark sends: deterministic prompts, the forced-length request body, requests per level; the table of
+the workload settings (WORKLOAD) and their checks."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from .metrics import slo_name
 
-# The one source of the sweep's defaults: the module's options, the command line and the role's variables
-# take these (tests hold the role's defaults and the module's documentation to them).
-DEFAULT_CONCURRENCY = (1, 8, 32)
-DEFAULT_INPUT_LEN = 256
-DEFAULT_OUTPUT_LEN = 256
-DEFAULT_WARMUP = 2  # requests, once before the first level
-DEFAULT_TIMEOUT_S = 600.0  # per request
-DEFAULT_SEED = 42  # bench_serving's
 SEED_MAX = 2**32 - 1  # numpy's legacy seeding (bench_serving's np.random.seed) takes 0 to 2**32 - 1
-DEFAULT_RANGE_RATIO = 1.0  # fixed lengths (bench_serving's default 0.0 draws them from [1, L])
-DEFAULT_SLA_STEPS = 5  # bisections of the SLA search after its two bounds
 MAX_LEN_TOKENS = 1 << 21  # a prompt or an output length: twice the longest context served (1M tokens)
+DATASETS = ("random", "sharegpt", "custom", "generated-shared-prefix")  # bench_serving's names
 
 
 def chat_body(model: str | None, prompt, output_len: int, stream: bool = True, min_tokens: bool = False) -> dict:
@@ -87,28 +81,6 @@ def parse_concurrency(text: str) -> list:
     return levels
 
 
-# The workload settings of run_benchmark (and of the command line, the module and the role) and their defaults.
-WORKLOAD_DEFAULTS = {
-    "concurrency": DEFAULT_CONCURRENCY,
-    "requests": None,
-    "input_len": DEFAULT_INPUT_LEN,
-    "output_len": DEFAULT_OUTPUT_LEN,
-    "warmup": DEFAULT_WARMUP,
-    "timeout": DEFAULT_TIMEOUT_S,
-    "dataset_name": "random",
-    "dataset_path": None,
-    "random_range_ratio": DEFAULT_RANGE_RATIO,
-    "seed": DEFAULT_SEED,
-    "sharegpt_output_len": None,
-    "gsp": None,
-    "request_rate": None,
-    "max_concurrency": None,
-    "slo": None,
-    "sla_search": None,
-    "sla_search_steps": DEFAULT_SLA_STEPS,
-}
-
-
 @dataclass(frozen=True)
 class Level:
     """One measured level: at most `concurrency` requests in flight (None: no cap), new ones arriving at
@@ -156,20 +128,36 @@ def parse_slo(text: str) -> dict:
     """'ttft_p99_ms=2000,tpot_p99_ms=50' -> {name: limit}; ValueError naming the known metrics or the bad limit."""
     slo = {}
     for item in str(text).replace(" ", "").split(","):
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
+        if item:
+            name, sep, value = item.partition("=")
+            slo[name] = value if sep else None
+    return check_slo(slo)
+
+
+def check_slo(slo) -> dict:
+    """{name: limit ms} with the limits as floats; ValueError naming the known metrics or the bad limit."""
+    if not isinstance(slo, dict) or not slo:
+        raise ValueError("no SLO given: e.g. ttft_p99_ms=2000,tpot_p99_ms=50")
+    out = {}
+    for name, value in slo.items():
         slo_name(name)
         try:
-            limit = float(value) if sep else math.nan
-        except ValueError:
+            limit = math.nan if isinstance(value, bool) or value is None else float(value)
+        except (TypeError, ValueError):
             limit = math.nan
         if not 0 < limit < math.inf:
             raise ValueError(f"SLO {name}: give a positive number of milliseconds, e.g. {name}=2000")
-        slo[name] = limit
-    if not slo:
-        raise ValueError("no SLO given: e.g. --slo ttft_p99_ms=2000,tpot_p99_ms=50")
-    return slo
+        out[name] = limit
+    return out
+
+
+def parse_bounds(text: str) -> list:
+    """'1,16' -> [1.0, 16.0]: the SLA search's request rates LOW,HIGH; ValueError naming the form."""
+    try:
+        low, high = (float(x) for x in str(text).replace(" ", "").split(","))
+    except ValueError as exc:
+        raise ValueError(f"bad SLA search bounds {text!r}: give two request rates LOW,HIGH, e.g. 1,16") from exc
+    return [low, high]
 
 
 # How a rate level's arrivals are drawn (results' workload.arrivals; compare refuses to rank other draws).
@@ -200,46 +188,223 @@ def arrivals(rates, sla_search) -> str | None:
     return ARRIVALS if sla_search or any(math.isfinite(float(r)) for r in rates) else None
 
 
-def check_seed(seed) -> int:
-    """The seed as an int (a string of digits too, as an INI inventory gives it and Ansible's int type takes it);
-    ValueError unless it is one bench_serving takes (its arrivals are drawn the same way: arrival_gaps)."""
-    value = int(seed.strip()) if isinstance(seed, str) and seed.strip().isdigit() else seed
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SEED_MAX:
-        raise ValueError(f"seed must be a whole number from 0 to {SEED_MAX} (bench_serving's range), got {seed!r}")
-    return value
+class Bounds(NamedTuple):
+    """The numbers a setting takes: low <= x <= high (None: no bound; above: low < x). A float is finite unless
+    high is math.inf."""
+
+    low: float | None = None
+    high: float | None = None
+    above: bool = False
 
 
-def check_settings(
-    concurrency,
-    requests,
-    input_len: int,
-    output_len: int,
-    warmup: int,
-    timeout: float,
-    *,
-    request_rate=None,
-    max_concurrency: int | None = None,
-    slo: dict | None = None,
-    sla_search=None,
-    sla_search_steps: int = DEFAULT_SLA_STEPS,
-) -> list:
-    """The levels to run (Level list; empty for an SLA search, whose levels depend on what it measures);
-    ValueError naming the setting and the fix for anything unusable. Closed-loop concurrency levels unless
-    request_rate (rates, one level each, capped by max_concurrency) or sla_search ((low, high) rates) is given;
-    max_concurrency alone is the one closed-loop level of that concurrency."""
+@dataclass(frozen=True)
+class Setting:
+    """One workload setting: its value's type (Ansible's names; elements: a list's), its default (None: not set),
+    the numbers it takes (bounds) or the values (choices), the sub-settings of a mapping (options: name -> default,
+    whole numbers), and its help (the module's documentation, the command line's help, tune's knobs). For the
+    command line: parse (its text to the value; default: the type's), metavar and other flags (bench_serving's)."""
+
+    type: str
+    default: Any
+    help: str
+    elements: str | None = None
+    bounds: Bounds | None = None
+    choices: tuple | None = None
+    options: dict | None = None
+    parse: Callable | None = None
+    metavar: str | None = None
+    flags: tuple = ()
+
+
+GSP_DEFAULTS = {"num_groups": 64, "prompts_per_group": 16, "system_prompt_len": 2048, "question_len": 128}
+
+# The one table of the workload settings: run_benchmark's keyword arguments, the sglang_bench module's `workload`
+# (argument spec and documentation), the command line's workload flags, the sglang_benchmark role's
+# sglang_benchmark_<name> variables and tune's search-file workload all come from it (a test holds the role to it).
+WORKLOAD = {
+    "concurrency": Setting(
+        "list",
+        (1, 8, 32),
+        "closed-loop levels, run in this order: at most this many requests in flight, a new one as one ends; not "
+        "used with request_rate or sla_search",
+        elements="int",
+        parse=parse_concurrency,
+        metavar="N[,N...]",
+    ),
+    "request_rate": Setting(
+        "list",
+        None,
+        "request rates per second, one level each, instead of the concurrency levels: Poisson arrivals (bench_serving's "
+        "for the same seed), inf sends all at once",
+        elements="float",
+        parse=parse_rates,
+        metavar="RATE[,RATE...]",
+    ),
+    "max_concurrency": Setting(
+        "int",
+        None,
+        "at most this many requests in flight at a rate or in the SLA search; alone, the one closed-loop level of "
+        "that concurrency",
+        bounds=Bounds(1),
+    ),
+    "requests": Setting(
+        "int",
+        None,
+        "requests per level; none: max(8, 2 x concurrency) closed-loop, 10 s of arrivals at a rate (16 to 1000), "
+        "64 all at once",
+        bounds=Bounds(1),
+        flags=("--num-prompts",),
+    ),
+    "dataset_name": Setting(
+        "str",
+        "random",
+        "the prompts, by bench_serving's names: random (common-word prompts of input_len), sharegpt (the ShareGPT "
+        'JSON list at dataset_path), custom (JSONL at dataset_path, one {"messages": [...], "max_tokens": N} '
+        "a line, max_tokens optional), generated-shared-prefix (groups sharing a long system prompt: gsp)",
+        choices=DATASETS,
+    ),
+    "dataset_path": Setting(
+        "path",
+        None,
+        "the sharegpt or custom file, its sha256 recorded (the role copies it from the controller to each host)",
+    ),
+    "input_len": Setting(
+        "int",
+        256,
+        "prompt length in the server's tokens, about (counted with its /v1/tokenize, one a word where it has none; "
+        "the chat template adds a few)",
+        bounds=Bounds(1, MAX_LEN_TOKENS),
+        flags=("--random-input-len",),
+    ),
+    "output_len": Setting(
+        "int",
+        256,
+        "output tokens of each request, forced as bench_serving does (ignore_eos and max_tokens) and verified "
+        "against the server's usage; custom lines without max_tokens take it",
+        bounds=Bounds(2, MAX_LEN_TOKENS),
+        flags=("--random-output-len", "--gsp-output-len"),
+    ),
+    "random_range_ratio": Setting(
+        "float",
+        1.0,
+        "lengths drawn uniformly from [length x ratio, length], bench_serving's convention (1: fixed; "
+        "bench_serving's default is 0)",
+        bounds=Bounds(0, 1),
+    ),
+    "seed": Setting(
+        "int",
+        42,
+        "seed of the prompts, their order and the arrivals (bench_serving's arrival times for the same seed)",
+        bounds=Bounds(0, SEED_MAX),
+    ),
+    "sharegpt_output_len": Setting(
+        "int", None, "sharegpt: this output length instead of each answer's", bounds=Bounds(2, MAX_LEN_TOKENS)
+    ),
+    "gsp": Setting(
+        "dict",
+        None,
+        "generated-shared-prefix: num_groups groups of prompts_per_group prompts, each a system prompt of "
+        "system_prompt_len tokens shared in its group and a question of question_len; the output length is "
+        "output_len",
+        options=GSP_DEFAULTS,
+    ),
+    "slo": Setting(
+        "dict",
+        None,
+        "limits in ms by metric (ttft, tpot, itl, e2e x mean, p50, p90, p95, p99), e.g. ttft_p99_ms 2000 and "
+        "tpot_p99_ms 50: each level gets its verdict, goodput counts the requests meeting all",
+        parse=parse_slo,
+        metavar="NAME=MS[,NAME=MS...]",
+    ),
+    "sla_search": Setting(
+        "list",
+        None,
+        "two request rates LOW and HIGH: the levels are then a search for the highest rate between them whose level "
+        "meets every slo (bisection)",
+        elements="float",
+        parse=parse_bounds,
+        metavar="LOW,HIGH",
+    ),
+    "sla_search_steps": Setting("int", 5, "bisections of the SLA search after its two bounds", bounds=Bounds(1, 20)),
+    "min_tokens": Setting(
+        "bool",
+        False,
+        "also send min_tokens = the output length, for a server that stops early despite ignore_eos (SGLang then "
+        "runs its min-new-tokens penalizer on every decode step: slower decoding, not comparable with bench_serving)",
+    ),
+    "warmup": Setting("int", 2, "uncounted warm-up requests, once before the first level", bounds=Bounds(0)),
+    "timeout": Setting(
+        "float",
+        600.0,
+        "seconds a request or a probe may wait for the server; the first request past it stops its level and the "
+        "sweep (a hung server is noticed within about this time)",
+        bounds=Bounds(0, None, above=True),
+    ),
+}
+
+
+def check_settings(**settings) -> tuple[dict, list]:
+    """(the settings with the table's defaults filled in for those not given or None, numbers of their type (a
+    string of digits too, as Ansible's int and float types take it), rates and SLO limits as floats; the levels to
+    run (Level list; empty for an SLA search, whose levels depend on what it measures)). ValueError naming the
+    setting and the fix for anything unusable. Closed-loop concurrency levels unless request_rate (rates, one
+    level each, capped by max_concurrency) or sla_search ((low, high) rates) is given; max_concurrency alone is
+    the one closed-loop level of that concurrency."""
+    unknown = sorted(set(settings) - set(WORKLOAD), key=str)
+    if unknown:
+        raise ValueError(f"unknown benchmark setting {unknown[0]!r}: use {', '.join(WORKLOAD)}")
+    w = {name: s.default for name, s in WORKLOAD.items()} | {k: v for k, v in settings.items() if v is not None}
     problems = []
-    if max_concurrency is not None and (isinstance(max_concurrency, bool) or max_concurrency < 1):
-        problems.append(f"max_concurrency must be at least 1 request in flight, got {max_concurrency}")
-    levels = _levels(concurrency, request_rate, max_concurrency)
-    for name in slo or {}:
-        slo_name(name)
-    if sla_search is not None:
-        problems += _sla_search_problems(sla_search, sla_search_steps, request_rate, slo)
+    for name, s in WORKLOAD.items():
+        try:
+            w[name] = _checked(name, s, w[name])
+        except ValueError as exc:
+            problems.append(str(exc))
+    if w["slo"]:
+        w["slo"] = check_slo(w["slo"])
+    levels = _levels(w["concurrency"], w["request_rate"], w["max_concurrency"])
+    if w["sla_search"] is not None:
+        problems += _sla_search_problems(w)
         levels = []
-    problems += _size_problems(requests, input_len, output_len, warmup, timeout)
     if problems:
         raise ValueError("; ".join(problems))
-    return levels
+    return w, levels
+
+
+def _checked(name: str, s: Setting, value):
+    """A setting's value (None: not set) checked against the table: its choices, its bounds (_number), the keys of
+    a mapping with options; ValueError naming the fix."""
+    if value is None:
+        return None
+    if s.choices and value not in s.choices:
+        raise ValueError(f"{name} must be one of {', '.join(s.choices)}, got {value!r}")
+    if s.options:
+        if not isinstance(value, dict):
+            raise ValueError(f"{name} must be a mapping of {', '.join(s.options)}, got a {type(value).__name__}")
+        unknown = sorted(set(value) - set(s.options), key=str)
+        if unknown:
+            raise ValueError(f"unknown {name} setting {unknown[0]!r}: use {', '.join(s.options)}")
+    return _number(name, s, value) if s.bounds else value
+
+
+def _number(name: str, s: Setting, value):
+    """value as the setting's type (a string too, as Ansible's int and float types take it), within its bounds;
+    ValueError naming them."""
+    low, high, above = s.bounds
+    whole = s.type == "int"
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = int(value) if whole else float(value)
+    if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
+        span = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        raise ValueError(f"{name} must be {'a whole number' if whole else 'a number'} {span}, got {value!r}")
+    if low is not None and not (low < value or (low == value and not above)):
+        raise ValueError(f"{name} must be {'above' if above else 'at least'} {low}, got {value!r}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be at most {high}, got {value!r}")
+    if not whole and high is None and not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return value if whole else float(value)
 
 
 def _levels(concurrency, request_rate, max_concurrency: int | None) -> list:
@@ -258,42 +423,40 @@ def _levels(concurrency, request_rate, max_concurrency: int | None) -> list:
     return levels
 
 
-def _sla_search_problems(sla_search, sla_search_steps: int, request_rate, slo: dict | None) -> list[str]:
+def _sla_search_problems(w: dict) -> list[str]:
     problems = []
-    if request_rate is not None:
+    if w["request_rate"] is not None:
         problems.append("give either request rates or an SLA search, not both")
-    if not slo:
+    if not w["slo"]:
         problems.append("an SLA search needs SLOs, e.g. --slo ttft_p99_ms=2000,tpot_p99_ms=50")
     try:
-        low, high = (float(x) for x in sla_search)
+        low, high = (float(x) for x in w["sla_search"])
     except (TypeError, ValueError):
         low = high = math.nan
     if not 0 < low < high < math.inf:
         problems.append(
-            f"the SLA search needs two finite request rates LOW,HIGH with 0 < LOW < HIGH, got {sla_search!r}"
+            f"the SLA search needs two finite request rates LOW,HIGH with 0 < LOW < HIGH, got {w['sla_search']!r}"
         )
-    if not 1 <= sla_search_steps <= 20:
-        problems.append(f"sla_search_steps must be within 1 and 20, got {sla_search_steps}")
     return problems
 
 
-def _size_problems(requests, input_len: int, output_len: int, warmup: int, timeout: float) -> list[str]:
-    problems = []
-    if requests is not None and requests < 1:
-        problems.append(
-            f"requests must be at least 1 per level, got {requests} (leave it out for max(8, 2 x concurrency))"
-        )
-    if input_len < 1:
-        problems.append(f"input_len must be at least 1 token, got {input_len}")
-    if output_len < 2:
-        problems.append(f"output_len must be at least 2 tokens (decode speed needs two), got {output_len}")
-    problems += [
-        f"{name} must be at most {MAX_LEN_TOKENS} tokens (no server's context holds more), got {n}: give a shorter one"
-        for name, n in (("input_len", input_len), ("output_len", output_len))
-        if n > MAX_LEN_TOKENS
-    ]
-    if warmup < 0:
-        problems.append(f"warmup must be 0 or more requests, got {warmup}")
-    if not 0 < timeout < math.inf:  # also refuses NaN
-        problems.append(f"timeout must be a positive number of seconds, got {timeout}: give a finite one, e.g. 600")
-    return problems
+def ansible_options(documented: bool = False) -> dict:
+    """WORKLOAD as the suboptions of an Ansible argument spec: the sglang_bench module's `workload` option and,
+    documented (with their descriptions), its documentation (plugins/doc_fragments/bench_workload.py)."""
+    out = {}
+    for name, s in WORKLOAD.items():
+        spec = {"type": s.type, "default": list(s.default) if isinstance(s.default, tuple) else s.default}
+        if s.elements:
+            spec["elements"] = s.elements
+        if s.choices:
+            spec["choices"] = list(s.choices)
+        if s.options:
+            spec["options"] = {k: {"type": "int", "default": v} for k, v in s.options.items()}
+        if documented:
+            spec["description"] = s.help
+            for k, sub in spec.get("options", {}).items():
+                sub["description"] = f"{name}'s {k}"
+            if s.options:
+                spec["suboptions"] = spec.pop("options")
+        out[name] = spec
+    return out
