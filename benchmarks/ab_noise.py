@@ -19,7 +19,6 @@ import datetime
 import json
 import os
 import shlex
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,14 +31,9 @@ sys.path.insert(0, str(REPO / "src"))
 from sglang_deploy.compare import noise  # noqa: E402
 from sglang_deploy.host.bench import run_benchmark  # noqa: E402
 from sglang_deploy.host.readiness import wait_ready  # noqa: E402
+from local_emulator import free_port  # noqa: E402
 
 DECODE_TOK_S, AGGREGATE_TOK_S = 172.0, 2156.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(speedup: float, noise_sd: float, period: float, seed: int, log: Path) -> tuple[subprocess.Popen, str]:

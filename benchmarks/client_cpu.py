@@ -8,7 +8,7 @@ each, against the same emulator on another core, in the same run (issue 22 item 
 VENV holds the real bench_serving (tests/bench_serving-requirements.txt). The emulator streams one token per chunk
 at --rate tokens/s per stream with no aggregate limit, so a level of c streams offers c x rate chunks/s. Each client
 runs pinned to CPU 0 (os.sched_setaffinity), the emulator to CPU 1. Per level each client runs c and 3c requests
-of the same ShareGPT file (our prompts, a word-level tokenizer for bench_serving: tests/bench_serving_run.py);
+of the same ShareGPT file (our prompts, a word-level tokenizer for bench_serving: bench_serving_run.py);
 the difference of the two runs' CPU seconds over the difference of their chunks is the client's CPU per chunk
 (its start, warm-up and tokenizer costs cancel), and 1 s / that is the most chunks/s it could parse on one core.
 The chunks/s it held is the 3c run's output tokens / its duration, against what the emulator's schedule allows
@@ -32,10 +32,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "src"), str(REPO / "tests"), str(REPO / "calibration")]
+sys.path.insert(0, str(REPO / "src"))
 
-from bench_client import free_port, proc_cpu_s  # noqa: E402  calibration/: the engine's own calibration
 from bench_serving_run import Stepped, emulator_flags, write_sharegpt, write_word_tokenizer  # noqa: E402
+from local_emulator import free_port, proc_cpu_s  # noqa: E402
 
 from sglang_deploy.host.readiness import wait_ready  # noqa: E402
 
@@ -87,7 +87,7 @@ def run_ours(url: str, dataset: Path, output_len: int, levels: list, emu_pid: in
 
 
 class Theirs:
-    """bench_serving's CLI in one pinned process (tests/bench_serving_run.py's Stepped), a level per request."""
+    """bench_serving's CLI in one pinned process (bench_serving_run.py's Stepped), a level per request."""
 
     def __init__(self, python: str, folder: Path, url: str, dataset: Path, tokenizer: Path, output_len, levels):
         common = emulator_flags(url, "emu", tokenizer, dataset, output_len, SEED)

@@ -95,7 +95,7 @@ def ours_cmd(server, mode: str, level, count: int, args, dataset: Path, out: Pat
 
 def theirs_cmd(server, mode: str, level, count: int, args, dataset: Path, out: Path, kept: bool = False) -> list[str]:
     """bench_serving's command; kept: the --kept-alive probe, bench_serving with one kept-alive session
-    (tests/bench_serving_run.py --keepalive, which adds --output-file)."""
+    (bench_serving_run.py --keepalive, which adds --output-file)."""
     cmd = ["--backend", "sglang-oai-chat", "--base-url", server.url]
     cmd += ["--model", str(args.model), "--served-model-name", server.launch.args["served-model-name"]]
     cmd += ["--tokenizer", str(args.model)]
@@ -110,7 +110,7 @@ def theirs_cmd(server, mode: str, level, count: int, args, dataset: Path, out: P
         cmd += ["--max-concurrency", str(level)]
     cmd += ["--output-details"] if args.details else []
     if kept:
-        run = REPO / "tests" / "bench_serving_run.py"
+        run = REPO / "benchmarks" / "bench_serving_run.py"
         return [sys.executable, str(run), "--keepalive", str(out), "[[]]", "--", *cmd]
     return [sys.executable, "-m", "sglang.bench_serving", *cmd, "--output-file", str(out)]
 

@@ -9,7 +9,7 @@ bench_serving with kept-alive connections, side by side on the emulator (issue 2
 VENV holds the real bench_serving (tests/bench_serving-requirements.txt). bench_serving opens one aiohttp session,
 so one TCP connection, per request and starts its TTFT clock before the connect; ours keeps one connection per
 concurrent worker, opened before the level. The third tool is bench_serving with its session factory patched to
-reuse one session (tests/bench_serving_run.py --keepalive) and a warm-up of as many requests as the level's
+reuse one session (bench_serving_run.py --keepalive) and a warm-up of as many requests as the level's
 concurrency, which opens its connections before the clock. The emulator sends every stream's first token --ttft-ms
 after the request arrives, then --rate tokens/s, whatever the client: a tool's TTFT above --ttft-ms is its own
 client's time. The clients run one at a time, each pinned to CPU 0, the emulator to CPU 1; the three take turns,
@@ -31,10 +31,10 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "src"), str(REPO / "tests")]
+sys.path.insert(0, str(REPO / "src"))
 
 from bench_serving_run import Stepped, emulator_flags, write_sharegpt, write_word_tokenizer  # noqa: E402
-from emulator_proc import Emulator  # noqa: E402
+from local_emulator import Emulator  # noqa: E402
 
 from sglang_deploy.host.bench.workload import build_prompt  # noqa: E402
 
@@ -47,7 +47,7 @@ def _pin():
 
 
 def theirs(python: str, folder: Path, url: str, dataset: Path, tokenizer: Path, args, keepalive: bool) -> Stepped:
-    """bench_serving imported once in a pinned process, one level per level() (tests/bench_serving_run.py)."""
+    """bench_serving imported once in a pinned process, one level per level() (bench_serving_run.py)."""
     name = "kept" if keepalive else "theirs"
     common = emulator_flags(url, "qwen", tokenizer, dataset, args.output_len, SEED)
     # kept alive: a warm-up as wide as the level opens its connections before the clock, as ours does before a level

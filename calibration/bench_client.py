@@ -23,31 +23,18 @@ import time
 from pathlib import Path
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-sys.path.insert(0, SRC)
+sys.path[:0] = [SRC, str(Path(__file__).resolve().parents[1] / "benchmarks")]
 
+from local_emulator import free_port, proc_cpu_s  # noqa: E402
 from sglang_deploy.host import bench  # noqa: E402
 from sglang_deploy.host.readiness import wait_ready  # noqa: E402
 
 RATE, TTFT_MS = 172.0, 80.0
 
 
-def proc_cpu_s(pid: int) -> float:
-    """utime + stime of a process from /proc (Linux), seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _cpu_self() -> float:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scenario(accept: float, levels: list, output_len: int, input_len: int, factor: int) -> None:

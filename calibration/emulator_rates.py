@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,10 @@ import time
 from pathlib import Path
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from local_emulator import free_port, proc_cpu_s  # noqa: E402
+
 HOST = "127.0.0.1"
 PIN = False
 BASE_ENV = {
@@ -59,17 +62,6 @@ VARIANTS = {
         {"SGLANG_EMU_ACCEPT_LENGTH": "2.5"},
     ),
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def http_get(port: int, path: str) -> tuple[int, bytes]:
@@ -225,9 +217,9 @@ async def bench_variant(
         for c in levels:
             expected = min(decode, ceiling / c) if ceiling else decode
             max_tokens = int(expected * seconds) + 1
-            cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
+            cpu0, t0 = proc_cpu_s(proc.pid), time.monotonic()
             streams = await run_level(port, c, max_tokens)
-            cpu = (cpu_seconds(proc.pid) - cpu0) / (time.monotonic() - t0)
+            cpu = (proc_cpu_s(proc.pid) - cpu0) / (time.monotonic() - t0)
             r = summarise(streams)
             dev_rate = pct(r["rate_mean"], expected)
             dev_agg = pct(r["aggregate"], expected * c)

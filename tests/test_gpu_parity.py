@@ -15,7 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-import bench_serving_run  # noqa: E402  tests/
+import bench_serving_run  # noqa: E402
 import gpu_parity  # noqa: E402
 
 
@@ -171,8 +171,8 @@ def test_the_kept_alive_probe_runs_bench_serving_with_one_session_and_gets_a_tab
     plain = gpu_parity.theirs_cmd(server, "concurrency", 8, 64, args, Path("d.json"), out)
     kept = gpu_parity.theirs_cmd(server, "concurrency", 8, 64, args, Path("d.json"), out, kept=True)
     assert plain[1:3] == ["-m", "sglang.bench_serving"] and plain[-2:] == ["--output-file", str(out)]
-    # the same flags through tests/bench_serving_run.py, which patches the session and adds --output-file itself
-    assert kept[1].endswith("tests/bench_serving_run.py") and kept[2:6] == ["--keepalive", str(out), "[[]]", "--"]
+    # the same flags through benchmarks/bench_serving_run.py, which patches the session and adds --output-file itself
+    assert kept[1].endswith("benchmarks/bench_serving_run.py") and kept[2:6] == ["--keepalive", str(out), "[[]]", "--"]
     # the same flags but a warm-up as wide as the level (8), which opens its 8 connections before the clock
     warm = plain.index("--warmup-requests") + 1
     assert plain[warm] == "2" and kept[6:] == plain[3:warm] + ["8"] + plain[warm + 1 : -2]

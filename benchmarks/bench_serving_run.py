@@ -5,7 +5,7 @@ write_sharegpt and write_word_tokenizer make its dataset and tokenizer, emulator
 this script with --step for
 tests/test_bench_serving_real.py, benchmarks/client_cpu.py and benchmarks/ttft_connect.py.
 
-    PYTHON tests/bench_serving_run.py [--step] [--keepalive] OUT.jsonl '[["--max-concurrency", "4", ...], ...]' \
+    PYTHON benchmarks/bench_serving_run.py [--step] [--keepalive] OUT.jsonl '[["--max-concurrency", "4", ...], ...]' \
         -- COMMON BENCH_SERVING FLAGS...
 
 Each level runs as `sglang.bench_serving <common flags> <level flags> --output-file OUT.jsonl` through
@@ -169,6 +169,9 @@ def parse(argv: list) -> tuple[set, str, list, list]:
 
 
 def main(argv: list) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print("usage: " + __doc__)
+        return 0
     options, out, levels, common = parse(argv)
     step, keepalive = "--step" in options, "--keepalive" in options
     with warnings.catch_warnings():

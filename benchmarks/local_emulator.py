@@ -1,0 +1,84 @@
+"""The emulated SGLang server as a child process on 127.0.0.1, and a process's CPU time: shared by the benchmark
+and calibration scripts and the tests (tests/emulator_proc.py). Needs the repository's src/ on the import path."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of a process from /proc (Linux), seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Emulator:
+    """`python -m sglang_deploy.emulator` on a free port; stdout/stderr go to files in tmp_path."""
+
+    def __init__(self, tmp_path: Path, *flags: str, **env: float | str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = tmp_path / f"emulator-{self.port}.log"
+        settings = {"SGLANG_EMU_LOAD_S": "0.3", "SGLANG_EMU_WARMUP_S": "0.2"}
+        settings.update({f"SGLANG_EMU_{k.upper()}": str(v) for k, v in env.items()})
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "sglang_deploy.emulator",
+                    "--model-path",
+                    "Qwen/Qwen3.5-397B-A17B-NVFP4",
+                    "--served-model-name",
+                    "qwen",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    *flags,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **settings},
+            )
+        self.exited_at: float | None = None
+        threading.Thread(target=self._watch_exit, daemon=True).start()
+
+    def _watch_exit(self) -> None:
+        self.proc.wait()
+        self.exited_at = time.monotonic()
+
+    def wait_ready(self, timeout: float = 20.0) -> "Emulator":
+        from sglang_deploy.host.readiness import wait_ready
+
+        wait_ready(self.url, timeout=timeout, sleep=0.1)
+        return self
+
+    def log_lines(self) -> list:
+        return self.log.read_text(errors="replace").splitlines()
+
+    def stop(self) -> int:
+        return stop_process(self.proc)
+
+
+def stop_process(proc: subprocess.Popen) -> int:
+    """SIGTERM, then SIGKILL after 10 s; the exit status."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
