@@ -1,6 +1,6 @@
-"""The benchmark's workload flags, defined once for `sglang-deploy bench` (the engine's settings) and for `deploy` and
-`compare` (the sglang_benchmark role's variables, as `-e sglang_benchmark_*` sets them), with bench_serving's names
-for the shared concepts."""
+"""The benchmark's workload flags, one per setting of the table host.bench.WORKLOAD, for `sglang-deploy bench` (the
+engine's settings) and for `deploy` and `compare` (the sglang_benchmark role's variables, as `-e sglang_benchmark_*`
+sets them), with bench_serving's names for the shared concepts."""
 
 from __future__ import annotations
 
@@ -38,24 +38,24 @@ def add_options(p: argparse.ArgumentParser, *, playbook: bool = False) -> None:
     group_vars and -e apply), and the defaults shown are the role's (the same values)."""
     group = p.add_argument_group("workload (bench_serving's names; docs/benchmark.md)")
     for name, s in bench.WORKLOAD.items():
-        flags = [f"--{name.replace('_', '-')}", *s.flags]
+        flag = f"--{name.replace('_', '-')}"
+        for sub, default in (s.options or {}).items():
+            group.add_argument(
+                f"{flag}-{sub.replace('_', '-')}",
+                type=int,
+                default=argparse.SUPPRESS if playbook else default,
+                help=f"{name}'s {sub} ({default})",
+            )
+        if s.options:
+            continue
         shown = _shown(s.default)
         kw = {"help": s.help + (f" ({shown})" if shown else ""), "dest": name}
         if s.type == "bool":
             kw["action"] = "store_true"
-        elif s.options:
-            for sub, default in s.options.items():
-                group.add_argument(
-                    f"{flags[0]}-{sub.replace('_', '-')}",
-                    type=int,
-                    default=argparse.SUPPRESS if playbook else default,
-                    help=f"{name}'s {sub} ({default})",
-                )
-            continue
         else:
             kw.update(type=_parsed(s.parse) if s.parse else _TYPES[s.type], metavar=s.metavar, choices=s.choices)
         default = list(s.default) if isinstance(s.default, tuple) else s.default
-        group.add_argument(*flags, default=argparse.SUPPRESS if playbook else default, **kw)
+        group.add_argument(flag, *s.flags, default=argparse.SUPPRESS if playbook else default, **kw)
 
 
 _TYPES = {"int": int, "float": float, "str": str, "path": str}
