@@ -50,7 +50,7 @@ COLLECTION = [
 ]
 LEFT_OUT = {"roles/lab", "playbooks/lab.yml", "playbooks/group_vars"}
 # The controller plugins: what they import from sglang_deploy is vendored.
-PLUGIN_FOLDERS = ["plugins/action", "plugins/filter"]
+PLUGIN_FOLDERS = ["plugins/action", "plugins/filter", "plugins/lookup"]
 VENDOR = Path("plugins", "plugin_utils", "_vendor")
 
 
