@@ -430,31 +430,37 @@ def main(argv: list[str] | None = None) -> int:
     try:
         meta["ready"] = server.wait_ready(timeout=600)
         meta["launch_argv"] = server.launch.argv
-        for i, (mode, level, count) in enumerate(plan):
-            if args.level_warmup:
-                count_w = warmup_requests(mode, level, args.level_warmup, count)
-                runs.append(run_one(server, "ours", mode, level, count_w, args, dataset, work, WARMUP))
-                print(json.dumps({k: runs[-1].get(k) for k in ("tool", "mode", "level", "repeat", "rc", "wall_s")}))
-            if i == 0 and not args.no_freeze_gc:
-                meta["freeze_gc"] = freeze_gc(server.url, server.api_key)
-            tools = tools_of(args.kept_alive)
-            for rep in range(args.repeats):
-                order = rotation(tools, i + rep)
-                for tool in order:
-                    runs.append(run_one(server, tool, mode, level, count, args, dataset, work, rep))
-                    print(
-                        json.dumps(
-                            {k: runs[-1].get(k) for k in ("tool", "mode", "level", "repeat", "rc", "wall_s", "figures")}
-                        ),
-                        flush=True,
-                    )
-                    (out / "parity-raw.json").write_text(json.dumps({**meta, "runs": runs}, indent=1))
+        measure(server, plan, args, dataset, out, meta, runs)
     finally:
         meta["stop"] = server.stop()
         meta["long_gc"] = long_gcs(server.log_text(), runs)
         (out / "parity-raw.json").write_text(json.dumps({**meta, "runs": runs}, indent=1))
     write_table(out, meta, runs)
     return 0 if all(r["rc"] == 0 for r in runs if r["repeat"] != WARMUP and r["tool"] != KEPT) else 1
+
+
+def measure(server, plan: list, args, dataset: Path, out: Path, meta: dict, runs: list) -> None:
+    """Each level of the plan: ours' warm-up (--level-warmup), then the repeats, the tools in rotation; each run
+    joins ``runs`` and OUT/parity-raw.json as it ends. The server's GC is frozen after the first level's warm-up."""
+    work = out / "runs"
+    for i, (mode, level, count) in enumerate(plan):
+        if args.level_warmup:
+            count_w = warmup_requests(mode, level, args.level_warmup, count)
+            runs.append(run_one(server, "ours", mode, level, count_w, args, dataset, work, WARMUP))
+            print(json.dumps({k: runs[-1].get(k) for k in ("tool", "mode", "level", "repeat", "rc", "wall_s")}))
+        if i == 0 and not args.no_freeze_gc:
+            meta["freeze_gc"] = freeze_gc(server.url, server.api_key)
+        tools = tools_of(args.kept_alive)
+        for rep in range(args.repeats):
+            for tool in rotation(tools, i + rep):
+                runs.append(run_one(server, tool, mode, level, count, args, dataset, work, rep))
+                print(
+                    json.dumps(
+                        {k: runs[-1].get(k) for k in ("tool", "mode", "level", "repeat", "rc", "wall_s", "figures")}
+                    ),
+                    flush=True,
+                )
+                (out / "parity-raw.json").write_text(json.dumps({**meta, "runs": runs}, indent=1))
 
 
 def warmup_phrase(level_warmup: str, shared: bool) -> str:

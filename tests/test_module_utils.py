@@ -31,26 +31,31 @@ def test_module_utils_is_a_link_to_the_host_package_alone():
     assert SHIPPED.resolve() == HOST.resolve()
 
 
+def unshipped(rel: Path, node: ast.ImportFrom) -> bool:
+    """Whether a relative import of the shipped file ``rel`` names a module that is not shipped."""
+    base = (SHIPPED / rel).parent
+    for _ in range(node.level - 1):
+        base = base.parent
+    target = base.joinpath(*(node.module or "").split(".")) if node.module else base
+    found = target.with_suffix(".py").exists() or (target / "__init__.py").exists()
+    if not found:  # `from . import x`: x is a module
+        found = all((target / f"{a.name}.py").exists() for a in node.names)
+    return not found
+
+
 def test_shipped_files_import_only_the_stdlib_and_shipped_siblings():
     problems = []
     for path in shipped_files():
         rel = path.relative_to(SHIPPED)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                names = [node.module]
-            elif isinstance(node, ast.ImportFrom):
-                base = (SHIPPED / rel).parent
-                for _ in range(node.level - 1):
-                    base = base.parent
-                target = base.joinpath(*(node.module or "").split(".")) if node.module else base
-                found = target.with_suffix(".py").exists() or (target / "__init__.py").exists()
-                if not found:  # `from . import x`: x is a module
-                    found = all((target / f"{a.name}.py").exists() for a in node.names)
-                if not found:
+            if isinstance(node, ast.ImportFrom) and node.level:
+                if unshipped(rel, node):
                     problems.append(f"{rel}: relative import {node.module!r} is not shipped")
                 continue
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module]
             else:
                 continue
             for name in names:

@@ -4,8 +4,12 @@ cap and a deadline."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 import yaml
@@ -266,51 +270,53 @@ def test_links_out_of_the_stacks_folder_are_never_read(locked_stacks, tmp_path, 
     assert "bundle name '../private/key.lock': lower-case letters" in capsys.readouterr().err
 
 
+class _HostileWheels(http.server.BaseHTTPRequestHandler):
+    """hostile_server's answers; `stopping` (an Event, set per server) ends the endless ones."""
+
+    stopping: threading.Event
+
+    def do_GET(self):
+        if self.path.startswith("/headers"):
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+            self._drip(b"X")
+            return
+        self.send_response(200)
+        if self.path.startswith("/huge"):
+            self.send_header("Content-Length", str(100 * 10**9))
+        elif not self.path.startswith("/endless"):
+            self.send_header("Content-Length", str(10**5))
+        self.end_headers()
+        if self.path.startswith("/short"):
+            self.wfile.write(b"0123456789")
+            return
+        with contextlib.suppress(OSError):
+            if self.path.startswith("/endless"):
+                while not self.stopping.is_set():
+                    self.wfile.write(b"x" * 65536)
+            elif self.path.startswith("/drip"):
+                self._drip(b"x")
+            else:
+                self.stopping.wait()
+
+    def _drip(self, byte: bytes) -> None:
+        """A byte every 50 ms until the server stops."""
+        while not self.stopping.is_set():
+            self.wfile.write(byte)
+            self.wfile.flush()
+            time.sleep(0.05)
+
+    def log_message(self, *args):
+        pass
+
+
 @pytest.fixture
 def hostile_server(tmp_path):
     """Wheels that never end: /endless streams without a length, /drip sends a byte every 50 ms, /silent sends its
     headers and nothing more, /headers drips its headers a byte at a time, /huge announces 100 GB; /short closes
     after 10 of the bytes it announced."""
-    import http.server
-    import threading
-    import time
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            if self.path.startswith("/headers"):
-                self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Drip: ")
-                while not stopping.is_set():
-                    self.wfile.write(b"X")
-                    self.wfile.flush()
-                    time.sleep(0.05)
-                return
-            self.send_response(200)
-            if self.path.startswith("/huge"):
-                self.send_header("Content-Length", str(100 * 10**9))
-            elif not self.path.startswith("/endless"):
-                self.send_header("Content-Length", str(10**5))
-            self.end_headers()
-            if self.path.startswith("/short"):
-                self.wfile.write(b"0123456789")
-                return
-            try:
-                while not stopping.is_set():
-                    if self.path.startswith("/endless"):
-                        self.wfile.write(b"x" * 65536)
-                    elif self.path.startswith("/drip"):
-                        self.wfile.write(b"x")
-                        self.wfile.flush()
-                        time.sleep(0.05)
-                    else:
-                        time.sleep(0.05)
-            except OSError:
-                pass
-
-        def log_message(self, *args):
-            pass
-
     stopping = threading.Event()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    handler = type("Handler", (_HostileWheels,), {"stopping": stopping})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/"

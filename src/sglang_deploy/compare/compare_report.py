@@ -55,6 +55,7 @@ COLUMNS = (
     ("goodput_req_s", "good/s", 2),
     ("accept_length", "accept", 2),
 )
+HEADER = ("level", "profile", *(title for _, title, _ in COLUMNS))
 
 
 # The figures of a row: key -> (read from a benchmark level, goal). Each is kept over the repeats (min/median/max).
@@ -465,29 +466,38 @@ def format_table(comp: Comparison) -> str:
     if comp.routers:
         rw = comp.router_workload
         lines.append(f"through the router: in={rw.get('input_len')} out={rw.get('output_len')} tokens")
-    header = ["level", "profile"] + [title for _, title, _ in COLUMNS]
     for host, via in comp.targets:
-        lines.append(comp.label(host, via))
-        grid = [header]
-        for row in (r for r in comp.rows if (r["host"], r["via"]) == (host, via)):
-            grid.append([row["level"], row["profile"]] + _cells(row))
-        widths = [max(len(r[i]) for r in grid) for i in range(len(header))]
-        for r in grid:
-            lines.append(
-                "  ".join(cell.ljust(widths[i]) if i == 1 else cell.rjust(widths[i]) for i, cell in enumerate(r))
-            )
+        lines += [comp.label(host, via), *_text_grid(comp, host, via)]
         lines += ["  " + text for text in verdict_lines(comp, host, via)]
     for name, per_host in comp.sla.items():
         for host, rate in per_host.items():
             lines.append(f"{name} on {host}: highest rate meeting the SLA {table.fmt(rate, 2)} req/s")
     lines += [f"ranked by {text}" for text in _ranking_lines(comp)]
+    return "\n".join(lines + _failure_lines(comp))
+
+
+def _target_rows(comp: Comparison, host: str, via) -> list:
+    return [r for r in comp.rows if (r["host"], r["via"]) == (host, via)]
+
+
+def _text_grid(comp: Comparison, host: str, via) -> list:
+    """One target's levels as aligned text, a line per profile."""
+    grid = [HEADER] + [[row["level"], row["profile"]] + _cells(row) for row in _target_rows(comp, host, via)]
+    widths = [max(len(r[i]) for r in grid) for i in range(len(HEADER))]
+    return [
+        "  ".join(cell.ljust(widths[i]) if i == 1 else cell.rjust(widths[i]) for i, cell in enumerate(r)) for r in grid
+    ]
+
+
+def _failure_lines(comp: Comparison) -> list:
+    lines = []
     for name, failures in comp.failures().items():
         for f in failures or []:
             lines.append(f"{name}: FAILED on {f.host}, task '{f.task}': {f.message.splitlines()[0]}")
         if not failures:
             bad = next((r for r in comp.runs.get(name, []) if not r.ok), None)
             lines.append(f"{name}: FAILED ({bad.error if bad is not None and bad.error else 'see artifacts'})")
-    return "\n".join(lines)
+    return lines
 
 
 def runs_section(comp: Comparison) -> list:
@@ -551,35 +561,44 @@ def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
     ]
     if plot_name:
         out += [f"![output and decode tok/s against concurrency]({plot_name})", ""]
-    header = ["level", "profile"] + [title for _, title, _ in COLUMNS]
     for host, via in comp.targets:
-        out += [
-            f"## {comp.label(host, via)}",
-            "",
-            "| " + " | ".join(header) + " |",
-            "|" + "|".join("---:" if i != 1 else "---" for i in range(len(header))) + "|",
-        ]
-        for row in (r for r in comp.rows if (r["host"], r["via"]) == (host, via)):
-            cells = _cells(row)
-            if row["profile"] == comp.profiles[0]:
-                cells = [f"**{c}**" if c != "-" else c for c in cells]
-            out.append("| " + " | ".join([row["level"], row["profile"]] + cells) + " |")
-        out.append("")
-        verdicts = verdict_lines(comp, host, via)
-        if verdicts:
-            out += ["Against " + f"**{comp.profiles[0]}**:", "", *(f"- {text}" for text in verdicts), ""]
-    failures = comp.failures()
-    if failures:
-        out += ["## Failures", ""]
-        for name, items in failures.items():
-            for f in items or []:
-                out.append(f"- **{name}** on `{f.host}`, task *{f.task}*:")
-                out += ["", "  ```", *("  " + line for line in f.message.splitlines()), "  ```", ""]
-            if not items:
-                out.append(f"- **{name}**: see the run's artifacts")
-        out.append("")
-    out += runs_section(comp)
+        out += _markdown_target(comp, host, via)
+    out += _markdown_failures(comp) + runs_section(comp)
     return "\n".join(out) + "\n"
+
+
+def _markdown_target(comp: Comparison, host: str, via) -> list:
+    """One target's section: its levels as a table (the first profile in bold), then the verdicts."""
+    out = [
+        f"## {comp.label(host, via)}",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "|".join("---:" if i != 1 else "---" for i in range(len(HEADER))) + "|",
+    ]
+    for row in _target_rows(comp, host, via):
+        cells = _cells(row)
+        if row["profile"] == comp.profiles[0]:
+            cells = [f"**{c}**" if c != "-" else c for c in cells]
+        out.append("| " + " | ".join([row["level"], row["profile"]] + cells) + " |")
+    out.append("")
+    verdicts = verdict_lines(comp, host, via)
+    if verdicts:
+        out += ["Against " + f"**{comp.profiles[0]}**:", "", *(f"- {text}" for text in verdicts), ""]
+    return out
+
+
+def _markdown_failures(comp: Comparison) -> list:
+    failures = comp.failures()
+    if not failures:
+        return []
+    out = ["## Failures", ""]
+    for name, items in failures.items():
+        for f in items or []:
+            out.append(f"- **{name}** on `{f.host}`, task *{f.task}*:")
+            out += ["", "  ```", *("  " + line for line in f.message.splitlines()), "  ```", ""]
+        if not items:
+            out.append(f"- **{name}**: see the run's artifacts")
+    return out + [""]
 
 
 def plot(comp: Comparison, path) -> Path:

@@ -193,14 +193,7 @@ class Config:
         ns = parser.parse_args(mine)
         self.args = ns
         self.argv = list(argv)
-        for env, dest, kind, default in EMU_SETTINGS:
-            value = getattr(ns, dest)
-            if value is None and environ.get(env, "") != "":
-                try:
-                    value = (_finite if kind is float else kind)(environ[env])
-                except (argparse.ArgumentTypeError, ValueError) as exc:
-                    parser.error(f"{env}: {exc}")
-            setattr(self, dest[4:], default if value is None else value)
+        self._emulation_settings(parser, ns, environ)
         self.perf = self._perf_model(parser, ns, environ)
         if self.fault is not None and self.fault not in FAULTS:
             parser.error(f"SGLANG_EMU_FAULT must be one of {', '.join(FAULTS)} (got {self.fault!r})")
@@ -217,22 +210,7 @@ class Config:
         self.spec_assert_fails = False
         self.notes: list[str] = []
         if self.spec:
-            eagle = ns.speculative_algorithm.upper() in ("EAGLE", "EAGLE3", "NEXTN")
-            unset_steps = ns.speculative_num_steps is None
-            if (
-                eagle
-                and unset_steps
-                and (ns.speculative_eagle_topk is not None or ns.speculative_num_draft_tokens is not None)
-            ):
-                self.spec_assert_fails = True
-            self.spec_steps = ns.speculative_num_steps or 3
-            self.spec_topk = ns.speculative_eagle_topk or 1
-            self.spec_draft = ns.speculative_num_draft_tokens or self.spec_steps + 1
-            if self.accept_length is None:
-                self.accept_length = 2.5
-            if self.accept_length > self.spec_steps + 1:
-                self.notes.append(f"accept length {self.accept_length} > num_steps + 1; using {self.spec_steps + 1}")
-                self.accept_length = float(self.spec_steps + 1)
+            self._speculative(ns)
         else:
             if self.accept_length not in (None, 1.0):
                 self.notes.append("accept length ignored: no --speculative-algorithm")
@@ -240,6 +218,37 @@ class Config:
         if self.accept_length < 1:
             parser.error("accept length must be >= 1 (tokens per decode step)")
         self.max_running = ns.max_running_requests or (SPEC_DEFAULT_MAX_RUNNING if self.spec else None)
+
+    def _emulation_settings(self, parser, ns, environ: dict) -> None:
+        """Each EMU_SETTINGS value: its flag, else its environment variable, else its default."""
+        for env, dest, kind, default in EMU_SETTINGS:
+            value = getattr(ns, dest)
+            if value is None and environ.get(env, "") != "":
+                try:
+                    value = (_finite if kind is float else kind)(environ[env])
+                except (argparse.ArgumentTypeError, ValueError) as exc:
+                    parser.error(f"{env}: {exc}")
+            setattr(self, dest[4:], default if value is None else value)
+
+    def _speculative(self, ns) -> None:
+        """The speculative settings as SGLang resolves them, the accept length capped at num_steps + 1, and
+        whether SGLang's assert on topk/draft tokens without num_steps fails."""
+        eagle = ns.speculative_algorithm.upper() in ("EAGLE", "EAGLE3", "NEXTN")
+        unset_steps = ns.speculative_num_steps is None
+        if (
+            eagle
+            and unset_steps
+            and (ns.speculative_eagle_topk is not None or ns.speculative_num_draft_tokens is not None)
+        ):
+            self.spec_assert_fails = True
+        self.spec_steps = ns.speculative_num_steps or 3
+        self.spec_topk = ns.speculative_eagle_topk or 1
+        self.spec_draft = ns.speculative_num_draft_tokens or self.spec_steps + 1
+        if self.accept_length is None:
+            self.accept_length = 2.5
+        if self.accept_length > self.spec_steps + 1:
+            self.notes.append(f"accept length {self.accept_length} > num_steps + 1; using {self.spec_steps + 1}")
+            self.accept_length = float(self.spec_steps + 1)
 
     def _check_ranges(self, parser) -> None:
         if self.decode_tok_s <= 0 or self.aggregate_tok_s < 0 or self.ttft_ms < 0:

@@ -152,34 +152,52 @@ async def chat(server: Server, req: Request, out: Responder) -> None:
     )
     # SGLang answers with the model name the request gave (any name is served by the one model)
     rid, created, model = f"{uuid.uuid4().hex}", int(time.time()), body.get("model") or server.cfg.served_model_name
-    r = plan.reasoning_tokens
-    if not stream:
-        await server.engine.drain(plan)
-        finish, matched = plan.finish_json()
-        message = {
-            "role": "assistant",
-            "content": plan.text(r, plan.n),
-            "reasoning_content": plan.text(0, r) if reasoning else None,
-            "tool_calls": None,
-        }
-        await out.send_json(
-            200,
-            {
-                "id": rid,
-                "object": "chat.completion",
-                "created": created,
-                "model": model,
-                "choices": [
-                    {"index": 0, "message": message, "logprobs": None, "finish_reason": finish, "matched_stop": matched}
-                ],
-                "usage": _usage(server.cfg, plan, plan.n),
-                "metadata": {"weight_version": "default"},
-            },
-        )
-        return
+    if stream:
+        await _chat_stream(server, out, plan, (rid, created, model), include_usage, continuous)
+    else:
+        await _chat_answer(server, out, plan, (rid, created, model), reasoning)
 
-    def chunk(delta: dict, finish=None, matched=None, done: int = 0) -> dict:
+
+async def _chat_answer(server: Server, out: Responder, plan: Plan, ids: tuple, reasoning: bool) -> None:
+    """The whole answer as one chat.completion, once the plan has run. ids: (id, created, model)."""
+    rid, created, model = ids
+    r = plan.reasoning_tokens
+    await server.engine.drain(plan)
+    finish, matched = plan.finish_json()
+    message = {
+        "role": "assistant",
+        "content": plan.text(r, plan.n),
+        "reasoning_content": plan.text(0, r) if reasoning else None,
+        "tool_calls": None,
+    }
+    await out.send_json(
+        200,
+        {
+            "id": rid,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [
+                {"index": 0, "message": message, "logprobs": None, "finish_reason": finish, "matched_stop": matched}
+            ],
+            "usage": _usage(server.cfg, plan, plan.n),
+            "metadata": {"weight_version": "default"},
+        },
+    )
+
+
+class _Chunks:
+    """The chat.completion.chunk events of one answer. ids: (id, created, model); continuous: each chunk carries the
+    usage so far."""
+
+    def __init__(self, cfg: Config, plan: Plan, ids: tuple, continuous: bool):
+        self.cfg, self.plan, self.ids, self.continuous = cfg, plan, ids, continuous
+        # token chunks are most of the traffic: render them from a prepared frame (same JSON as chunk())
+        self.frame = json.dumps(self.chunk({"reasoning_content": "\0R", "content": "\0C"}), separators=(",", ":"))
+
+    def chunk(self, delta: dict, finish=None, matched=None, done: int = 0) -> dict:
         # SGLang 0.5.16's chunks: no "usage" key unless continuous usage stats are asked for
+        rid, created, model = self.ids
         out = {
             "id": rid,
             "object": "chat.completion.chunk",
@@ -189,16 +207,13 @@ async def chat(server: Server, req: Request, out: Responder) -> None:
                 {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "matched_stop": matched}
             ],
         }
-        if continuous:
-            out["usage"] = _usage(server.cfg, plan, done)
+        if self.continuous:
+            out["usage"] = _usage(self.cfg, self.plan, done)
         return out
 
-    # token chunks are most of the traffic: render them from a prepared frame (same JSON as chunk())
-    frame = json.dumps(chunk({"reasoning_content": "\0R", "content": "\0C"}), separators=(",", ":"))
-
-    def token_chunk(text: str, reasoning_part: bool, done: int):
-        if continuous:
-            return chunk(
+    def token(self, text: str, reasoning_part: bool, done: int):
+        if self.continuous:
+            return self.chunk(
                 {
                     "reasoning_content": text if reasoning_part else None,
                     "content": None if reasoning_part else text,
@@ -206,35 +221,45 @@ async def chat(server: Server, req: Request, out: Responder) -> None:
                 done=done,
             )
         content, thought = ("null", json.dumps(text)) if reasoning_part else (json.dumps(text), "null")
-        return frame.replace('"\\u0000C"', content, 1).replace('"\\u0000R"', thought, 1)
+        return self.frame.replace('"\\u0000C"', content, 1).replace('"\\u0000R"', thought, 1)
 
+    def usage(self) -> dict:
+        rid, created, model = self.ids
+        return {
+            "id": rid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [],
+            "usage": _usage(self.cfg, self.plan, self.plan.n),
+        }
+
+
+async def _chat_stream(
+    server: Server, out: Responder, plan: Plan, ids: tuple, include_usage: bool, continuous: bool
+) -> None:
+    """The answer as chat.completion.chunk events while the plan runs. ids: (id, created, model)."""
+    r = plan.reasoning_tokens
+    chunks = _Chunks(server.cfg, plan, ids, continuous)
+    role = {"reasoning_content": None, "role": "assistant", "content": ""}
     out.start_sse()
     sent_role = False
     async with contextlib.aclosing(server.engine.run(plan)) as steps:
         async for start, end in steps:
             if not sent_role:
-                out.add(chunk({"reasoning_content": None, "role": "assistant", "content": ""}))
+                out.add(chunks.chunk(role))
                 sent_role = True
             if start < r:
-                out.add(token_chunk(plan.text(start, min(end, r)), True, end))
+                out.add(chunks.token(plan.text(start, min(end, r)), True, end))
             if end > r:
-                out.add(token_chunk(plan.text(max(start, r), end), False, end))
+                out.add(chunks.token(plan.text(max(start, r), end), False, end))
             await out.flush()
     if not sent_role:
-        out.add(chunk({"reasoning_content": None, "role": "assistant", "content": ""}))
+        out.add(chunks.chunk(role))
     finish, matched = plan.finish_json()
-    out.add(chunk({"reasoning_content": None}, finish, matched, done=plan.n))
+    out.add(chunks.chunk({"reasoning_content": None}, finish, matched, done=plan.n))
     if include_usage:
-        out.add(
-            {
-                "id": rid,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "choices": [],
-                "usage": _usage(server.cfg, plan, plan.n),
-            }
-        )
+        out.add(chunks.usage())
     await out.end_sse()
 
 

@@ -175,8 +175,7 @@ async def pause(seconds: float) -> float:
     return time.perf_counter() - tic
 
 
-async def serve(cfg: Config) -> int:
-    loop = asyncio.get_running_loop()
+def _log_launch(cfg: Config) -> None:
     a = cfg.args
     log(BANNER)
     # Real SGLang (0.5.23 included) logs server_args with the API key in clear; so does the emulator, so that the
@@ -192,24 +191,20 @@ async def serve(cfg: Config) -> int:
     log(f"Emulation settings: {json.dumps(cfg.settings())}")
     for note in cfg.notes:
         log(f"WARNING: {note}", err=True)
-    if cfg.spec_assert_fails:
-        sys.stderr.write(args_assert_traceback())
-        return 1
-    store = member = None
-    # SGLang 0.5.23's startup lines (sglang_deploy.host.startup reads them) with synthetic timing: the load time is
-    # half weights, half CUDA graph capture; no memory is used.
-    tic = time.perf_counter()
-    log("Init parallel begin." + (f" (emulated: node rank {a.node_rank} of {a.nnodes})" if a.nnodes > 1 else ""))
-    if a.nnodes > 1:
-        if a.node_rank == 0:
-            store = group.Store(cfg)
-            failed = await store.open() or await store.wait_formed()
-        else:
-            member = group.Member(cfg)
-            failed = await member.join()
-        if failed:
-            return failed
-    log(f"Init parallel ends. elapsed={time.perf_counter() - tic:.2f} s")
+
+
+async def _join_group(cfg: Config) -> tuple:
+    """A multi-node group's rendezvous: rank 0 opens the store and waits for the others, a rank >= 1 joins it.
+    (store, member, exit status when it failed)."""
+    if cfg.args.node_rank == 0:
+        store = group.Store(cfg)
+        return store, None, await store.open() or await store.wait_formed()
+    member = group.Member(cfg)
+    return None, member, await member.join()
+
+
+async def _load(cfg: Config) -> int | None:
+    """The weights and the CUDA graphs, each half the load time; 1 when the crash_on_load fault crashes it."""
     log("Load weight begin. avail mem=0.00 GB")
     if cfg.fault == "crash_on_load":
         await asyncio.sleep(cfg.load_s / 2)
@@ -227,8 +222,13 @@ async def serve(cfg: Config) -> int:
     log(f"Capture {graph} CUDA graph begin. backend=full, num_tokens_per_req={per_request}, avail mem=0.00 GB")
     took = await pause(cfg.load_s / 2)
     log(f"Capture {graph} CUDA graph end. bs=[1, 2, 4, 8], elapsed={took:.2f} s, mem usage=0.00 GB, avail mem=0.00 GB.")
-    if member is not None:
-        return await group.serve_stand_in(cfg, member)
+    return None
+
+
+async def _listen(cfg: Config, store) -> int:
+    """The HTTP server until SIGINT, or SIGTERM's drain (which ends the process tree)."""
+    loop = asyncio.get_running_loop()
+    a = cfg.args
     server = Server(cfg)
     loop.set_exception_handler(server.loop_error)
     try:
@@ -255,6 +255,28 @@ async def serve(cfg: Config) -> int:
     if store is not None:
         store.close()
     return 0
+
+
+async def serve(cfg: Config) -> int:
+    a = cfg.args
+    _log_launch(cfg)
+    if cfg.spec_assert_fails:
+        sys.stderr.write(args_assert_traceback())
+        return 1
+    # SGLang 0.5.23's startup lines (sglang_deploy.host.startup reads them) with synthetic timing: the load time is
+    # half weights, half CUDA graph capture; no memory is used.
+    tic = time.perf_counter()
+    log("Init parallel begin." + (f" (emulated: node rank {a.node_rank} of {a.nnodes})" if a.nnodes > 1 else ""))
+    store, member, failed = await _join_group(cfg) if a.nnodes > 1 else (None, None, None)
+    if failed:
+        return failed
+    log(f"Init parallel ends. elapsed={time.perf_counter() - tic:.2f} s")
+    failed = await _load(cfg)
+    if failed:
+        return failed
+    if member is not None:
+        return await group.serve_stand_in(cfg, member)
+    return await _listen(cfg, store)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,7 @@ requests) and leaves the registry after a fixed settle time, without waiting for
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ..host.fleet_probes import FleetError
@@ -236,8 +237,198 @@ def _stopped_roll(serving: list[dict]) -> list[dict] | None:
     return out
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """What fleet_view's checks read: the router's state as given, its readiness, and each replica (member) with the
+    worker the router lists for it (None: not listed) and its host's facts (None: not read)."""
+
+    router_host: str
+    router: dict
+    ready: bool | None  # None: it did not answer
+    body: dict  # its readiness answer
+    listed: dict | None  # the router's workers, None when they could not be read
+    replicas: list  # fleet_view's replica rows
+    workers: dict  # host -> the router's worker for it, or None
+    facts: dict  # host -> its facts, or None
+    unknown: list  # the workers that are no replica of the inventory
+
+    @property
+    def service(self) -> str:
+        return self.router.get("service") or "smg"
+
+    @property
+    def serving(self) -> list:
+        return [r for r in self.replicas if r["serving"]]
+
+
+def _mismatch(kind: str, subject: str, message: str) -> dict:
+    return {"kind": kind, "subject": subject, "message": message}
+
+
+def _router_missing(s: _Seen) -> list:
+    if s.router.get("deployed"):
+        return []
+    fix = "run ansible-playbook playbooks/router.yml (site.yml does)"
+    return [_mismatch("router_missing", s.router_host, f"no smg router is deployed on {s.router_host}: {fix}")]
+
+
+def _router_unit(s: _Seen) -> list:
+    unit = s.router.get("unit") or {}
+    if not s.router.get("deployed") or not unit or unit.get("ActiveState") == "active":
+        return []
+    message = (
+        f"the router's unit {s.service} on {s.router_host} is {unit.get('ActiveState')}/{unit.get('SubState')}:"
+        f" read journalctl -u {s.service} there, then run ansible-playbook playbooks/router.yml"
+    )
+    return [_mismatch("router_unit", s.router_host, message)]
+
+
+def _router_unreachable(s: _Seen) -> list:
+    error = s.router.get("deployed") and s.router.get("error")
+    return [_mismatch("router_unreachable", s.router_host, str(error))] if error else []
+
+
+def _router_not_ready(s: _Seen) -> list:
+    if not s.router.get("deployed") or s.ready is not False:
+        return []
+    reason = s.body.get("reason") or s.body.get("status") or "HTTP 503"
+    message = (
+        f"the router on {s.router_host} is not ready ({reason}): its clients get errors until a replica is healthy"
+    )
+    return [_mismatch("router_not_ready", s.router_host, message)]
+
+
+def _not_in_router(s: _Seen) -> list:
+    if s.listed is None:
+        return []
+    return [
+        _mismatch(
+            "not_in_router",
+            host,
+            f"{host} is a replica of the router on {s.router_host} in the inventory, but the router does not list"
+            " it (it gets no requests): run ansible-playbook playbooks/router.yml to rewrite its worker list"
+            " (a roll that was cut short leaves its batch out)",
+        )
+        for host, worker in s.workers.items()
+        if worker is None
+    ]
+
+
+def _not_routed(s: _Seen) -> list:
+    out = []
+    for host, worker in s.workers.items():
+        if not worker or (worker.get("status") == "ready" and worker.get("healthy")):
+            continue
+        state = f"{worker.get('status')}{'' if worker.get('healthy') else ', unhealthy'}"
+        fix = (
+            "a roll is taking it out, or one was cut short: ansible-playbook playbooks/router.yml puts it back"
+            if worker.get("status") == "draining"
+            else f"check the replica (sglang-deploy status -l {host}; its server's journal)"
+        )
+        message = f"the router on {s.router_host} lists {host} as {state} and sends it no requests: {fix}"
+        out.append(_mismatch("not_routed", host, message))
+    return out
+
+
+def _not_serving(s: _Seen) -> list:
+    fix = "sglang-deploy rollback -l {host}, or read its server's journal"
+    return [
+        _mismatch("not_serving", host, f"{host} serves nothing (its unit is not active): {fix.format(host=host)}")
+        for host, facts in s.facts.items()
+        if facts and not facts.get("serving")
+    ]
+
+
+def _unknown_worker(s: _Seen) -> list:
+    out = []
+    for worker in s.unknown:
+        key = worker["id"]
+        if key != worker.get("url"):
+            fix = "its worker list file still names it: run ansible-playbook playbooks/router.yml"
+        else:
+            fix = (
+                f"it was added through the router's API: remove it (DELETE /workers/{worker.get('worker_id')} with "
+                "the admin key) or add its host to the inventory group sglang_replicas and run playbooks/router.yml"
+            )
+        message = f"the router on {s.router_host} routes to {worker.get('url')}, which is not a replica in the inventory: {fix}"
+        out.append(_mismatch("unknown_worker", key, message))
+    return out
+
+
+def _profiles_differ(s: _Seen) -> list:
+    """A roll stopped on a rollback (rolled_back, roll_stopped_before), else the replicas' profiles compared."""
+    stopped = _stopped_roll(s.serving)
+    return (
+        stopped
+        if stopped is not None
+        else _differ("profile_differs", "profile", {r["host"]: r["profile"] for r in s.serving})
+    )
+
+
+def _stacks_differ(s: _Seen) -> list:
+    return _differ("stack_differs", "stack", {r["host"]: r["stack"] for r in s.serving if r["stack"] is not None})
+
+
+# What fleet_view checks, in the order its mismatches are listed: the router, each replica as the router sees it and
+# as it serves, the workers the inventory does not have, and whether the replicas serve the same profile and stack.
+FLEET_CHECKS = (
+    _router_missing,
+    _router_unit,
+    _router_unreachable,
+    _router_not_ready,
+    _not_in_router,
+    _not_routed,
+    _not_serving,
+    _unknown_worker,
+    _profiles_differ,
+    _stacks_differ,
+)
+
+
+def _seen(router_host: str, router: dict, hosts: dict) -> _Seen:
+    """The router's readiness, each member matched to the worker the router lists for it (by id, else by URL), and
+    the listed workers no member matched."""
+    readiness = router.get("readiness") or {}
+    body = readiness.get("body") if isinstance(readiness.get("body"), dict) else {}
+    status = readiness.get("status")
+    listed = router.get("workers")
+    by_url = {w.get("url"): key for key, w in (listed or {}).items()}
+    replicas, workers, facts, matched = [], {}, {}, set()
+    for member in router.get("members") or []:
+        host, url = member["id"], member["url"]
+        key = host if listed and host in listed else by_url.get(url)
+        worker = (listed or {}).get(key) if key else None
+        facts[host] = hosts.get(host)
+        workers[host] = worker
+        matched.add(key)
+        replicas.append(_replica(host, url, facts[host] or {}, worker, listed is not None))
+    return _Seen(
+        router_host=router_host,
+        router=router,
+        ready=status == 200 if isinstance(status, int) and status > 0 else None,
+        body=body,
+        listed=listed,
+        replicas=replicas,
+        workers=workers,
+        facts=facts,
+        unknown=[{"id": key, **w} for key, w in sorted((listed or {}).items()) if key not in matched],
+    )
+
+
+def _replica(host: str, url: str, facts: dict, worker: dict | None, listed: bool) -> dict:
+    """A replica's row: what its host serves and how the router sees it."""
+    return {
+        "host": host,
+        "url": url,
+        **{k: facts.get(k) for k in ("profile", "stack", "serving", "asked", "rolled_back")},
+        "router_status": (worker or {}).get("status") or ("not listed" if listed else None),
+        "healthy": worker.get("healthy") if worker else None,
+        "load": worker.get("load") if worker else None,
+    }
+
+
 def fleet_view(router_host: str, router: dict, hosts: dict) -> dict:
-    """The fleet behind one router as its user needs to see it, and every mismatch with the fix.
+    """The fleet behind one router as its user needs to see it, and every mismatch (FLEET_CHECKS) with the fix.
 
     router: what playbooks/status.yml read on the router host: "deployed" (its record exists), "url", "version",
     "service", "policy", "unit" ({"ActiveState", "SubState"}), "readiness" ({"status": HTTP status or None,
@@ -246,123 +437,12 @@ def fleet_view(router_host: str, router: dict, hosts: dict) -> dict:
     "stack", "asked", "rolled_back"} from each host's own status and record; a member missing there was not read.
     Returns {"router", "replicas", "unknown_workers", "profiles" (profile -> serving replicas), "mismatches"
     ([{"kind", "subject", "message"}]), "ok"}."""
-    mismatches: list[dict] = []
-
-    def mismatch(kind: str, subject: str, message: str) -> None:
-        mismatches.append({"kind": kind, "subject": subject, "message": message})
-
+    seen = _seen(router_host, router, hosts)
+    mismatches = [m for check in FLEET_CHECKS for m in check(seen)]
     unit = router.get("unit") or {}
-    readiness = router.get("readiness") or {}
-    body = readiness.get("body") if isinstance(readiness.get("body"), dict) else {}
-    status = readiness.get("status")
-    ready = status == 200 if isinstance(status, int) and status > 0 else None  # None: it did not answer
-    service = router.get("service") or "smg"
-    if not router.get("deployed"):
-        mismatch(
-            "router_missing",
-            router_host,
-            f"no smg router is deployed on {router_host}: run ansible-playbook playbooks/router.yml (site.yml does)",
-        )
-    else:
-        if unit and unit.get("ActiveState") != "active":
-            mismatch(
-                "router_unit",
-                router_host,
-                f"the router's unit {service} on {router_host} is {unit.get('ActiveState')}/{unit.get('SubState')}:"
-                f" read journalctl -u {service} there, then run ansible-playbook playbooks/router.yml",
-            )
-        if router.get("error"):
-            mismatch("router_unreachable", router_host, str(router["error"]))
-        if ready is False:
-            mismatch(
-                "router_not_ready",
-                router_host,
-                f"the router on {router_host} is not ready ({body.get('reason') or body.get('status') or 'HTTP 503'}):"
-                " its clients get errors until a replica is healthy",
-            )
-
-    listed = router.get("workers")
-    members = router.get("members") or []
-    by_url = {w.get("url"): key for key, w in (listed or {}).items()}
-    replicas, matched = [], set()
-    for member in members:
-        host, url = member["id"], member["url"]
-        key = host if listed and host in listed else by_url.get(url)
-        worker = (listed or {}).get(key) if key else None
-        facts = hosts.get(host)
-        replicas.append(
-            {
-                "host": host,
-                "url": url,
-                "profile": facts.get("profile") if facts else None,
-                "stack": facts.get("stack") if facts else None,
-                "serving": facts.get("serving") if facts else None,
-                "asked": facts.get("asked") if facts else None,
-                "rolled_back": facts.get("rolled_back") if facts else None,
-                "router_status": (worker or {}).get("status") or (None if listed is None else "not listed"),
-                "healthy": worker.get("healthy") if worker else None,
-                "load": worker.get("load") if worker else None,
-            }
-        )
-        if key:
-            matched.add(key)
-        if listed is not None and worker is None:
-            mismatch(
-                "not_in_router",
-                host,
-                f"{host} is a replica of the router on {router_host} in the inventory, but the router does not list"
-                " it (it gets no requests): run ansible-playbook playbooks/router.yml to rewrite its worker list"
-                " (a roll that was cut short leaves its batch out)",
-            )
-        elif worker and not (worker.get("status") == "ready" and worker.get("healthy")):
-            state = f"{worker.get('status')}{'' if worker.get('healthy') else ', unhealthy'}"
-            fix = (
-                "a roll is taking it out, or one was cut short: ansible-playbook playbooks/router.yml puts it back"
-                if worker.get("status") == "draining"
-                else f"check the replica (sglang-deploy status -l {host}; its server's journal)"
-            )
-            mismatch(
-                "not_routed",
-                host,
-                f"the router on {router_host} lists {host} as {state} and sends it no requests: {fix}",
-            )
-        if facts and not facts.get("serving"):
-            mismatch(
-                "not_serving",
-                host,
-                f"{host} serves nothing (its unit is not active): sglang-deploy rollback -l {host}, or read its"
-                " server's journal",
-            )
-
-    unknown = []
-    for key, worker in sorted((listed or {}).items()):
-        if key in matched:
-            continue
-        unknown.append({"id": key, **worker})
-        if key != worker.get("url"):
-            fix = "its worker list file still names it: run ansible-playbook playbooks/router.yml"
-        else:
-            fix = (
-                f"it was added through the router's API: remove it (DELETE /workers/{worker.get('worker_id')} with "
-                "the admin key) or add its host to the inventory group sglang_replicas and run playbooks/router.yml"
-            )
-        mismatch(
-            "unknown_worker",
-            key,
-            f"the router on {router_host} routes to {worker.get('url')}, which is not a replica in the inventory: {fix}",
-        )
-
-    serving = [r for r in replicas if r["serving"]]
     profiles: dict = {}
-    for r in serving:
+    for r in seen.serving:
         profiles.setdefault(r["profile"], []).append(r["host"])
-    stopped = _stopped_roll(serving)
-    mismatches += (
-        stopped
-        if stopped is not None
-        else _differ("profile_differs", "profile", {r["host"]: r["profile"] for r in serving})
-    )
-    mismatches += _differ("stack_differs", "stack", {r["host"]: r["stack"] for r in serving if r["stack"] is not None})
     return {
         "router": {
             "host": router_host,
@@ -370,12 +450,12 @@ def fleet_view(router_host: str, router: dict, hosts: dict) -> dict:
             "version": router.get("version"),
             "policy": router.get("policy"),
             "unit": f"{unit.get('ActiveState')}/{unit.get('SubState')}" if unit else None,
-            "ready": ready,
-            "readiness": body or None,
+            "ready": seen.ready,
+            "readiness": seen.body or None,
             "error": router.get("error"),
         },
-        "replicas": replicas,
-        "unknown_workers": unknown,
+        "replicas": seen.replicas,
+        "unknown_workers": seen.unknown,
         "profiles": profiles,
         "mismatches": mismatches,
         "ok": not mismatches,

@@ -189,6 +189,21 @@ def validate(lock: object) -> list[str]:
     problems = [
         f"unknown key {str(key)[:40]!r} (a lock has {', '.join(sorted(_KEYS))})" for key in lock if key not in _KEYS
     ]
+    problems += _origin_problems(lock)
+    files = lock.get("files")
+    if not isinstance(files, list) or not files:
+        return problems + ["files: the list of the checkpoint's files (path, size, sha256) is missing or empty"]
+    seen: set = set()
+    for entry in files:
+        problems += _entry_problems(entry, seen)
+    if "config.json" not in seen:
+        problems.append("files: config.json is not listed: a checkpoint SGLang loads has one at its top")
+    return problems
+
+
+def _origin_problems(lock: dict) -> list[str]:
+    """The lock's name, and its Hub repository and commit (a lock made from a folder has neither)."""
+    problems = []
     name = lock.get("name")
     if not isinstance(name, str) or not _NAME.match(name) or len(name) > MAX_NAME:
         problems.append(
@@ -206,32 +221,26 @@ def validate(lock: object) -> list[str]:
             )
     elif revision:
         problems.append("revision without a repository: a lock made from a folder has neither")
-    files = lock.get("files")
-    if not isinstance(files, list) or not files:
-        return problems + ["files: the list of the checkpoint's files (path, size, sha256) is missing or empty"]
-    seen = set()
-    for entry in files:
-        if not isinstance(entry, dict):
-            problems.append(f"files: entry {str(entry)[:80]!r} is not a mapping of path, size, sha256")
-            continue
-        problems += [
-            f"files: unknown key {str(key)[:40]!r} (path, size, sha256)" for key in entry if key not in _FILE_KEYS
-        ]
-        path = entry.get("path")
-        problem = path_problem(path)
-        if problem:
-            problems.append(f"files: {problem}")
-            continue
-        if path in seen:
-            problems.append(f"files: {path} is listed twice")
-        seen.add(path)
-        size = entry.get("size")
-        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            problems.append(f"files: {path}: size {size!r} is not a whole number of bytes")
-        if not isinstance(entry.get("sha256"), str) or not _SHA256.match(entry["sha256"]):
-            problems.append(f"files: {path}: sha256 {str(entry.get('sha256'))[:80]!r} is not 64 lower-case hex digits")
-    if "config.json" not in seen:
-        problems.append("files: config.json is not listed: a checkpoint SGLang loads has one at its top")
+    return problems
+
+
+def _entry_problems(entry: object, seen: set) -> list[str]:
+    """One entry of files (path, size, sha256); its path joins ``seen``."""
+    if not isinstance(entry, dict):
+        return [f"files: entry {str(entry)[:80]!r} is not a mapping of path, size, sha256"]
+    problems = [f"files: unknown key {str(key)[:40]!r} (path, size, sha256)" for key in entry if key not in _FILE_KEYS]
+    path = entry.get("path")
+    problem = path_problem(path)
+    if problem:
+        return problems + [f"files: {problem}"]
+    if path in seen:
+        problems.append(f"files: {path} is listed twice")
+    seen.add(path)
+    size = entry.get("size")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        problems.append(f"files: {path}: size {size!r} is not a whole number of bytes")
+    if not isinstance(entry.get("sha256"), str) or not _SHA256.match(entry["sha256"]):
+        problems.append(f"files: {path}: sha256 {str(entry.get('sha256'))[:80]!r} is not 64 lower-case hex digits")
     return problems
 
 
@@ -529,37 +538,51 @@ def make_partial(dest: str, lock: dict, gid: int) -> dict:
     problems = place_problems(dest) or make_parents(dest) or place_problems(dest)
     if problems:
         return {"problems": problems, "removed": []}
-    partial, removed, refused = dest + PARTIAL, [], []
+    partial, removed = dest + PARTIAL, []
     needed = {""}
     for entry in lock["files"]:
         parts = entry["path"].split("/")[:-1]
         needed.update("/".join(parts[: n + 1]) for n in range(len(parts)))
     for folder in sorted(needed):  # a folder before the folders in it
         path = os.path.join(partial, folder) if folder else partial
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(path, 0o700)
-        st = os.lstat(path)
-        if not stat.S_ISDIR(st.st_mode) and folder:
-            os.unlink(path)  # a link or a file where a folder goes, in the partial folder only root writes
-            removed.append(folder)
-            os.mkdir(path, 0o700)
-            st = os.lstat(path)
-        if not stat.S_ISDIR(st.st_mode) or not _owned(st):
+        if not _make_folder(path, gid, removed, folder):
             return {"problems": place_problems(dest) or [f"{path}: not a folder owned by root"], "removed": removed}
-        os.chown(path, 0 if os.geteuid() == 0 else -1, gid, follow_symlinks=False)
-        os.chmod(path, 0o550 if os.geteuid() == 0 else 0o750)
+    return {"problems": _clear_partial(partial, removed), "removed": removed}
+
+
+def _make_folder(path: str, gid: int, removed: list, folder: str) -> bool:
+    """The folder ``folder`` of the partial folder at ``path``, made or kept (root's, group gid); what stood there
+    instead (a link, a file) is removed and added to ``removed``. False when it is not a folder owned by root."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) and folder:
+        os.unlink(path)  # a link or a file where a folder goes, in the partial folder only root writes
+        removed.append(folder)
+        os.mkdir(path, 0o700)
+        st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or not _owned(st):
+        return False
+    os.chown(path, 0 if os.geteuid() == 0 else -1, gid, follow_symlinks=False)
+    os.chmod(path, 0o550 if os.geteuid() == 0 else 0o750)
+    return True
+
+
+def _clear_partial(partial: str, removed: list) -> list[str]:
+    """Remove from the partial folder every link, file of another user or with other names, and anything else than
+    a file or a folder (adding them to ``removed``); the problems: folders of another user."""
+    refused = []
     for root, dirs, names in os.walk(partial):
         for name in dirs + names:
             path = os.path.join(root, name)
             st = os.lstat(path)
-            rel = os.path.relpath(path, partial)
             if stat.S_ISDIR(st.st_mode):
                 if not _owned(st):
                     refused.append(f"{path}: a folder owned by uid {st.st_uid}, not root; remove it and run again")
             elif not stat.S_ISREG(st.st_mode) or not _owned(st) or st.st_nlink != 1:
                 os.unlink(path)
-                removed.append(rel)
-    return {"problems": refused, "removed": removed}
+                removed.append(os.path.relpath(path, partial))
+    return refused
 
 
 def finish(partial: str, dest: str, lock: dict) -> dict:

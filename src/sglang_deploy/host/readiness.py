@@ -244,28 +244,15 @@ def wait_ready(
         watcher = _Watcher(UnitWatch(unit), sleep)
         watcher.start()
 
-    def _died_check():
-        if watcher is not None and watcher.event.is_set():
-            if watcher.unreadable:
-                raise RuntimeError(watcher.reason)
-            raise watcher.watch.died(watcher.reason)
-
-    def _pause(seconds: float):
-        if watcher is not None:
-            watcher.event.wait(seconds)
-        else:
-            time.sleep(seconds)
-        _died_check()
-
     attempts, stage, status = 0, "closed", None
     stages: dict = {}
     try:
         if delay > 0:
-            _pause(min(delay, timeout))
+            _pause(watcher, min(delay, timeout))
         while True:
             attempts += 1
             stage, status = probe(url, api_key, min(PROBE_TIMEOUT_S, max(0.5, deadline - time.monotonic())))
-            _died_check()
+            _raise_if_died(watcher)
             now = time.monotonic()
             stages.setdefault(stage, round(now - start, 3))
             if stage == "ready":
@@ -282,10 +269,27 @@ def wait_ready(
                     attempts,
                     status,
                 )
-            _pause(min(sleep, max(0.0, deadline - now)))
+            _pause(watcher, min(sleep, max(0.0, deadline - now)))
     finally:
         if watcher is not None:
             watcher.stop.set()
+
+
+def _raise_if_died(watcher: _Watcher | None) -> None:
+    """ServerDied when the watched unit died, RuntimeError when its state could not be read."""
+    if watcher is not None and watcher.event.is_set():
+        if watcher.unreadable:
+            raise RuntimeError(watcher.reason)
+        raise watcher.watch.died(watcher.reason)
+
+
+def _pause(watcher: _Watcher | None, seconds: float) -> None:
+    """Wait, cut short when the watched unit dies (then _raise_if_died raises)."""
+    if watcher is not None:
+        watcher.event.wait(seconds)
+    else:
+        time.sleep(seconds)
+    _raise_if_died(watcher)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -346,46 +350,44 @@ def sanity_check(
         raise SanityError("request", "GET /server_info", "", f"{type(exc).__name__}: {exc}", []) from exc
     outputs: list = []
     for prompt in prompts:
-        body = {
-            "messages": [{"role": "user", "content": prompt}],
-            "temperature": 0.0,
-            "max_tokens": max_tokens,
-            "stream": False,
-        }
-        if model:
-            body["model"] = model
-        try:
-            resp = request(endpoint, "POST", "/v1/chat/completions", body, api_key, timeout)
-        except OSError as exc:
-            raise SanityError("request", prompt, "", f"{type(exc).__name__}: {exc}", outputs) from exc
-        status, text = resp.status, resp.body.decode("utf-8", "replace")
-        if status != 200:
-            raise SanityError("http_status", prompt, text, f"HTTP {status}", outputs)
-        try:
-            answer = json.loads(text)
-            choice = answer["choices"][0]
-            message = choice.get("message") or {}
-        except (ValueError, RecursionError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise SanityError("response_format", prompt, text, "not a chat completion", outputs) from exc
-        named = answer.get("model")
-        if model and named is not None and named != model:
-            raise SanityError(
-                "model", prompt, text, f"the answer names model {str(named)[:80]!r}, not {model!r}", outputs
-            )
-        content = message.get("content") or "" if isinstance(message, dict) else None
-        field_name = "content"
-        if isinstance(content, str) and not content.strip() and message.get("reasoning_content"):
-            content, field_name = message["reasoning_content"], "reasoning_content"
-        if not isinstance(content, str):
-            raise SanityError("response_format", prompt, text, "the message's text is not a string", outputs)
-        entry = {"prompt": prompt, "output": content, "field": field_name, "finish_reason": choice.get("finish_reason")}
+        entry = _sanity_answer(endpoint, prompt, model, api_key, max_tokens, timeout, outputs)
         if dummy:
             entry["dummy_weights"] = True
         outputs.append(entry)
-        problem = check_output(content, dummy)
+        problem = check_output(entry["output"], dummy)
         if problem:
-            raise SanityError(problem[0], prompt, content, problem[1], outputs)
+            raise SanityError(problem[0], prompt, entry["output"], problem[1], outputs)
     return outputs
+
+
+def _sanity_answer(endpoint, prompt: str, model, api_key, max_tokens: int, timeout: float, outputs: list) -> dict:
+    """One prompt's answer: {prompt, output, field, finish_reason}; SanityError (with the ``outputs`` so far) when
+    there is none: no HTTP answer, not 200, not a chat completion, another model's, no text."""
+    body = {"messages": [{"role": "user", "content": prompt}], "temperature": 0.0, "max_tokens": max_tokens}
+    body = {**body, "stream": False, **({"model": model} if model else {})}
+    try:
+        resp = request(endpoint, "POST", "/v1/chat/completions", body, api_key, timeout)
+    except OSError as exc:
+        raise SanityError("request", prompt, "", f"{type(exc).__name__}: {exc}", outputs) from exc
+    status, text = resp.status, resp.body.decode("utf-8", "replace")
+    if status != 200:
+        raise SanityError("http_status", prompt, text, f"HTTP {status}", outputs)
+    try:
+        answer = json.loads(text)
+        choice = answer["choices"][0]
+        message = choice.get("message") or {}
+    except (ValueError, RecursionError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise SanityError("response_format", prompt, text, "not a chat completion", outputs) from exc
+    named = answer.get("model")
+    if model and named is not None and named != model:
+        raise SanityError("model", prompt, text, f"the answer names model {str(named)[:80]!r}, not {model!r}", outputs)
+    content = message.get("content") or "" if isinstance(message, dict) else None
+    field_name = "content"
+    if isinstance(content, str) and not content.strip() and message.get("reasoning_content"):
+        content, field_name = message["reasoning_content"], "reasoning_content"
+    if not isinstance(content, str):
+        raise SanityError("response_format", prompt, text, "the message's text is not a string", outputs)
+    return {"prompt": prompt, "output": content, "field": field_name, "finish_reason": choice.get("finish_reason")}
 
 
 def freeze_gc(url: str, api_key: str | None = None, timeout: float = 30.0) -> dict:

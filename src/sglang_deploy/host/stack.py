@@ -26,9 +26,22 @@ def _text(value) -> bool:
 
 def validate(bundle: dict) -> list[str]:
     """Problems with a bundle, as sentences; empty when it is complete."""
-    errors = []
     if not isinstance(bundle, dict):
         return ["a bundle must be a mapping"]
+    errors = _required_problems(bundle) + _sglang_problems(bundle)
+    for key in ("extra_packages", "extra_index_urls"):
+        if not isinstance(bundle.get(key, []), list):
+            errors.append(f"{key}: must be a list")
+    errors += requirement_problems(bundle) + index_url_problems(bundle) + lock_file_problems(bundle)
+    errors += base_problems(bundle)
+    if not isinstance(bundle.get("hashes", {}), dict):
+        errors.append("hashes: must map 'name==version' to a sha256 hex digest")
+    return errors
+
+
+def _required_problems(bundle: dict) -> list[str]:
+    """The name, the Python version, and the versions of SGLang, torch and FlashInfer every bundle gives."""
+    errors = []
     name = bundle.get("name")
     if not (_text(name) and _NAME.match(name)):
         errors.append("name: lower-case letters, digits, '.' and '-' only")
@@ -42,26 +55,23 @@ def validate(bundle: dict) -> list[str]:
         section = bundle.get(key)
         if not isinstance(section, dict) or not _text(section.get("version")):
             errors.append(f"{key}.version: missing")
+    return errors
+
+
+def _sglang_problems(bundle: dict) -> list[str]:
+    """SGLang's source: a PyPI version, or a git repository at a full commit."""
     sglang = bundle.get("sglang")
     if not isinstance(sglang, dict):
-        errors.append("sglang: missing (give version, or git and commit)")
-    elif _text(sglang.get("version")) == bool(sglang.get("git")):
+        return ["sglang: missing (give version, or git and commit)"]
+    errors = []
+    if _text(sglang.get("version")) == bool(sglang.get("git")):
         errors.append("sglang: give exactly one of version (PyPI) or git (repository URL)")
     elif sglang.get("git") and not _COMMIT.match(str(sglang.get("commit") or "")):
         errors.append(
             f"sglang.commit: a git source needs a full 40-hex commit, got {sglang.get('commit')!r} "
             "(set it in the bundle or with sglang_stack_sglang_commit)"
         )
-    if isinstance(sglang, dict) and sglang.get("git"):
-        errors += git_source_problems(sglang)
-    for key in ("extra_packages", "extra_index_urls"):
-        if not isinstance(bundle.get(key, []), list):
-            errors.append(f"{key}: must be a list")
-    errors += requirement_problems(bundle) + index_url_problems(bundle) + lock_file_problems(bundle)
-    errors += base_problems(bundle)
-    if not isinstance(bundle.get("hashes", {}), dict):
-        errors.append("hashes: must map 'name==version' to a sha256 hex digest")
-    return errors
+    return errors + (git_source_problems(sglang) if sglang.get("git") else [])
 
 
 # What a bundle hands to git, pip and uv is checked before any of them sees it: a value they would read as an option

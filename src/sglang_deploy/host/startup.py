@@ -94,26 +94,7 @@ def parse(entries, started: float | None = None, ready_at: float | None = None) 
     "emulated": bool, "clock": "journal" or "log", "summary": one line}."""
     entries = list(entries)
     emulated = any(EMULATOR_BANNER in line for _, line in entries)
-    at: dict = {}
-    weights, graphs, jit = [], [], []
-    origin = started
-    for when, rank0, text in _records(entries):
-        if origin is None:
-            origin = when
-        if not rank0:
-            continue
-        for name, pattern in MILESTONES:
-            if pattern.search(text) and (name not in at or name in LAST):
-                at[name] = when
-        elapsed = _ELAPSED.search(text)
-        if elapsed and _WEIGHTS_END.search(text):
-            weights.append(float(elapsed.group(1)))
-        elif elapsed and _GRAPH_END.search(text):
-            graphs.append(float(elapsed.group(1)))
-        if _JIT.search(text):
-            jit.append((when, text))
-        if "ready" in at:
-            break
+    origin, at, weights, graphs, jit = _scan(entries, started)
     if "ready" not in at and ready_at is not None:
         at["ready"] = ready_at
     report: dict = {
@@ -137,6 +118,31 @@ def parse(entries, started: float | None = None, ready_at: float | None = None) 
     report["phases"] = _phases(report["milestones"], weights, graphs)
     report["summary"] = summary(report)
     return report
+
+
+def _scan(entries: list, origin: float | None) -> tuple:
+    """Rank 0's records up to the ready line: (origin: ``origin`` or the first record's time, milestone -> time,
+    the weights' and the CUDA graphs' elapsed seconds as SGLang logs them, the JIT builds as (time, line))."""
+    at: dict = {}
+    weights, graphs, jit = [], [], []
+    for when, rank0, text in _records(entries):
+        if origin is None:
+            origin = when
+        if not rank0:
+            continue
+        for name, pattern in MILESTONES:
+            if pattern.search(text) and (name not in at or name in LAST):
+                at[name] = when
+        elapsed = _ELAPSED.search(text)
+        if elapsed and _WEIGHTS_END.search(text):
+            weights.append(float(elapsed.group(1)))
+        elif elapsed and _GRAPH_END.search(text):
+            graphs.append(float(elapsed.group(1)))
+        if _JIT.search(text):
+            jit.append((when, text))
+        if "ready" in at:
+            break
+    return origin, at, weights, graphs, jit
 
 
 def _since(origin: float, when: float) -> float:

@@ -154,7 +154,7 @@ def download(
         raise OSError(f"{path} is not a regular file")
     os.makedirs(os.path.dirname(dest), exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".", suffix=".part")
-    sockets, late, size = [], threading.Event(), 0
+    sockets, late, got = [], threading.Event(), [0]  # got: the bytes received so far
     timer = threading.Timer(max(0.0, deadline - time.monotonic()), _cut, (sockets, late))
     timer.daemon = True
     timer.start()
@@ -164,30 +164,38 @@ def download(
             announced = response.headers.get("Content-Length") or ""
             if announced.isdigit() and int(announced) > max_bytes:
                 raise DownloadStopped(f"announces {int(announced) / 1e9:.2f} GB, over {cap}")
-            while block := response.read1(1 << 20):  # what has arrived, so a slow drip meets the checks below
-                size += len(block)
-                if size > max_bytes:
-                    raise DownloadStopped(f"sent more than {cap}")
-                if stop is not None and stop.is_set():
-                    raise DownloadStopped("interrupted")
-                handle.write(block)
+            _read_body(response, handle, max_bytes, cap, stop, got)
             if late.is_set():  # the shut-down socket read as the end of the body
                 raise DownloadStopped("the deadline of the fetch passed")
-            if announced.isdigit() and size != int(announced):
-                raise OSError(f"cut short: {size} of the {announced} bytes it announced")
+            if announced.isdigit() and got[0] != int(announced):
+                raise OSError(f"cut short: {got[0]} of the {announced} bytes it announced")
         os.replace(tmp, dest)
     except BaseException as exc:
         os.unlink(tmp)
         if late.is_set():
-            raise DownloadStopped(f"stopped at the deadline of the fetch after {size / 1e6:.1f} MB") from exc
+            raise DownloadStopped(f"stopped at the deadline of the fetch after {got[0] / 1e6:.1f} MB") from exc
         if isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError):
-            raise DownloadStopped(f"the server sent nothing for {READ_TIMEOUT} s (after {size / 1e6:.1f} MB)") from exc
+            raise DownloadStopped(
+                f"the server sent nothing for {READ_TIMEOUT} s (after {got[0] / 1e6:.1f} MB)"
+            ) from exc
         raise
     finally:
         timer.cancel()
         for sock in sockets:
             sock.close()
-    return size
+    return got[0]
+
+
+def _read_body(response, handle, max_bytes: int, cap: str, stop, got: list) -> None:
+    """Copy the body to handle as it arrives (a slow drip meets the checks too), counting its bytes in got[0]:
+    DownloadStopped past max_bytes or when stop is set."""
+    while block := response.read1(1 << 20):
+        got[0] += len(block)
+        if got[0] > max_bytes:
+            raise DownloadStopped(f"sent more than {cap}")
+        if stop is not None and stop.is_set():
+            raise DownloadStopped("interrupted")
+        handle.write(block)
 
 
 def fetch_wheels(
