@@ -77,7 +77,7 @@ def main() -> int:
     )
 
     target = Path(tempfile.mkdtemp(prefix="tune-promote-")) / "profiles.yml"
-    shutil.copy(REPO / "group_vars" / "all" / "profiles.yml", target)
+    shutil.copy(REPO / "roles" / "sglang" / "defaults" / "main" / "profiles.yml", target)  # the shipped profiles
     third = subprocess.run(
         cli("--out", str(out), "--promote", "lab-fastest", "--into", str(target)),
         cwd=REPO,

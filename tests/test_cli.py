@@ -121,7 +121,8 @@ def test_unknown_profile_is_read_from_the_failure_fields_not_its_message():
     worded = api.Failure("h", "t", "sglang_profile: unknown profile 'nope'; available: baseline, nextn")
     r = api.RunResult(playbook="site.yml", status="failed", rc=2, failures=[worded, fields])
     assert runs._unknown_profile([r]) == (
-        "unknown profile 'nope'. Available profiles: baseline, nextn (sglang_profiles, group_vars/all/profiles.yml)"
+        "unknown profile 'nope'. Available profiles: baseline, nextn"
+        " (sglang_profiles: the sglang role's defaults, or your group_vars/all)"
     )
     assert runs._unknown_profile([api.RunResult(playbook="site.yml", status="failed", rc=2, failures=[worded])]) is None
 

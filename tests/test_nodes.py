@@ -18,7 +18,7 @@ from sglang_deploy.fleet import fleet
 from sglang_deploy.launch import nodes, profiles
 from sglang_deploy.rules import rules
 from sglang_deploy.host import ports
-from sglang_deploy.paths import GROUP_VARS, REPO
+from sglang_deploy.paths import REPO
 
 SETTINGS = profiles.load_settings()
 PROFILES = profiles.load_profiles()
@@ -265,10 +265,11 @@ def test_a_socket_whose_process_is_hidden_counts_by_its_owner(tmp_path):
 
 @needs_playbook
 def test_inventory_wiring_through_ansible(tmp_path):
-    """The project's group_vars on an inventory with a two-host group: each host's place, its rendered launch, the
-    router's workers and the roll's plan, through a real ansible-playbook (connection local, nothing started)."""
+    """The sglang role's defaults on an inventory with a two-host group: each host's place, its rendered launch, the
+    router's workers and the roll's plan, through a real ansible-playbook (connection local, nothing started). Rank
+    0's address is its ansible_host, as the role's default of sglang_node_address says, though hostvars, through
+    which the other rank reads it, hold no role defaults."""
     (tmp_path / "group_vars").mkdir()
-    (tmp_path / "group_vars" / "all").symlink_to(GROUP_VARS / "all")
     (tmp_path / "group_vars" / "pair.yml").write_text("sglang_multinode_group: pair\nsglang_tp: 16\n")
     inventory = {
         "all": {
@@ -276,7 +277,7 @@ def test_inventory_wiring_through_ansible(tmp_path):
             "children": {
                 "sglang_replicas": {
                     "hosts": {"solo": None},
-                    "children": {"pair": {"hosts": {"gpu-a": None, "gpu-b": None}}},
+                    "children": {"pair": {"hosts": {"gpu-a": {"ansible_host": "10.1.0.1"}, "gpu-b": None}}},
                 },
             },
         }
@@ -287,6 +288,7 @@ def test_inventory_wiring_through_ansible(tmp_path):
             "name": "Render",
             "hosts": "all",
             "gather_facts": False,
+            "roles": ["sglang"],
             "tasks": [
                 {
                     "name": "Render and validate",
@@ -317,10 +319,10 @@ def test_inventory_wiring_through_ansible(tmp_path):
     ]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
     out, doc = run_playbook(["-i", "inventory.yml", "play.yml"], tmp_path)
-    rendered, planned = (t["hosts"] for t in doc["plays"][0]["tasks"])
+    rendered, planned = (t["hosts"] for t in doc["plays"][0]["tasks"][-2:])  # after the role's argument check
     assert out.returncode == 0, out.stdout[-3000:]
     argv = {h: r["argv"] for h, r in rendered.items()}
-    assert argv["gpu-b"][argv["gpu-b"].index("--dist-init-addr") + 1] == "gpu-a:20000"
+    assert argv["gpu-b"][argv["gpu-b"].index("--dist-init-addr") + 1] == "10.1.0.1:20000"
     assert argv["gpu-a"][argv["gpu-a"].index("--node-rank") + 1] == "0" and "--nnodes" not in argv["solo"]
     msg = next(iter(planned.values()))["msg"]
     assert msg["plan"] == {"order": ["solo", "gpu-a", "gpu-b"], "batches": [1, 2]}
@@ -341,7 +343,6 @@ def test_the_plan_play_refuses_a_down_rank_and_a_cut_group(tmp_path):
     }
     (tmp_path / "play.yml").write_text(yaml.safe_dump([{**plays[0], "hosts": "all"}, after], sort_keys=False))
     (tmp_path / "group_vars").mkdir()
-    (tmp_path / "group_vars" / "all").symlink_to(GROUP_VARS / "all")
     (tmp_path / "group_vars" / "pair.yml").write_text("sglang_multinode_group: pair\n")
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     down = {

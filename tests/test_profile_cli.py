@@ -42,8 +42,8 @@ def test_render_argv_is_the_json_argv_with_notes_on_stderr(capsys):
     assert "renamed to --mamba-radix-cache-strategy" in cap.err and "SGLANG_ENABLE_SPEC_V2" in cap.err
 
 
-def test_render_defaults_to_sglang_version_default_of_group_vars(capsys):
-    """The --sglang-version help names group_vars' sglang_version_default; the playbooks' sglang_version falls
+def test_render_defaults_to_sglang_version_default_of_the_settings(capsys):
+    """The --sglang-version help names the settings' sglang_version_default; the playbooks' sglang_version falls
     back to the same variable."""
     assert cli.main(["validate", "nextn"]) == 0
     default = profiles.load_settings()["sglang_version_default"]
@@ -51,7 +51,7 @@ def test_render_defaults_to_sglang_version_default_of_group_vars(capsys):
     assert "default(sglang_version_default)" in (profiles.SETTINGS_FILE).read_text()
     with pytest.raises(SystemExit):
         cli.main(["render", "--help"])
-    assert "sglang_version_default in group_vars/all/sglang.yml" in " ".join(capsys.readouterr().out.split())
+    assert "sglang_version_default of the sglang role's defaults" in " ".join(capsys.readouterr().out.split())
 
 
 def test_render_env_shell_unit(capsys):

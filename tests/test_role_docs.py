@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ansible_json import run_playbook
+
 REPO = Path(__file__).resolve().parents[1]
 ROLES = sorted(p.name for p in (REPO / "roles").iterdir() if (p / "meta" / "argument_specs.yml").exists())
 
@@ -114,3 +116,52 @@ def test_the_stack_play_renders_the_profile_the_server_role_deploys(tmp_path):
     assert out.returncode != 0
     assert "Render the profile's launch" in out.stdout
     assert "unknown profile 'no-such-profile'" in out.stdout, out.stdout[-3000:]
+
+
+SHARED = sorted(role_defaults("sglang"))  # the settings and profiles every role shares (roles/sglang)
+
+
+@pytest.mark.parametrize("role", [r for r in ROLES if r != "sglang"])
+def test_a_role_that_reads_the_shared_settings_depends_on_the_sglang_role(role):
+    """Its defaults reach a play only through the roles it runs: a role that reads one without the dependency breaks
+    in a playbook of a user's (no project group_vars there)."""
+    folder = REPO / "roles" / role
+    text = "".join(
+        p.read_text()
+        for sub in ("tasks", "vars", "defaults", "templates", "handlers")
+        for p in sorted((folder / sub).rglob("*"))
+        if p.is_file()
+    )
+    # A variable, not a local fact of that name (ansible_local.sglang_host, facts.d/sglang_host.fact).
+    reads = [name for name in SHARED if re.search(rf"(?<![\w./]){name}\b(?!\.fact)", text)]
+    depends = yaml.safe_load((folder / "meta" / "main.yml").read_text())["dependencies"]
+    assert ("sglang" in depends) == bool(reads), f"{role} reads {reads}, depends on {depends}"
+
+
+def test_the_shared_settings_reach_a_users_playbook_below_the_inventory_and_extra_vars(tmp_path):
+    """A playbook outside the project that runs a role of the collection (sglang.deploy.sglang_server, found through
+    the checkout's collections/ link, not roles/) gets the sglang role's defaults, and every inventory level beats
+    them: the inventory file's group vars, group_vars/all.yml beside it, a host's variables; -e beats all."""
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "all.yml").write_text("sglang_port: 31000\n")
+    inventory = {
+        "all": {
+            "vars": {"sglang_served_model_name": "from-the-inventory-file"},
+            "hosts": {"localhost": {"ansible_connection": "local", "sglang_tp": 4}},
+        }
+    }
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
+    names = ["sglang_served_model_name", "sglang_port", "sglang_tp", "sglang_model_path", "sglang_dist_timeout"]
+    play = {
+        "hosts": "localhost",
+        "gather_facts": False,
+        "roles": [{"role": "sglang.deploy.sglang_server", "when": False}],
+        "tasks": [{"ansible.builtin.debug": {"msg": {n: f"{{{{ {n} }}}}" for n in names + ["sglang_profiles"]}}}],
+    }
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([play]))
+    args = ["-i", "inventory.yml", "play.yml", "-e", "sglang_model_path=/from/extra-vars"]
+    out, doc = run_playbook(args, tmp_path, {"ANSIBLE_ROLES_PATH": str(tmp_path / "no-roles")})
+    assert out.returncode == 0, out.stdout[-3000:]
+    msg = doc["plays"][0]["tasks"][-1]["hosts"]["localhost"]["msg"]
+    assert [msg[n] for n in names] == ["from-the-inventory-file", 31000, 4, "/from/extra-vars", 600]
+    assert msg["sglang_profiles"] == role_defaults("sglang")["sglang_profiles"]

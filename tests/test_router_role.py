@@ -118,6 +118,18 @@ def test_a_router_whose_key_is_not_the_replicas_is_refused_with_the_fix(tmp_path
     assert KEY not in json.dumps(result) and OTHER_KEY not in json.dumps(result)
 
 
+def test_a_replica_without_its_own_url_is_reached_at_the_sglang_roles_default(tmp_path):
+    """hostvars hold a replica's inventory variables, never a role's defaults: one whose inventory sets no
+    sglang_router_worker_url is reached at the sglang role's default for it, http://<its ansible_host>:<its
+    sglang_port> (a loopback ansible_host here, which the check refuses)."""
+    replicas = {"gpu-1": {"ansible_host": "127.0.0.2", "sglang_api_key": KEY}}
+    result = settings_check(tmp_path, replicas, sglang_router_workers=["gpu-1"], sglang_router_api_key=KEY)
+    assert result.get("failed") and "Workers gpu-1 have a loopback" in result["msg"], result
+    replicas["gpu-1"]["ansible_host"] = "10.0.0.3"
+    result = settings_check(tmp_path, replicas, sglang_router_workers=["gpu-1"], sglang_router_api_key=KEY)
+    assert not result.get("failed"), result
+
+
 def test_a_keyless_replica_acknowledged_as_open_passes_behind_a_keyed_router(tmp_path):
     """On a private network a replica may run without a key (sglang_server_allow_open_bind); it takes the router's."""
     replicas = {

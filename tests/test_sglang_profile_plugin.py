@@ -9,7 +9,7 @@ import yaml
 
 from ansible_json import needs_playbook, run_playbook
 
-from sglang_deploy.paths import GROUP_VARS
+from sglang_deploy.paths import SHARED_DEFAULTS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 pytestmark = needs_playbook
@@ -21,7 +21,7 @@ def play(tmp_path: Path, task_args: dict, extra_vars: dict | None = None) -> tup
             "name": "Render a profile",
             "hosts": "localhost",
             "gather_facts": False,
-            "vars_files": [str(GROUP_VARS / "all" / "sglang.yml"), str(GROUP_VARS / "all" / "profiles.yml")],
+            "vars_files": [str(SHARED_DEFAULTS / "sglang.yml"), str(SHARED_DEFAULTS / "profiles.yml")],
             "vars": extra_vars or {},
             "tasks": [{"name": "Render and validate", "sglang.deploy.sglang_profile": task_args, "register": "launch"}],
         }

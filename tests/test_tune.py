@@ -366,17 +366,44 @@ def test_promote_into_the_profiles_file_keeps_comments_and_shows_the_diff(tmp_pa
     assert diff2 == ""
 
 
-def test_promote_into_a_new_group_vars_file_copies_the_hosts_profiles(tmp_path):
+def test_promote_into_a_new_group_vars_file_copies_the_hosts_profiles_and_says_so(tmp_path):
+    """Ansible replaces a variable whole: a file that starts defining sglang_profiles keeps the profiles the hosts
+    had (the sglang role's defaults when they are unknown), or it would hide them."""
     out = finished(tmp_path)
     target = tmp_path / "group_vars" / "gpu.yml"
-    diff, _ = tune.promote_profile(
-        target, "fastest", tune.promotion_body(out.search, out.winner), profiles.load_profiles()
-    )
-    assert set(profiles.load_profiles(target)) == set(profiles.load_profiles()) | {"fastest"}
-    with pytest.raises(tune.SearchError, match="has no sglang_profiles"):
-        tune.promote_profile(tmp_path / "other.yml", "fastest", {"description": "x"})
+    hosts = {"mine": {"description": "the hosts' own", "args": {"tp-size": 8}}, "baseline": {"description": "b"}}
+    diff, _ = tune.promote_profile(target, "fastest", tune.promotion_body(out.search, out.winner), hosts)
+    assert set(profiles.load_profiles(target)) == {"mine", "baseline", "fastest"}
+    assert diff.startswith(f"({target} had no sglang_profiles: it starts with the profiles the hosts use, mine,")
+    other = tmp_path / "other.yml"
+    diff, _ = tune.promote_profile(other, "fastest", {"description": "x"})
+    assert set(profiles.load_profiles(other)) == set(profiles.load_profiles(profiles.PROFILES_FILE)) | {"fastest"}
+    assert "it starts with the sglang role's default profiles, baseline, nextn," in diff
     with pytest.raises(tune.SearchError, match="profile name"):
         tune.promote_profile(target, "bad name", {"description": "x"})
+
+
+def test_the_cli_reads_the_role_defaults_under_the_projects_group_vars_all(tmp_path, monkeypatch):
+    """render/validate/profiles and tune --promote read the sglang role's defaults; the project's group_vars/all
+    (Ansible's order: all/ file by file, else all.yml) replaces each variable it defines again, sglang_profiles whole;
+    a vaulted value or file does not stop the read. --promote writes where sglang_profiles is defined, else a new
+    group_vars/all/profiles.yml."""
+    from sglang_deploy.tune import promotion
+
+    monkeypatch.setattr(profiles, "GROUP_VARS", tmp_path)
+    monkeypatch.setattr(promotion, "GROUP_VARS", tmp_path)
+    defaults = profiles.load_profiles(profiles.PROFILES_FILE)
+    assert profiles.load_profiles() == defaults and profiles.load_settings()["sglang_port"] == 30000
+    assert promotion.default_target() == tmp_path / "all" / "profiles.yml"
+    (tmp_path / "all.yml").write_text("sglang_port: 31000\n")
+    (tmp_path / "all").mkdir()
+    (tmp_path / "all" / "a.yml").write_text("sglang_tp: 4\nsglang_api_key: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n")
+    (tmp_path / "all" / "b.yml").write_text("sglang_profiles:\n  only: {description: mine}\nsglang_tp: 2\n")
+    (tmp_path / "all" / "c.yml").write_text("$ANSIBLE_VAULT;1.1;AES256\n6162\n")
+    settings = profiles.load_settings()
+    assert (settings["sglang_tp"], settings["sglang_port"], settings["sglang_host"]) == (2, 30000, "127.0.0.1")
+    assert profiles.load_profiles() == {"only": {"description": "mine"}}
+    assert promotion.default_target() == tmp_path / "all" / "b.yml"
 
 
 def test_report_has_rankings_pareto_pruned_and_failed(tmp_path):

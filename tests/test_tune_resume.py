@@ -169,7 +169,7 @@ def test_the_reports_promote_command_is_what_the_parser_accepts(search, monkeypa
     assert words[:2] == ["sglang-deploy", "tune"]
     args = cli.build_parser().parse_args(words[1:])
     assert (args.search, args.inventory, args.out) == (str(path), "inventory/lab.yml", str(out))
-    assert (args.promote, args.into) == ("NAME", str(profiles.PROFILES_FILE))
+    assert (args.promote, args.into) == ("NAME", str(tune.promotion.default_target()))
 
 
 def over_limit_search():

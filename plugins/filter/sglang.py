@@ -63,9 +63,20 @@ def result_stamp(started_at: object) -> str:
         raise AnsibleFilterError(str(exc)) from exc
 
 
-def router_worker(pair: list) -> dict:
-    """(inventory host, URL) -> a worker of the router's manifest."""
-    return {"id": str(pair[0]), "url": str(pair[1])}
+def _reached_at(hostvars, host: str) -> str:
+    """The address of ``host`` as the sglang role's defaults give it (sglang_node_address, the host of
+    sglang_router_worker_url): its ansible_host, else its name. For a host read through hostvars, which holds its
+    inventory variables but never a role's defaults."""
+    return str(hostvars[host].get("ansible_host", host))
+
+
+def router_worker(host: str, hostvars, port: object) -> dict:
+    """A worker of the router's manifest: id = the inventory host, url = its sglang_router_worker_url, else the
+    sglang role's default for it, http://<its address>:<its sglang_port, else ``port``, the role's>."""
+    url = hostvars[host].get("sglang_router_worker_url")
+    if url is None:
+        url = f"http://{_reached_at(hostvars, host)}:{hostvars[host].get('sglang_port', port)}"
+    return {"id": str(host), "url": str(url)}
 
 
 def key_problems(key: object, var: str) -> list[str]:
@@ -140,10 +151,10 @@ def fleet_replicas(hosts: list, hostvars) -> dict:
 
 def node_place(host: str, group: str, groups: dict, hostvars, port, timeout, ifname: str = "") -> dict:
     """nodes.node for ``host`` of the inventory group ``group`` (its hosts in inventory order), rank 0's address
-    being its sglang_node_address."""
+    being its sglang_node_address, else the sglang role's default for it."""
     members = groups.get(group) if group else None
     try:
-        address = hostvars[members[0]].get("sglang_node_address", members[0]) if members else ""
+        address = hostvars[members[0]].get("sglang_node_address", _reached_at(hostvars, members[0])) if members else ""
         return nodes.node(host, group, members, address, port, timeout, ifname)
     except nodes.NodeError as exc:
         raise AnsibleFilterError(str(exc)) from exc

@@ -35,7 +35,10 @@ def find_project() -> Path | None:
 
 PROJECT = find_project()
 REPO = PROJECT or Path.cwd()  # files under it are missing when no project was found: see require_project()
+# The project's group_vars, which reach every inventory through the playbooks/group_vars link: a user's settings.
 GROUP_VARS = REPO / "group_vars"
+# The settings and launch profiles every role shares: the defaults of the role sglang (below all inventory vars).
+SHARED_DEFAULTS = REPO / "roles" / "sglang" / "defaults" / "main"
 STACKS = REPO / "stacks"
 RESULTS = Path(os.environ.get("SGLANG_DEPLOY_RESULTS") or REPO / "results")
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Callable
 
 from sglang_deploy.compare import noise
-from sglang_deploy.launch import profiles
 from sglang_deploy.tune import (
     FAILED,
     OK,
@@ -98,7 +97,7 @@ def tune(
     budget_obj = Budget.parse(budget)
     store = _store(search, out_dir)
     search = with_repeats(search, store, repeats)
-    promote_into = promote_into or profiles.PROFILES_FILE
+    promote_into = promote_into or promotion.default_target()
     if promote:  # refused before the search runs, not after it
         promotion.check_promotion(promote, promote_into)
     rollout = Rollout(inventory, limit, extravars, on_event)

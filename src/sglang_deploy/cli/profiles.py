@@ -69,7 +69,8 @@ def _add_profiles_file(p: argparse.ArgumentParser) -> None:
         "--profiles-file",
         type=Path,
         metavar="FILE",
-        help="YAML file holding `sglang_profiles` (default: group_vars/all/profiles.yml)",
+        help="YAML file holding `sglang_profiles` (default: the project's group_vars/all where it defines them, else"
+        " the sglang role's defaults/main/profiles.yml)",
     )
 
 
@@ -78,7 +79,8 @@ def _add_target(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sglang-version",
         metavar="V",
-        help="target SGLang release (default: sglang_version_default in group_vars/all/sglang.yml)",
+        help="target SGLang release (default: sglang_version_default of the sglang role's defaults, or of the"
+        " project's group_vars/all)",
     )
     _add_profiles_file(p)
 

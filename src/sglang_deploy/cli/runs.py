@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "ttft_p99_ms=2000 or --slo ttft_p99_ms=2000 --sla-search 1,16. The workload flags set the sglang_benchmark "
         "role's variables (over -e). Deploy only: -e sglang_benchmark_enabled=false.",
     )
-    p.add_argument("profile", help="launch profile, a key of sglang_profiles (group_vars/all/profiles.yml)")
+    p.add_argument("profile", help="launch profile, a key of sglang_profiles (see `sglang-deploy profiles`)")
     workload.add_options(p, playbook=True)
     p.add_argument(
         "--tags",
@@ -227,7 +227,7 @@ def _unknown_profile(results: list) -> str | None:
     name, available = found
     return (
         f"unknown profile '{name}'. Available profiles: {', '.join(available) or '(none found)'} "
-        "(sglang_profiles, group_vars/all/profiles.yml)"
+        "(sglang_profiles: the sglang role's defaults, or your group_vars/all)"
     )
 
 

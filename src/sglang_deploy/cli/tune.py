@@ -14,7 +14,7 @@ from sglang_deploy.tune import Budget, Outcome, SearchError, load_search, one_li
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.cli.progress import Progress
 from sglang_deploy.cli.runs import _extravars, _print_failures, _repeats, run_options
-from sglang_deploy.launch.profiles import PROFILES_FILE
+from sglang_deploy.tune.promotion import default_target
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,8 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--into",
         metavar="FILE",
-        default=str(PROFILES_FILE),
-        help="group_vars file for --promote (default group_vars/all/profiles.yml)",
+        help="group_vars file for --promote (default: the file of the project's group_vars/all that defines"
+        " sglang_profiles, else group_vars/all/profiles.yml, started from the profiles the hosts use)",
     )
     p.add_argument(
         "--repeats",
@@ -83,6 +83,7 @@ def print_plan(preview: Outcome) -> None:
 def tune(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     extravars = _extravars(args)
     try:
+        args.into = args.into or str(default_target())
         search = load_search(args.search)
         Budget.parse(args.budget)
     except ValueError as exc:  # SearchError too

@@ -14,7 +14,8 @@ class CommandError(Exception):
 
 
 def load(profiles_file: Path | None = None) -> tuple[dict, dict]:
-    """(sglang_profiles, settings) from the profiles file (default: group_vars) and group_vars/all/sglang.yml."""
+    """(sglang_profiles, settings): from the profiles file, else as profiles.load_profiles and load_settings read
+    them (the sglang role's defaults, overlaid by the project's group_vars/all)."""
     paths.require_project()
     try:
         return profiles.load_profiles(profiles_file), profiles.load_settings()

@@ -1,6 +1,6 @@
 """Launch profiles as data: load ``sglang_profiles``, resolve ``extends`` chains, render a launch for a version.
 
-A profile (group_vars/all/profiles.yml)::
+A profile (``sglang_profiles``: the sglang role's defaults/main/profiles.yml, or the project's group_vars/all)::
 
     nextn:
       description: what it is for and what is known about it
@@ -37,11 +37,12 @@ from . import flags, formats, launch_values, nodes
 from .formats import MAX_LAUNCH_BYTES
 from ..host.launch import SECRET_FLAGS
 from .launch_values import API_KEY_ENV, OPTION_LIKE, SECRETS_VAR, check_api_key
-from ..paths import GROUP_VARS, read_bounded
+from ..paths import GROUP_VARS, SHARED_DEFAULTS, read_bounded
 from ..secret_names import is_secret_name, value_secrets
 
-PROFILES_FILE = GROUP_VARS / "all" / "profiles.yml"
-SETTINGS_FILE = GROUP_VARS / "all" / "sglang.yml"
+# The shipped profiles and settings: the defaults of the role sglang, which the project's group_vars/all overlays.
+PROFILES_FILE = SHARED_DEFAULTS / "profiles.yml"
+SETTINGS_FILE = SHARED_DEFAULTS / "sglang.yml"
 PROFILES_VAR = "sglang_profiles"
 PROFILE_KEYS = {"description", "extends", "args", "env"}
 # Profile and flag names: they land in the unit's Description and comments and in argv.
@@ -156,11 +157,20 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         return super().construct_mapping(node, deep)
 
 
-def parse_yaml(text: str, where: str) -> Any:
+class _VarsLoader(_Loader):
+    """_Loader for a user's group_vars file: Ansible's !vault and !unsafe values read as their text (no secret is
+    decrypted; the settings and profiles the package reads hold none)."""
+
+
+for _tag in ("!vault", "!unsafe"):
+    _VarsLoader.add_constructor(_tag, lambda loader, node: loader.construct_scalar(node))
+
+
+def parse_yaml(text: str, where: str, loader: type = _Loader) -> Any:
     """YAML text read with the profiles' limits (no key twice in a mapping, bounded aliases, values Python can
     hold); ProfileError naming ``where`` and the line otherwise. Rule id ``yaml-duplicate-key`` for a repeated key."""
     try:
-        doc = yaml.load(text, Loader=_Loader)
+        doc = yaml.load(text, Loader=loader)
     except _DuplicateKey as exc:
         message = f"{where}, line {exc.problem_mark.line + 1}: {exc.problem}: keep one"
         raise ProfileError(message, [("yaml-duplicate-key", message)]) from exc
@@ -190,8 +200,8 @@ def read_text(path: Path) -> str:
         raise ProfileError(str(exc)) from exc
 
 
-def _read_var(path: Path, var: str | None = None) -> Any:
-    doc = parse_yaml(read_text(path), str(path)) or {}
+def _read_var(path: Path, var: str | None = None, loader: type = _Loader) -> Any:
+    doc = parse_yaml(read_text(path), str(path), loader) or {}
     if not isinstance(doc, dict):
         raise ProfileError(f"{path}: expected a mapping of variables")
     if var is None:
@@ -201,9 +211,46 @@ def _read_var(path: Path, var: str | None = None) -> Any:
     return doc[var]
 
 
+def group_vars_all() -> list[Path]:
+    """The files of the group `all` in the project's group_vars, in the order Ansible reads them (its
+    DataLoader.find_vars_files): the first of all (a folder: its files, sorted, subfolders included), all.yml,
+    all.yaml, all.json."""
+
+    def files(path: Path) -> list[Path]:
+        out = []
+        for child in sorted(path.iterdir(), key=lambda p: p.name):
+            if child.name.startswith(".") or child.name.endswith("~"):  # hidden and backups: skipped
+                continue
+            if child.is_dir() and not child.suffix:
+                out += files(child)
+            elif child.is_file() and child.suffix in ("", ".yml", ".yaml", ".json"):
+                out.append(child)
+        return out
+
+    for name in ("all", "all.yml", "all.yaml", "all.json"):
+        path = GROUP_VARS / name
+        if path.exists():
+            return files(path) if path.is_dir() else [path]
+    return []
+
+
+def user_vars(path: Path) -> dict[str, Any]:
+    """The variables of a group_vars file of the user's: a file vaulted whole holds secrets only, none of them read."""
+    if read_text(path).startswith("$ANSIBLE_VAULT;"):
+        return {}
+    return _read_var(path, loader=_VarsLoader)
+
+
+def profiles_file() -> Path:
+    """The file whose ``sglang_profiles`` the hosts get: the last file of the project's group_vars/all that defines it
+    (a variable defined again replaces the whole value, as in Ansible), else the sglang role's defaults."""
+    defining = [path for path in group_vars_all() if PROFILES_VAR in user_vars(path)]
+    return defining[-1] if defining else PROFILES_FILE
+
+
 def load_profiles(path: str | Path | None = None) -> dict[str, dict]:
-    """The ``sglang_profiles`` mapping from a YAML file (default: the repo's group_vars/all/profiles.yml)."""
-    profiles = _read_var(path or PROFILES_FILE, PROFILES_VAR)
+    """The ``sglang_profiles`` mapping from a YAML file (default: profiles_file())."""
+    profiles = _read_var(path or profiles_file(), PROFILES_VAR, _VarsLoader)
     if not isinstance(profiles, dict):
         raise ProfileError(f"{PROFILES_VAR} must be a mapping of profile name -> profile")
     for name in profiles:
@@ -212,8 +259,14 @@ def load_profiles(path: str | Path | None = None) -> dict[str, dict]:
 
 
 def load_settings(path: str | Path | None = None) -> dict[str, Any]:
-    """Project-wide settings (group_vars/all/sglang.yml): sglang_model_path, sglang_tp, sglang_port, ..."""
-    return _read_var(path or SETTINGS_FILE)
+    """The settings every role shares (sglang_model_path, sglang_tp, sglang_port, ...) from a YAML file; default: the
+    sglang role's defaults, each variable that the project's group_vars/all defines again replaced by its value."""
+    if path:
+        return _read_var(path)
+    settings = _read_var(SETTINGS_FILE)
+    for overlay in group_vars_all():
+        settings.update({k: v for k, v in user_vars(overlay).items() if k != PROFILES_VAR})
+    return settings
 
 
 def _check_name(name: Any) -> None:
@@ -380,8 +433,7 @@ def _release(settings: dict[str, Any], sglang_version: str | None) -> tuple[str,
     """The release to render for (given, or the settings' sglang_version_default) and its flag table."""
     if not (sglang_version or settings.get("sglang_version_default")):
         raise ProfileError(
-            "no SGLang release given: pass one (--sglang-version) or set sglang_version_default "
-            "in group_vars/all/sglang.yml"
+            "no SGLang release given: pass one (--sglang-version) or set sglang_version_default in group_vars/all"
         )
     version = str(sglang_version or settings["sglang_version_default"]).strip()
     try:

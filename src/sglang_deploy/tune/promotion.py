@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..launch import profiles
+from ..paths import GROUP_VARS
 from ..host.files import check_dest, write_file
 from ..secret_names import is_secret_name
 from .outcome import Outcome
@@ -58,6 +59,13 @@ def _round_trip():
     return ry
 
 
+def default_target() -> Path:
+    """Where the winner is promoted without --into: the file of the project's group_vars/all that defines
+    sglang_profiles (profiles.profiles_file), else group_vars/all/profiles.yml, which promote_profile starts."""
+    found = profiles.profiles_file()
+    return GROUP_VARS / "all" / "profiles.yml" if found == profiles.PROFILES_FILE else found
+
+
 def check_promotion(name: str | None, path: str | Path) -> tuple[str, Any]:
     """(text, round-trip document) of the group_vars file ``path`` ('' and an empty mapping when new), or
     SearchError naming the fix when the winner cannot be promoted as ``name`` into it: a bad profile name (../x),
@@ -89,18 +97,21 @@ def promote_profile(path: str | Path, name: str, body: dict, host_profiles: dict
     """Write profile ``name`` into sglang_profiles of the YAML file ``path``; returns (diff, new text).
 
     Comments and order are kept (ruamel round trip). A file without sglang_profiles gets a copy of the profiles
-    the hosts use now (``host_profiles``) plus the new one: Ansible replaces a whole variable, so a mapping with
-    only the new profile would hide the others from those hosts.
+    the hosts use now (``host_profiles``; unknown: the sglang role's defaults) plus the new one, and the diff says
+    so: Ansible replaces a whole variable, so a mapping with only the new profile would hide the others.
     """
     path = Path(path)
     old, doc = check_promotion(name, path)
+    started = ""
     if profiles.PROFILES_VAR not in doc:
-        if not host_profiles:
-            raise SearchError(
-                f"{path} has no {profiles.PROFILES_VAR}, and the hosts' profiles are unknown: name the "
-                "file that defines it (group_vars/all/profiles.yml) or copy its entries there first"
-            )
-        doc[profiles.PROFILES_VAR] = json.loads(json.dumps(host_profiles))
+        defaults = profiles.load_profiles(profiles.PROFILES_FILE)
+        seed = host_profiles or defaults
+        doc[profiles.PROFILES_VAR] = json.loads(json.dumps(seed))
+        whose = "the sglang role's default profiles" if seed == defaults else "the profiles the hosts use"
+        started = (
+            f"({path} had no {profiles.PROFILES_VAR}: it starts with {whose}, {', '.join(seed)}, which the new"
+            " variable would otherwise hide, Ansible replacing a variable whole)\n"
+        )
     profiles_map = doc[profiles.PROFILES_VAR]
     base = body.get("extends")
     if base is not None and base not in profiles_map:
@@ -117,7 +128,7 @@ def promote_profile(path: str | Path, name: str, body: dict, host_profiles: dict
     new = buf.getvalue()
     if old.startswith("---") and not new.startswith("---"):
         new = "---\n" + new
-    diff = _promotion_diff(path, old, new)
+    diff = started + _promotion_diff(path, old, new)
     # The file keeps its mode: group_vars may hold secrets in a 0600 file.
     write_file(new, str(path), mode=path.stat().st_mode & 0o7777 if path.exists() else 0o644)
     return diff, new
