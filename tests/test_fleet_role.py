@@ -60,10 +60,19 @@ def test_no_task_reads_or_writes_the_host_record_file_but_through_its_module_and
     assert where(r"ansible_local\.sglang_server\b") == []
 
 
+def test_no_playbook_reads_a_roles_private_variables():
+    """A role's __-prefixed variables are its own (a playbook of the collection's users cannot rely on them): a
+    playbook reads what a role sets under a public name (sglang_server_rule_facts, sglang_server_restarted,
+    sglang_fleet_benchmark_here), and its own variables are not named like a role's (__stack_*, __status_*)."""
+    playbooks = sorted((REPO / "playbooks").glob("*.yml")) + [REPO / "site.yml"]
+    found = {p.name: sorted(set(re.findall(r"__sglang_\w+", p.read_text()))) for p in playbooks}
+    assert {name: names for name, names in found.items() if names} == {}
+
+
 def test_the_stack_play_validates_with_the_server_roles_rule_facts():
     play = yaml.safe_load((REPO / "playbooks" / "stack.yml").read_text())[0]
     render = next(t for t in play["tasks"][0]["block"] if "sglang.deploy.sglang_profile" in t)
-    assert render["sglang.deploy.sglang_profile"]["facts"] == "{{ __sglang_server_rule_facts }}"
+    assert render["sglang.deploy.sglang_profile"]["facts"] == "{{ sglang_server_rule_facts }}"
 
 
 RECORD = {
