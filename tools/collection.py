@@ -178,9 +178,54 @@ def install(dest: Path) -> Path:
     return tarball
 
 
+# ansible-test bootstraps pip in each venv with get-pip.py from ci-files.testing.ansible.com, and runs pip there with
+# an environment stripped to PATH and HOME. Where only a package index is reachable (through a proxy with its own CA,
+# set in pip's environment), a stand-in in ansible-test's cache takes pip from ensurepip, writes this machine's pip
+# settings into the venv's own pip.conf (so every later pip of that venv uses them), then installs what it was
+# asked for.
+GET_PIP_MARK = "# sglang-deploy: get-pip stand-in"
+GET_PIP = """{mark}
+import ensurepip, os, pathlib, subprocess, sys
+pathlib.Path(sys.prefix, "pip.conf").write_text({conf!r})
+ensurepip.bootstrap(upgrade=True)
+os.environ.pop("PIP_CONFIG_FILE", None)  # ensurepip set it to os.devnull
+args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
+sys.exit(subprocess.call([sys.executable, "-m", "pip", "install", *args]))
+"""
+
+
+def _pip_conf() -> str:
+    """This machine's pip settings (files and PIP_* variables) as one pip.conf."""
+    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+    settings = {}
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        settings[key.split(".", 1)[-1]] = value.strip().strip("'")
+    return "[global]\n" + "".join(f"{k} = {v}\n" for k, v in sorted(settings.items()))
+
+
+def _get_pip_stand_in() -> None:
+    from ansible_test._internal.python_requirements import get_venv_packages  # noqa: PLC0415
+
+    class _Python:  # get_venv_packages reads only the version
+        version = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+    version = get_venv_packages(_Python())["pip"]
+    cache = Path.home() / ".ansible" / "test" / "cache" / f"get_pip_{version.replace('.', '_')}.py"
+    if cache.exists() and not cache.read_text().startswith(GET_PIP_MARK):
+        return  # a real get-pip.py, downloaded where it could be
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(GET_PIP.format(mark=GET_PIP_MARK, conf=_pip_conf()))
+
+
 def ansible_test(kind: str, extra: list) -> int:
     """ansible-test sanity|units on the staged collection, each test's requirements in a venv of its own."""
     stage()
+    # ansible-test lists the files through git: the stage is in this repository's ignored build/, so it gets a
+    # repository of its own.
+    subprocess.run(["git", "init", "-q", str(STAGE)], check=True)
+    (STAGE / ".gitignore").write_text("/tests/output/\n")
+    _get_pip_stand_in()
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     cmd = [_bin("ansible-test"), kind, "--venv", "--python", python, "--color", "no", *extra]
     return subprocess.run(cmd, cwd=STAGE).returncode
