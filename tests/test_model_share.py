@@ -167,5 +167,8 @@ def test_the_round_shares_as_nobody_with_a_token_out_of_argv_and_always_stops():
     peer = {t["name"]: t for t in _tasks(ROLE / "tasks" / "fetch.yml")}[
         "Download the checkpoint's files from a peer host into the partial folder"
     ]
-    assert peer["sglang.deploy.sglang_model_peer"]["token"] == "{{ hostvars[__sglang_model_peer].__sglang_model_share_token }}"
+    assert (
+        peer["sglang.deploy.sglang_model_peer"]["token"]
+        == "{{ hostvars[__sglang_model_peer].__sglang_model_share_token }}"
+    )
     assert (ROLE / "files" / "model_share.py").resolve() == REPO / "src" / "sglang_deploy" / "host" / "model_share.py"

@@ -4,11 +4,12 @@
     python tools/collection.py build              stage the collection, build its tarball: build/collection/*.tar.gz
     python tools/collection.py install DIR        build, then ansible-galaxy collection install it into DIR
     python tools/collection.py test sanity|units  build the stage, run ansible-test there (docker-free, --venv)
+    python tools/collection.py fragment           rewrite sglang_bench's workload doc fragment from the table
 
 The repository is the collection's source (galaxy.yml at its root) but holds more than the collection (tests, results,
 the Python CLI) and links (plugins/module_utils -> the host package, roles' files/ -> host programs). `build` copies
 what the collection is made of (COLLECTION) into build/collection/ansible_collections/sglang/deploy with every link
-resolved, vendors the part of the sglang_deploy package the controller plugins import (plugins/plugin_utils/_vendor,
+resolved, vendors the part of the sglang_deploy package the controller plugins import (vendor/ at the collection's root,
 found by following their imports), then runs `ansible-galaxy collection build` on that copy. The tarball holds no
 link; `build` checks it.
 """
@@ -26,7 +27,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "sglang_deploy"
-WORK = REPO / "build" / "collection"
+# SGLANG_DEPLOY_COLLECTION_BUILD: another work folder (a test builds beside a sanity run of the default one).
+WORK = Path(os.environ.get("SGLANG_DEPLOY_COLLECTION_BUILD") or REPO / "build" / "collection")
 STAGE = WORK / "ansible_collections" / "sglang" / "deploy"
 # What the collection is made of, relative to the repository root. Left out: the lab role and playbook (the test
 # bench of this repository), playbooks/group_vars (a link to the repository's group_vars: users bring their own).
@@ -51,7 +53,8 @@ COLLECTION = [
 LEFT_OUT = {"roles/lab", "playbooks/lab.yml", "playbooks/group_vars"}
 # The controller plugins: what they import from sglang_deploy is vendored.
 PLUGIN_FOLDERS = ["plugins/action", "plugins/filter", "plugins/lookup"]
-VENDOR = Path("plugins", "plugin_utils", "_vendor")
+# Outside plugins/: ansible-test imports every file under plugins/ with ansible-core alone installed.
+VENDOR = Path("vendor")
 
 
 def _bin(name: str) -> str:
@@ -231,6 +234,28 @@ def ansible_test(kind: str, extra: list) -> int:
     return subprocess.run(cmd, cwd=STAGE).returncode
 
 
+FRAGMENT = REPO / "plugins" / "doc_fragments" / "bench_workload.py"
+
+
+def write_fragment() -> None:
+    """Rewrite the sglang_bench module's `workload` documentation fragment from the table of the settings (a
+    literal: ansible-test reads it without running it)."""
+    import yaml  # noqa: PLC0415
+
+    sys.path.insert(0, str(REPO / "src"))
+    from sglang_deploy.host.bench.workload import ansible_options  # noqa: PLC0415
+
+    workload = {
+        "description": "The workload, by bench_serving's names; a setting left out takes its default.",
+        "type": "dict",
+        "default": {},
+        "suboptions": ansible_options(documented=True),
+    }
+    head, _sep, _old = FRAGMENT.read_text().partition('    DOCUMENTATION = r"""\n')
+    body = yaml.safe_dump({"options": {"workload": workload}}, sort_keys=False, width=110)
+    FRAGMENT.write_text(f'{head}{_sep}{body}"""\n')
+
+
 def main(argv: list | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
@@ -242,9 +267,12 @@ def main(argv: list | None = None) -> int:
     p_test = sub.add_parser("test", help="ansible-test sanity or units on the staged collection")
     p_test.add_argument("kind", choices=["sanity", "units"])
     p_test.add_argument("extra", nargs=argparse.REMAINDER, help="more ansible-test arguments")
+    sub.add_parser("fragment", help="rewrite plugins/doc_fragments/bench_workload.py from the workload table")
     args = parser.parse_args(argv)
     if args.command == "build":
         print(build())
+    elif args.command == "fragment":
+        write_fragment()
     elif args.command == "install":
         print(install(args.dest))
     else:

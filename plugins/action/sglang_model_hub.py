@@ -9,19 +9,24 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.sglang.deploy.plugins.plugin_utils import package  # noqa: F401  (puts sglang_deploy on sys.path)
+from ansible_collections.sglang.deploy.plugins.plugin_utils import package
 
-from sglang_deploy.locks import model_lock
-from sglang_deploy.host import model
+try:
+    from sglang_deploy.locks import model_lock
+    from sglang_deploy.host import model
+except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
+    package.missing(exc)
 
-ARGUMENT_SPEC = {
-    "lock": {"type": "dict", "required": True},
-    "folder": {"type": "path", "required": True},
-    "token": {"type": "str", "default": "", "no_log": True},
-    "endpoint": {"type": "str", "default": ""},
-    "allow_insecure_endpoint": {"type": "bool", "default": False},
-    "file_timeout": {"type": "float", "default": model_lock.FILE_TIMEOUT},
-}
+
+def _argument_spec() -> dict:
+    return {
+        "lock": {"type": "dict", "required": True},
+        "folder": {"type": "path", "required": True},
+        "token": {"type": "str", "default": "", "no_log": True},
+        "endpoint": {"type": "str", "default": ""},
+        "allow_insecure_endpoint": {"type": "bool", "default": False},
+        "file_timeout": {"type": "float", "default": model_lock.FILE_TIMEOUT},
+    }
 
 
 class ActionModule(ActionBase):
@@ -29,8 +34,9 @@ class ActionModule(ActionBase):
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
+        package.require()
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _spec, args = self.validate_argument_spec(argument_spec=_argument_spec())
         lock = args["lock"]
         problems = model.validate(lock) or ([] if lock.get("repository") else ["it has no repository: use a path"])
         if problems:

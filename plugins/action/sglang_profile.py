@@ -10,10 +10,13 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.sglang.deploy.plugins.plugin_utils import package  # noqa: F401  (puts sglang_deploy on sys.path)
+from ansible_collections.sglang.deploy.plugins.plugin_utils import package
 
-from sglang_deploy.launch import profiles
-from sglang_deploy.rules import rules
+try:
+    from sglang_deploy.launch import profiles
+    from sglang_deploy.rules import rules
+except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
+    package.missing(exc)
 
 ARGUMENT_SPEC = {
     "profile": {"type": "str", "required": True},
@@ -45,8 +48,9 @@ class ActionModule(ActionBase):
     _requires_connection = False
 
     def run(self, tmp=None, task_vars=None):
+        package.require()
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _spec, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         settings = {**args["settings"], "sglang_api_key": args["api_key"]}
         try:
             if args["resolve_only"]:

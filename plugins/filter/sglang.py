@@ -7,14 +7,17 @@ import json
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.sglang.deploy.plugins.plugin_utils import package  # noqa: F401  (puts sglang_deploy on sys.path)
+from ansible_collections.sglang.deploy.plugins.plugin_utils import package
 
-from sglang_deploy.compare import compare_report
-from sglang_deploy.launch import flags, formats, nodes, profiles
-from sglang_deploy.fleet import fleet
-from sglang_deploy.rules import rules
-from sglang_deploy import secret_names
-from sglang_deploy.host import gpu, host_record
+try:
+    from sglang_deploy.compare import compare_report
+    from sglang_deploy.launch import flags, formats, nodes, profiles
+    from sglang_deploy.fleet import fleet
+    from sglang_deploy.rules import rules
+    from sglang_deploy import secret_names
+    from sglang_deploy.host import gpu, host_record
+except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
+    package.missing(exc)
 
 
 def _slurped_json(result: dict, name: str) -> object:
@@ -81,7 +84,7 @@ def router_worker(host: str, hostvars, port: object) -> dict:
 
 def key_problems(key: object, var: str) -> list[str]:
     """Why the API key in variable ``var`` cannot be used (never its value); empty when it can, or is unset."""
-    return [message for _, message in profiles.check_api_key(key, var)]
+    return [message for _unused, message in profiles.check_api_key(key, var)]
 
 
 def router_flag_problems(extra_args: dict, owned: dict, secret_flags: list | None = None) -> list[str]:
@@ -195,6 +198,7 @@ def group_problems(place: dict, hostvars, in_run: list) -> list:
 
 class FilterModule:
     def filters(self):
+        package.require()
         return {
             "sglang_exec_start": _format(formats.exec_start),
             "sglang_unit_value": _format(formats.unit_value),

@@ -3,11 +3,15 @@ of its schema present (None where unrecorded). The one reader; the sglang_host_r
 
 from __future__ import annotations
 
-from ansible_collections.sglang.deploy.plugins.plugin_utils import package  # noqa: F401  (puts sglang_deploy on sys.path)
+from ansible_collections.sglang.deploy.plugins.plugin_utils import package
 
-from sglang_deploy.host import host_record
+try:
+    from sglang_deploy.host import host_record
+except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
+    package.missing(exc)
 
 
 class FilterModule:
     def filters(self):
+        package.require()
         return {"sglang_host_record": host_record.read}

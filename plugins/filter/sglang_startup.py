@@ -3,11 +3,15 @@ compile caches and gives FlashInfer's JIT its tools (sglang_deploy.host.startup)
 
 from __future__ import annotations
 
-from ansible_collections.sglang.deploy.plugins.plugin_utils import package  # noqa: F401  (puts sglang_deploy on sys.path)
+from ansible_collections.sglang.deploy.plugins.plugin_utils import package
 
-from sglang_deploy.host import startup
+try:
+    from sglang_deploy.host import startup
+except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
+    package.missing(exc)
 
 
 class FilterModule:
     def filters(self):
+        package.require()
         return {"sglang_server_cache_dir": startup.cache_dir, "sglang_server_run_env": startup.run_env}

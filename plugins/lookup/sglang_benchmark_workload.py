@@ -3,13 +3,6 @@ The logic is the sglang_deploy package's (compare.bench_vars, over the table of 
 
 from __future__ import annotations
 
-from ansible.plugins.lookup import LookupBase
-
-from ansible_collections.sglang.deploy.plugins.plugin_utils import package  # noqa: F401  (puts sglang_deploy on sys.path)
-
-from sglang_deploy.compare import bench_vars
-from sglang_deploy.host.bench import WORKLOAD
-
 DOCUMENTATION = r"""
 name: sglang_benchmark_workload
 short_description: The benchmark workload that the sglang_benchmark role's variables set
@@ -27,9 +20,20 @@ _raw:
   elements: dict
 """
 
+from ansible.plugins.lookup import LookupBase
+
+from ansible_collections.sglang.deploy.plugins.plugin_utils import package
+
+try:
+    from sglang_deploy.compare import bench_vars
+    from sglang_deploy.host.bench import WORKLOAD
+except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
+    package.missing(exc)
+
 
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
+        package.require()
         names = [bench_vars.ROLE_PREFIX + name for name in WORKLOAD if bench_vars.ROLE_PREFIX + name in variables]
         given = bench_vars.from_role_vars({name: self._templar.template(variables[name]) for name in names})
         return [{name: value for name, value in given.items() if value is not None}]

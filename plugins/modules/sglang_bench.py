@@ -45,7 +45,7 @@ description:
     server is emulated (C(/server_info) C(emulated) or the C(x-sglang-emulated) header), the client's CPU
     seconds, and O(context) as given.
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 extends_documentation_fragment: [sglang.deploy.bench_workload]
 options:
   url:
@@ -108,9 +108,9 @@ result:
     url: {description: Server URL., type: str}
     model: {description: Model name sent., type: str}
     server_emulated: {description: True when the server says it is emulated., type: bool}
-    server_info: {description: Selected C(/server_info) fields (version, speculative settings...)., type: dict}
-    workload: {description: input_len, output_len, forced_length, temperature, warm-up, requests per level., type: dict}
-    client: {description: cpu_s (client CPU seconds), connections_opened, python., type: dict}
+    server_info: {description: "Selected C(/server_info) fields (version, speculative settings...).", type: dict}
+    workload: {description: "input_len, output_len, forced_length, temperature, warm-up, requests per level.", type: dict}
+    client: {description: "cpu_s (client CPU seconds), connections_opened, python.", type: dict}
     stopped:
       description: Why the sweep ended before its last level (null when it ran them all).
       type: str
@@ -129,7 +129,7 @@ result:
       type: list
       elements: dict
     sla_search:
-      description: With O(sla_search) - bounds, steps, max_concurrency, best_rate (null when even LOW misses the SLA)
+      description: With C(sla_search) - bounds, steps, max_concurrency, best_rate (null when even LOW misses the SLA)
         and probes (rate, sla_met, goodput_req_s per probe level); null otherwise.
       type: dict
     definitions: {description: The formula of every figure., type: dict}

@@ -15,7 +15,7 @@ description:
     (launched without C(--enable-metrics)) returns at once with C(metrics=false) and the reason; SGLang's
     own drain on SIGTERM then covers the requests in flight.
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 options:
   url:
     description: Base URL of the server, seen from the host the module runs on.

@@ -16,7 +16,7 @@ description:
   - With O(cuda_version), also returns C(driver_check) saying whether the driver branch can run that CUDA
     version (CUDA 13 needs branch 580 or newer).
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 options:
   nvidia_smi:
     description: Path or name of the nvidia-smi binary; a name is looked for on PATH, then in /usr/local/nvidia/bin.
@@ -110,8 +110,8 @@ def main() -> None:
     if rc != 0:
         module.warn(f"nvidia-smi failed (rc {rc}): {(err or query).strip()}; reporting no GPUs")
         module.exit_json(changed=False, ansible_facts={"sglang_gpu": empty_facts()})
-    topo_rc, topo, _ = module.run_command([binary, *TOPO_ARGS])
-    smi_rc, smi, _ = module.run_command([binary])
+    topo_rc, topo, _unused = module.run_command([binary, *TOPO_ARGS])
+    smi_rc, smi, _unused = module.run_command([binary])
     apps_rc, apps, apps_err = module.run_command([binary, *APPS_ARGS])
     try:
         facts = gpu_facts(query, topo if topo_rc == 0 else "", smi if smi_rc == 0 else "")

@@ -16,7 +16,7 @@ description:
     O(event=rolled_back) when O(profile) failed and the last good profile serves again;
     O(event=read) returns the record as stored and changes nothing.
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 options:
   event:
     description: What happened on the host.
@@ -57,8 +57,10 @@ options:
     default: /etc/ansible/facts.d/sglang_server.fact
 attributes:
   check_mode:
+    description: Can run in check mode and return the changed status without changing the record.
     support: full
   diff_mode:
+    description: Returns the record before and after with --diff.
     support: full
 """
 

@@ -18,7 +18,7 @@ description:
   - An action plugin, so it always runs on the controller, in Ansible's own Python (stdlib only for the download);
     the role runs it once per play and the hosts get the files from there (one download per fleet).
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 options:
   lock:
     description: The model lock (with C(repository) and a commit as C(revision)).

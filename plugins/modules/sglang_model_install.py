@@ -9,7 +9,8 @@ module: sglang_model_install
 short_description: Make C(<dest>.partial), or verify it against the model lock and rename it to O(dest)
 description:
   - With O(step=prepare), creates the missing folders above O(dest) (owner root, 0755), C(<dest>.partial) and the
-    folders the lock's files need in it (owner root, group O(group), 0550) without following a link, and keeps an existing one (a fetch resumes) once links, files owned by
+    folders the lock's files need in it (owner root, group O(group), 0550) without following a link, and keeps an existing one (a fetch resumes) once
+    links, files owned by
     another user and anything else than plain files and folders are removed from it. Refuses, naming the fix, a
     folder above O(dest) that another user can write (without the sticky bit), and O(dest), C(<dest>.partial) or
     C(<dest>.previous) already there as a link, not a folder, or a folder owned by another user than root (planted
@@ -22,7 +23,7 @@ description:
     checkpoint, if any) to C(<dest>.previous) and renames the partial folder to O(dest). A server still running on
     the previous checkpoint keeps the files it has open.
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 options:
   lock:
     description: The model lock.

@@ -14,7 +14,7 @@ description:
     port that is not the round's share (no token) gets no request it can answer with a file the lock accepts.
   - The file is owned by the module's user (root) and O(group), mode 0440.
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 options:
   url:
     description: The share, http://ADDRESS:PORT.

@@ -18,7 +18,7 @@ description:
     every shard it names with its locked size) and fails naming the file.
   - Check mode with --diff shows the drift between O(dest) and the lock, one line per file.
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 options:
   lock:
     description: The model lock (name, repository, revision, files with path, size, sha256).

@@ -12,7 +12,7 @@ description:
     so a server that restarts next loads those shards from memory instead of the disk. Reads only; a running server
     keeps serving. Useful only where the host's free memory holds the checkpoint (or most of it).
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 options:
   lock:
     description: The model lock.

@@ -13,7 +13,7 @@ description:
     when one is outside O(service). Rank 0 of a multi-node SGLang group opens C(--dist-init-addr) on this port;
     the running server of O(service) holds it and frees it when it restarts.
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 options:
   port:
     description: TCP port to check.

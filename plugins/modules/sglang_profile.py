@@ -19,7 +19,7 @@ description:
   - The API key never enters RV(argv); when O(api_key) is set, only its variable name is returned
     (RV(secret_env_keys)); the server's launcher passes it to SGLang from the environment.
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 options:
   profile:
     description: Profile name, a key of O(profiles).

@@ -30,7 +30,7 @@ description:
     line), timed from systemd's process start; also when the wait times out. On the lab's emulated server
     the figures are synthetic and marked C(emulated).
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 options:
   url:
     description: Base URL of the server.

@@ -13,7 +13,7 @@ description:
     (the play failed before the handler ran, or the handler failed). Notify the restart handler from this task.
   - Reports nothing to do when the service is not running.
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 options:
   unit:
     description: The systemd unit, e.g. C(sglang).

@@ -14,7 +14,7 @@ description:
   - With empty O(ready) and O(out) it checks once that the router answers (a preflight).
   - Fails at once when nothing answers at O(url), or when the control-plane key is refused.
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 options:
   url:
     description: Base URL of the router's API, seen from the host the module runs on.

@@ -15,7 +15,7 @@ description:
   - Reads the serving stack from C(<root>/venv) (a symlink) and C(<root>/manifest.json), and reports the drift
     between that manifest and the bundle.
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 options:
   bundle:
     description: The stack bundle (name, python, torch, flashinfer, sglang, sglang_version, ...).
@@ -98,7 +98,7 @@ requirements:
   returned: success
   type: str
 requirements_file:
-  description: Where the role writes O(requirements) (inside the new venv).
+  description: Where the role writes the requirements file (inside the new venv).
   returned: success
   type: str
 install_argv:

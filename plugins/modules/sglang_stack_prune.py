@@ -17,7 +17,7 @@ description:
     of each kept venv and of the locked installers under C(<root>/installers)).
   - Check mode reports what would be removed (with --diff, the venv list before and after) and changes nothing.
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 options:
   root:
     description: Folder holding C(venvs/) and C(installers/).

@@ -15,7 +15,7 @@ description:
   - Run on the controller against the wheelhouse C(sglang-deploy stack fetch) filled, and on the host against
     the copy, before anything is installed.
 version_added: "0.1.0"
-author: sglang-deploy
+author: sglang-deploy maintainers (@sglang-deploy)
 options:
   wheel_dir:
     description: Folder of wheel files.

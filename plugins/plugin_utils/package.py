@@ -1,7 +1,9 @@
-"""Where the collection's controller plugins (plugins/action, plugins/filter) find the sglang_deploy package, the one
-place the logic lives: the copy built into the collection (plugins/plugin_utils/_vendor, written by
+"""Where the collection's controller plugins (plugins/action, plugins/filter, plugins/lookup) find the sglang_deploy
+package, the one place the logic lives: the copy built into the collection (vendor/, written by
 tools/collection.py), else the repository checkout this file is part of (src/), else one installed in Python.
-Importing this module puts that source first on sys.path; a missing package is an error that names the fix."""
+Importing this module puts that source first on sys.path. A plugin imports the package's modules in a try block and
+hands an ImportError to missing(); require(), first thing when the plugin runs, then fails naming the fix (a plugin
+still loads without them: ansible-doc and ansible-test's import check need no more than ansible-core)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,10 @@ from pathlib import Path
 from ansible.errors import AnsibleError
 
 _HERE = Path(__file__).resolve().parent
-# The built collection's copy; the repository's source folder (plugins/plugin_utils -> the repository root).
-SOURCES = (_HERE / "_vendor", _HERE.parents[1] / "src")
+ROOT = _HERE.parents[1]  # the collection's root (this repository's, in a checkout)
+# The built collection's copy; the repository's source folder.
+SOURCES = (ROOT / "vendor", ROOT / "src")
+IMPORT_ERRORS: list = []
 
 for _source in SOURCES:
     if (_source / "sglang_deploy" / "__init__.py").is_file():
@@ -20,11 +24,19 @@ for _source in SOURCES:
             sys.path.insert(0, str(_source))
         break
 
-try:
-    import sglang_deploy  # noqa: F401  (the check; the plugins import its modules themselves)
-except ImportError as exc:
-    raise AnsibleError(
-        f"the sglang.deploy collection's plugins need the sglang_deploy Python package ({exc}): it is built into the "
-        "collection's plugins/plugin_utils/_vendor; reinstall the collection from a tarball built by "
-        "tools/collection.py build, or run from the sglang-deploy repository"
-    ) from exc
+
+def missing(exc: ImportError) -> None:
+    """Record a failed import of the package or of one of its Python needs."""
+    IMPORT_ERRORS.append(exc)
+
+
+def require() -> None:
+    """Fail, naming the fix, when an import was missing."""
+    if IMPORT_ERRORS:
+        exc = IMPORT_ERRORS[0]
+        raise AnsibleError(
+            f"the sglang.deploy collection's plugins cannot import {exc.name or exc}: install the collection's Python "
+            f"requirements on the controller (pip install -r {ROOT / 'requirements.txt'}); the sglang_deploy package "
+            "itself is built into the collection (vendor/): reinstall it from a tarball that "
+            "tools/collection.py built"
+        )

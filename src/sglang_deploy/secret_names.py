@@ -2,8 +2,9 @@
 
 A name is split into words (``_``, ``-``, ``.``, camelCase): ``HF_TOKEN`` -> HF TOKEN. It is a secret when a word
 says so anywhere, alone or run together with others (PASSWORD, PGPASSWORD, SECRET, CREDENTIALS, APIKEY, ...), when
-an API/ACCESS/PRIVATE/SECRET key is named, or when its last word is a secret's noun (TOKEN, KEY, PAT, PASS) and not a count (PER_TOKEN). Plurals and longer words are not: TOKENS,
-TOKENIZER, KEYFILE (``max-total-tokens``, ``speculative-token-map``, ``KEY_VALUE_CACHE`` are ordinary).
+an API/ACCESS/PRIVATE/SECRET key is named, or when its last word is a secret's noun (TOKEN, KEY, PAT, PASS) and not
+a count (PER_TOKEN). Plurals and longer words are not: TOKENS, TOKENIZER, KEYFILE (``max-total-tokens``,
+``speculative-token-map``, ``KEY_VALUE_CACHE`` are ordinary).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def url_passwords(text: str) -> list[str]:
         if text.find("@", at + 3, end) != -1 and any(c.isascii() and c.isalpha() for c in text[scheme:at]):
             authority = text[at + 3 : end]
             for view in (_QUERY.split(authority, 1)[0], authority):
-                _, colon, password = view.rpartition("@")[0].partition(":")
+                _unused, colon, password = view.rpartition("@")[0].partition(":")
                 if colon and password:
                     found.append(password)
                     break

@@ -55,7 +55,7 @@ COLUMNS = (
     ("goodput_req_s", "good/s", 2),
     ("accept_length", "accept", 2),
 )
-HEADER = ("level", "profile", *(title for _, title, _ in COLUMNS))
+HEADER = ("level", "profile", *(title for _unused, title, _unused in COLUMNS))
 
 
 # The figures of a row: key -> (read from a benchmark level, goal). Each is kept over the repeats (min/median/max).
@@ -196,7 +196,7 @@ def comparison_rows(
             any_level = next(rep[level_name] for p in profiles for rep in per_profile[p] if level_name in rep)
             for i, name in enumerate(profiles):
                 got = [rep[level_name] for rep in per_profile[name] if level_name in rep]
-                values = {key: [read(lv) for lv in got] for key, (read, _) in FIGURES.items()}
+                values = {key: [read(lv) for lv in got] for key, (read, _unused) in FIGURES.items()}
                 spread = {key: noise.spread(v) for key, v in values.items()}
                 row = {
                     "host": host,
@@ -215,7 +215,7 @@ def comparison_rows(
                 }
                 if i == 0:
                     base = row
-                for key, ratio_key, _ in JUDGED:
+                for key, ratio_key, _unused in JUDGED:
                     row[ratio_key] = _ratio(row[key], base[key]) if ranked else None
                     if ranked and i > 0:
                         row["vs_first"][key] = noise.verdict(base["values"][key], values[key], FIGURES[key][1], floor)
@@ -354,7 +354,7 @@ def build_comparison(
         runs=runs,
         restores=list(restores),
         setups=list(setups),
-        measured_order=list(measured_order or [n for n, rs in runs.items() for _ in rs]),
+        measured_order=list(measured_order or [n for n, rs in runs.items() for _unused in rs]),
         plan=dict(plan or {}),
         floor=floor,
         settings=dict(settings or {}),
@@ -420,7 +420,7 @@ def _cells(row: dict) -> list:
         return ["no result"] + ["-"] * (len(COLUMNS) - 1)
     return [
         _spread_text(row["spread"][key], digits) if key in row["spread"] else table.fmt(row[key], digits)
-        for key, _, digits in COLUMNS
+        for key, _unused, digits in COLUMNS
     ]
 
 
@@ -430,7 +430,9 @@ def verdict_lines(comp: Comparison, host: str, via: str) -> list:
     for row in (r for r in comp.rows if (r["host"], r["via"]) == (host, via) and r["vs_first"]):
         first = comp.profiles[0]
         parts = [
-            noise.describe(row["vs_first"][key], words, first) for key, _, words in JUDGED if key in row["vs_first"]
+            noise.describe(row["vs_first"][key], words, first)
+            for key, _unused, words in JUDGED
+            if key in row["vs_first"]
         ]
         lines.append(f"{row['level']} {row['profile']}: " + "; ".join(parts))
     return lines
@@ -675,7 +677,7 @@ def plot(comp: Comparison, path) -> Path:
     missing = [
         p
         for p in comp.profiles
-        if not any(r["profile"] == p and r[k] is not None for r in comp.rows for k, _, _ in panels)
+        if not any(r["profile"] == p and r[k] is not None for r in comp.rows for k, _unused, _unused in panels)
     ]
     if missing:
         notes.append(f"not plotted (deploy failed): {', '.join(missing)}")

@@ -79,13 +79,13 @@ def level_metrics(result: dict) -> dict:
     out = {}
     for level in result.get("levels") or []:
         row = {"completed": level.get("completed"), "requests": level.get("requests")}
-        for metric, (key, stat, _) in METRICS.items():
+        for metric, (key, stat, _unused) in METRICS.items():
             value = level.get(key)
             if stat is not None:
                 value = value.get(stat) if isinstance(value, dict) else None
             row[metric] = value
         out.setdefault(level_key(level.get("concurrency"), level.get("request_rate")), row)
-    for metric, (key, field, _) in RESULT_METRICS.items():
+    for metric, (key, field, _unused) in RESULT_METRICS.items():
         part = result.get(key)
         if isinstance(part, dict) and part.get("probes"):
             value = part.get(field)

@@ -47,7 +47,7 @@ def ratio_interval(base: list, other: list, level: float = LEVEL, draws: int = D
     rng = random.Random(0x5EED)
     ratios = sorted(
         statistics.median(rng.choices(other, k=len(other))) / statistics.median(rng.choices(base, k=len(base)))
-        for _ in range(draws)
+        for _unused in range(draws)
     )
     tail = (1 - level) / 2
     return ratios[int(tail * (draws - 1))], ratios[math.ceil((1 - tail) * (draws - 1))]

@@ -218,5 +218,5 @@ class Engine:
     async def drain(self, plan: Plan, internal: bool = False) -> None:
         """Run a request to its end without looking at its steps (non-streaming responses, warm-up)."""
         async with contextlib.aclosing(self.run(plan, internal)) as steps:
-            async for _ in steps:
+            async for _unused in steps:
                 pass

@@ -34,7 +34,7 @@ def smg_parser():
 
 def check(argv, parser):
     try:
-        _, extra = parser.parse_known_args(argv)
+        _unused, extra = parser.parse_known_args(argv)
     except (argparse.ArgumentError, SystemExit) as exc:  # SystemExit: a required flag is missing
         return str(exc)
     if not extra:

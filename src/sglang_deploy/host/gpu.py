@@ -26,7 +26,7 @@ _NVLINK = re.compile(r"^NV[0-9]+$")
 
 def arch_of(compute_cap: str) -> str:
     """Compute capability as nvidia-smi prints it ("12.0") to the sm_ name ("sm_120")."""
-    major, _, minor = compute_cap.strip().partition(".")
+    major, _unused, minor = compute_cap.strip().partition(".")
     if not major.isdigit() or not (minor or "0").isdigit():
         raise ValueError(f"not a compute capability: {compute_cap!r}")
     return f"sm_{int(major)}{int(minor or 0)}"

@@ -272,7 +272,7 @@ def folder_files(folder: str) -> list[str]:
             if os.path.islink(path) or not os.path.isfile(path):
                 raise ValueError(f"{rel}: a link or not a regular file in {folder}; copy the checkpoint as plain files")
             found.append(rel)
-    for root, dirs, _ in os.walk(folder):
+    for root, dirs, _unused in os.walk(folder):
         for name in dirs:
             if os.path.islink(os.path.join(root, name)):
                 raise ValueError(f"{os.path.relpath(os.path.join(root, name), folder)}: a link to a folder in {folder}")
@@ -343,7 +343,7 @@ def file_issues(folder: str, files: list[dict], *, full: bool = False) -> list[t
 
 def file_problems(folder: str, files: list[dict], *, full: bool = False) -> list[str]:
     """The sentences of file_issues."""
-    return [problem for _, problem in file_issues(folder, files, full=full)]
+    return [problem for _unused, problem in file_issues(folder, files, full=full)]
 
 
 def _files_key(files: list[dict]) -> str:
@@ -489,9 +489,9 @@ def remove_inside(folder: str, rel: str) -> None:
 def verified(folder: str, lock: dict) -> list[str]:
     """file_problems(full=True) for folder, each file named there removed, so that the next fetch gets it again."""
     issues = file_issues(folder, lock["files"], full=True)
-    for rel, _ in issues:
+    for rel, _unused in issues:
         remove_inside(folder, rel)
-    return [problem for _, problem in issues]
+    return [problem for _unused, problem in issues]
 
 
 def make_parents(dest: str) -> list[str]:

@@ -110,7 +110,7 @@ def unreferenced_wheels(wheel_dir: str, referenced: set[str]) -> list[str]:
 def tree_size(path: str) -> int:
     """Bytes of the files under path (links not followed)."""
     total = 0
-    for folder, _, files in os.walk(path):
+    for folder, _unused, files in os.walk(path):
         for name in files:
             try:
                 total += os.lstat(os.path.join(folder, name)).st_size

@@ -93,7 +93,7 @@ def parse(entries, started: float | None = None, ready_at: float | None = None) 
     Returns {"milestones": {name: seconds}, "phases": {name: seconds}, "jit_builds": {"count", "lines"},
     "emulated": bool, "clock": "journal" or "log", "summary": one line}."""
     entries = list(entries)
-    emulated = any(EMULATOR_BANNER in line for _, line in entries)
+    emulated = any(EMULATOR_BANNER in line for _unused, line in entries)
     origin, at, weights, graphs, jit = _scan(entries, started)
     if "ready" not in at and ready_at is not None:
         at["ready"] = ready_at
@@ -112,7 +112,7 @@ def parse(entries, started: float | None = None, ready_at: float | None = None) 
         return report
     if started is not None:
         report["milestones"]["process_start"] = 0.0
-    for name, _ in MILESTONES:
+    for name, _unused in MILESTONES:
         if name in at:
             report["milestones"][name] = _since(origin, at[name])
     report["phases"] = _phases(report["milestones"], weights, graphs)

@@ -143,7 +143,7 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         first: dict[Any, yaml.Node] = {}
-        for key_node, _ in node.value:
+        for key_node, _unused in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` then overrides: what merge keys are for
                 continue
             key = self.construct_object(key_node, deep=True)
@@ -520,7 +520,9 @@ def render(
     api_key = settings.get("sglang_api_key")
     problems += check_api_key(api_key)
     if problems:
-        raise ProfileError(f"profile {profile_name!r}: " + "; ".join(message for _, message in problems), problems)
+        raise ProfileError(
+            f"profile {profile_name!r}: " + "; ".join(message for _unused, message in problems), problems
+        )
     secret_env = {API_KEY_ENV: str(api_key)} if api_key else {}
     notes = list(translated.notes)
     if table.release != version:

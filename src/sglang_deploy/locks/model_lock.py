@@ -283,7 +283,7 @@ def hub_download(
     deleted and named in the error. Returns whether it downloaded."""
     endpoint = endpoint_url(endpoint, allow_insecure=allow_insecure)
     os.makedirs(folder, exist_ok=True)
-    todo = {rel for rel, _ in model.file_issues(folder, lock["files"])}
+    todo = {rel for rel, _unused in model.file_issues(folder, lock["files"])}
     if not todo:
         return False
     where = f"{lock['repository']} at {lock['revision']} from {endpoint}"

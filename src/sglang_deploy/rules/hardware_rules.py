@@ -41,7 +41,7 @@ def arch_moe(ctx: Ctx):
 def _sm_major(arch: str) -> int | None:
     """9 for "sm_90", 12 for "sm_120"/"12.0"; None when unreadable."""
     digits = "".join(ch for ch in str(arch).lower().replace("sm_", "").replace("sm", "") if ch.isdigit() or ch == ".")
-    head = digits.split(".")[0] if "." in digits else digits[:-1]
+    head = digits.split(".", maxsplit=1)[0] if "." in digits else digits[:-1]
     return int(head) if head.isdigit() else None
 
 
@@ -100,7 +100,10 @@ def parallel_gpus(ctx: Ctx):
             " (group_vars/<group>.yml), or change the profile's pp-size"
         )
     elif per_node > have:
-        yield f"tp {ctx.tp} x pp {ctx.pp} x dp {dp} / {nnodes} node(s) needs {per_node} GPUs per node, the host has {have}: lower sglang_tp or the profile's sizes"
+        yield (
+            f"tp {ctx.tp} x pp {ctx.pp} x dp {dp} / {nnodes} node(s) needs {per_node} GPUs per node, "
+            f"the host has {have}: lower sglang_tp or the profile's sizes"
+        )
 
 
 def parallel_shape(ctx: Ctx):

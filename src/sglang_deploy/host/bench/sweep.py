@@ -115,7 +115,7 @@ class _Probe:
             part = answers[start : start + ANSWERS_PER_TOKENIZE]
             try:
                 # bench_serving's output length: len(tokenizer.encode(answer)), special tokens added (a BOS on Llama-3)
-                resp = await self.tokenize(model, [text for _, text in part], add_special_tokens=True)
+                resp = await self.tokenize(model, [text for _unused, text in part], add_special_tokens=True)
             except server_http.HttpError as exc:  # an answer over the body cap, or not HTTP
                 notes.append(f"from request {part[0][0] + 1} on: /v1/tokenize answered no HTTP ({exc})")
                 break
@@ -143,7 +143,7 @@ class _Probe:
                     f"{len(text.encode())}-byte answer of request {i + 1}, which no tokenizer gives"
                 )
                 continue
-            counts.update({i: c for (i, _), c in zip(part, got)})
+            counts.update({i: c for (i, _unused), c in zip(part, got)})
         if len(notes) > EXAMPLES:
             notes[EXAMPLES:] = [f"{len(notes) - EXAMPLES} more lists not used"]
         data.count_answers(counts, notes)
@@ -181,7 +181,7 @@ class _Run:
     def bodies(self, n: int) -> tuple:
         """(request bodies, their output lengths): the dataset's next n requests."""
         bodies, lens = [], []
-        for _ in range(n):
+        for _unused in range(n):
             row = self.data.row(self.next_index)
             body = chat_body(self.model, row.messages, row.output_len, min_tokens=self.min_tokens)
             bodies.append(json.dumps(body).encode())
@@ -196,7 +196,7 @@ class _Run:
         sending = _Level(self, level, bodies, lens)
         reason = await sending.open()
         if reason:
-            return [Timeline(sent=False, error=reason) for _ in bodies], reason
+            return [Timeline(sent=False, error=reason) for _unused in bodies], reason
         await sending.send(seed)
         return sending.finished(), sending.stop
 
@@ -211,7 +211,7 @@ class _Level:
         n = len(bodies)
         self.timelines: list = [None] * n  # each request's Timeline from its dispatch on; None: never sent
         preopen = level.concurrency or (n if math.isinf(level.rate) else RATE_PREOPEN)
-        self.idle = [Connection(run.target) for _ in range(min(n, preopen))]
+        self.idle = [Connection(run.target) for _unused in range(min(n, preopen))]
         self.used = set(self.idle)
         self.slots = asyncio.Semaphore(level.concurrency) if level.concurrency else None
         self.stop: str | None = None
@@ -320,7 +320,9 @@ def _level_fields(level: Level) -> dict:
 
 
 def _not_run(level: Level, lens: list, reason: str, slo: dict | None) -> dict:
-    m = level_metrics([Timeline(error=f"not run: {reason}") for _ in lens], level.concurrency, _expected(lens), slo=slo)
+    m = level_metrics(
+        [Timeline(error=f"not run: {reason}") for _unused in lens], level.concurrency, _expected(lens), slo=slo
+    )
     m.update(_level_fields(level), output_check=output_check([]), spec_accept_length=None, stopped=reason)
     return m
 
@@ -407,7 +409,7 @@ class _Sweep:
                 best = high
             else:
                 hi = high
-                for _ in range(steps):
+                for _unused in range(steps):
                     if self.stopped:
                         break
                     mid = math.sqrt(best * hi)  # rates span orders of magnitude: bisect their logarithm

@@ -54,7 +54,7 @@ def build_prompt(index: int, input_len: int) -> str:
     words = [f"Request {index}: write a long essay using these words:"]
     n = max(0, input_len - 10)
     state = (index * 2654435761 + 12345) & 0xFFFFFFFF
-    for _ in range(n):
+    for _unused in range(n):
         state = (state * 1103515245 + 12345) & 0x7FFFFFFF
         words.append(_WORDS[state % len(_WORDS)])
     return " ".join(words)
@@ -62,7 +62,7 @@ def build_prompt(index: int, input_len: int) -> str:
 
 def words(rng, n: int) -> str:
     """n common words drawn with rng (random.Random)."""
-    return " ".join(rng.choice(_WORDS) for _ in range(n))
+    return " ".join(rng.choice(_WORDS) for _unused in range(n))
 
 
 def default_requests(concurrency: int) -> int:

@@ -1,0 +1,24 @@
+"""The controller plugins' access to the sglang_deploy package (plugins/plugin_utils/package.py): ansible-test units
+runs these on the built collection, pytest on the checkout."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleError
+
+from ansible_collections.sglang.deploy.plugins.plugin_utils import package
+
+
+def test_a_missing_requirement_fails_naming_the_fix(monkeypatch):
+    monkeypatch.setattr(
+        package, "IMPORT_ERRORS", [ModuleNotFoundError("No module named 'packaging'", name="packaging")]
+    )
+    with pytest.raises(AnsibleError, match=r"cannot import packaging: .*pip install -r \S*requirements\.txt"):
+        package.require()
+
+
+def test_the_plugins_find_the_package_and_its_needs():
+    package.require()
+    from sglang_deploy.launch import profiles  # noqa: PLC0415  (what the sglang_profile action plugin imports)
+
+    assert profiles.resolve("a", {"a": {"description": "x", "args": {}}}).chain == ["a"]
