@@ -6,8 +6,9 @@ import sys
 import sysconfig
 from importlib import metadata
 
-import flashinfer  # noqa: F401  (the import is the check)
-import sglang  # noqa: F401
+# The imports are the check.
+import flashinfer  # noqa: F401  # pylint: disable=unused-import
+import sglang  # noqa: F401  # pylint: disable=unused-import
 import torch
 
 

@@ -16,6 +16,8 @@ in their repr and JSON spellings, with *** before they reach the journal.
 Stdlib only: it runs with the stack venv's Python, which has no sglang_deploy package.
 """
 
+# A program the roles run on hosts: print and exit are its interface.
+# pylint: disable=ansible-bad-function
 from __future__ import annotations
 
 import json

@@ -7,6 +7,8 @@ used. While waiting, a thread polls `systemctl show` for the unit; when the proc
 the wait fails at once with the unit's state and the journal's last lines (the traceback).
 """
 
+# Also run outside a module (the launcher, the CLI): no AnsibleModule for run_command.
+# pylint: disable=ansible-bad-function
 from __future__ import annotations
 
 import json

@@ -15,6 +15,8 @@ relative to the process start (systemd's ExecMainStartTimestampMonotonic against
 without them the times of SGLang's own line prefix (whole seconds) are used, relative to its first line.
 """
 
+# Also run outside a module (the launcher, the CLI): no AnsibleModule for run_command.
+# pylint: disable=ansible-bad-function
 from __future__ import annotations
 
 import json

@@ -92,7 +92,7 @@ class _SameOriginAuth(urllib.request.HTTPRedirectHandler):
 def _opener(sockets: list, late: threading.Event) -> urllib.request.OpenerDirector:
     """urllib's opener, keeping a second handle (dup) of each socket it connects (redirects included) in sockets, so
     that the deadline can end a read under way: a server that drips its headers, or its TLS handshake, a byte at a
-    time never returns from urlopen otherwise. The handle is taken as the TCP connection opens, before the handshake
+    time never returns from the opener's open() otherwise. The handle is taken as the TCP connection opens, before the handshake
     (which hands the socket to the TLS layer); download closes them. A connect that ends past the deadline is refused
     there: _cut has shut down only the sockets known when it ran."""
 
