@@ -332,3 +332,26 @@ def test_restart_unit_empties_the_caches_when_cold_and_reports_the_start(tmp_pat
     ]
     got = gpu_lab.restart_unit("cold-1", "cold")
     assert not cache.exists() and got["caches"] == "cold" and json.dumps(got)
+
+
+def test_boot_script_quotes_its_paths_and_refuses_a_line_break(monkeypatch):
+    """Root runs the script: a --bind or root path is one word, never a command (issue 48, R12)."""
+    monkeypatch.setattr(gpu_lab, "HOST_MOUNTS", ())
+    script = gpu_lab.boot_script(Path("/l/m d"), Path("/l/upper"), Path("/l/work"), ["/x;touch /pwned", "/$(id)"])
+    words = [shlex.split(line) for line in script.splitlines()]
+    assert ["mount", "--rbind", "/x;touch /pwned", "/l/m d/x;touch /pwned"] == words[7][4:]
+    assert ["mkdir", "-p", "/l/m d/$(id)", "&&", "mount", "--rbind", "/$(id)", "/l/m d/$(id)"] == words[8]
+    assert words[-1] == ["exec", "chroot", "/l/m d", "/usr/lib/systemd/systemd", "--system"]
+    with pytest.raises(gpu_lab.LabError, match="holds a line break"):
+        gpu_lab.boot_script(Path("/l/m"), Path("/l/u"), Path("/l/w"), ["/ok\nreboot"])
+
+
+@pytest.mark.parametrize("name", ["../../etc/cron.d/x", "a/b", "..", ".hidden", ""])
+def test_deploy_refuses_a_name_that_is_no_plain_file_name(tmp_path, monkeypatch, capsys, name):
+    """The phase's log stays in the lab's output folder (issue 48, R12)."""
+    monkeypatch.setattr(gpu_lab, "SITE", tmp_path / "site")
+    argv = ["deploy", "--dry-run", "--out", str(tmp_path / "out"), "--name", name, "dense"]
+    if not name:
+        argv[-1] = "../dense"  # the default name, deploy-PROFILE, is checked too
+    assert gpu_lab.main(argv) == 2
+    assert "no plain file name" in capsys.readouterr().err

@@ -274,19 +274,24 @@ def fill_upper(tree: Path, upper: Path, host: Path = Path("/")) -> list[str]:
 
 
 def boot_script(merged: Path, upper: Path, work: Path, binds: list[str]) -> str:
-    """The script unshare runs: overlay, mounts, then exec systemd as the namespace's PID 1."""
+    """The script unshare runs (as root): overlay, mounts, then exec systemd as the namespace's PID 1. Every path is
+    shell-quoted; LabError names one with a line break."""
+    for path in (merged, upper, work, *binds):
+        if "\n" in str(path) or "\r" in str(path):
+            raise LabError(f"{str(path)!r} holds a line break: give the root and --bind paths without one")
+    q = shlex.quote
     lines = [
         "set -e",
-        f"mount -t overlay overlay -o lowerdir=/,upperdir={upper},workdir={work} {merged}",
-        f"mount -t proc proc {merged}/proc",
-        f"mount --rbind /sys {merged}/sys",
-        f"mount --rbind /dev {merged}/dev",
-        f"mount -t tmpfs tmpfs {merged}/run",
-        f"mount -t tmpfs tmpfs {merged}/tmp",
+        f"mount -t overlay overlay -o {q(f'lowerdir=/,upperdir={upper},workdir={work}')} {q(str(merged))}",
+        f"mount -t proc proc {q(f'{merged}/proc')}",
+        f"mount --rbind /sys {q(f'{merged}/sys')}",
+        f"mount --rbind /dev {q(f'{merged}/dev')}",
+        f"mount -t tmpfs tmpfs {q(f'{merged}/run')}",
+        f"mount -t tmpfs tmpfs {q(f'{merged}/tmp')}",
     ]
     for path in [p for p in HOST_MOUNTS if os.path.isdir(p)] + binds:
-        lines.append(f"mkdir -p {merged}{path} && mount --rbind {path} {merged}{path}")
-    lines += ["export container=other", f"exec chroot {merged} /usr/lib/systemd/systemd --system"]
+        lines.append(f"mkdir -p {q(f'{merged}{path}')} && mount --rbind {q(path)} {q(f'{merged}{path}')}")
+    lines += ["export container=other", f"exec chroot {q(str(merged))} /usr/lib/systemd/systemd --system"]
     return "\n".join(lines) + "\n"
 
 
@@ -563,6 +568,11 @@ def collect(s: Session, journal: bool = True) -> None:
 def deploy(s: Session, profile: str, name: str = "", extra: tuple = ()) -> int:
     """site.yml -e profile=PROFILE inside the lab; its recap, and the start's summary into LAB_OUT/startup.txt."""
     name = name or f"deploy-{profile}"
+    if not re.fullmatch(r"[\w][\w.+=-]*", name, re.ASCII) or ".." in name:
+        raise LabError(
+            f"the phase name {name!r} (--name, else deploy-PROFILE) is no plain file name: letters, digits and "
+            f"_ . + = - only, no '/' or '..' (its log is {LAB_OUT}/NAME.log)"
+        )
     args = shlex.join(["-e", f"profile={profile}", *[w for e in extra for w in ("-e", e)]])
     playbook = f"{LAB_ROOT}/ansible/bin/ansible-playbook -i inventory/gpu-lab.yml site.yml {args}"
     rc = s.run(in_checkout(playbook), phase=name, log=s.logs / f"{name}.log", env=LAB_ENV)
