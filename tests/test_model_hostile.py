@@ -575,18 +575,49 @@ def _info(size) -> bytes:
 
 @pytest.mark.parametrize(
     ("size", "message"),
-    [(10, "sent more than its size of 10 bytes"), (None, "sent more than the 100 bytes allowed for a file of unknown")],
+    [
+        (10, "sent more than its size of 10 bytes"),
+        (None, "sent more than the 1048576 bytes allowed for a file of unknown size (--max-small-file-mb)"),
+    ],
 )
-def test_a_hub_lock_stops_a_file_at_the_size_the_hub_states(hub, tmp_path, monkeypatch, capsys, size, message):
+def test_a_hub_lock_stops_a_file_at_the_size_the_hub_states(hub, tmp_path, capsys, size, message):
     hub.bodies[INFO] = _info(size)
-    monkeypatch.setattr(model_lock, "MAX_UNSIZED_BYTES", 100)
     hub.bodies["config.json"] = "endless"
     argv = ["model", "lock", "lab", "--repo", "lab/dense", "--revision", "main", "--endpoint", hub.url]
+    argv += ["--max-small-file-mb", "1"]
     assert _bounded(lambda: main([*argv, "--models-dir", str(tmp_path / "models")])) is None
     assert f"lab/dense at main on {hub.url}: config.json: DownloadStopped: {message}" in capsys.readouterr().err
     hub.bodies["config.json"] = b"{}" * 5
     assert main([*argv, "--models-dir", str(tmp_path / "models")]) == 0
     assert model_lock.load("lab", tmp_path / "models")["files"][0]["size"] == 10
+
+
+@pytest.mark.parametrize(("stated", "limit"), [(10**13, []), (2 << 20, ["--max-small-file-mb", "1"])])
+def test_a_file_kept_in_git_that_the_hub_states_large_is_refused_before_its_download(
+    hub, tmp_path, capsys, stated, limit
+):
+    """A file outside LFS was capped only at the size the Hub's metadata states: an endpoint stating 10^13 bytes got
+    1.54 GB written in 20 s, with an hour allowed per file (issue 48, R4)."""
+    hub.bodies[INFO] = _info(stated)
+    hub.bodies["config.json"] = "endless"
+    argv = ["model", "lock", "lab", "--repo", "lab/dense", "--revision", "main", "--endpoint", hub.url, *limit]
+    assert _bounded(lambda: main([*argv, "--models-dir", str(tmp_path / "models")])) is None
+    mib = 64 if not limit else 1
+    assert (
+        f"config.json: the Hub states {stated} bytes for this file kept in git (not LFS), over the limit of "
+        f"{mib << 20} bytes ({mib} MiB) for one; a real checkpoint keeps large files in LFS: check the endpoint, or "
+        "raise the limit with --max-small-file-mb"
+    ) in capsys.readouterr().err
+    assert [path for path, _unused in hub.seen] == [f"/{INFO}"]  # nothing downloaded
+    assert not (tmp_path / "models" / "lab.lock.yml").exists()
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "1.5", "²", "1048577"])
+def test_the_small_file_limit_is_a_whole_number_of_mib(tmp_path, capsys, bad):
+    argv = ["model", "lock", "lab", "--repo", "lab/dense", "--revision", "main", "--max-small-file-mb", bad]
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert "a whole number of MiB from 1 to 1048576" in capsys.readouterr().err
 
 
 def test_a_hub_lock_leaves_out_gits_own_files(hub, tmp_path, capsys):

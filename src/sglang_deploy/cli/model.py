@@ -15,6 +15,10 @@ from sglang_deploy.host import model
 from sglang_deploy.cli.errors import UsageError
 
 _MODELS_HELP = f"folder of model locks ({model_lock.MODELS})"
+_SMALL_HELP = (
+    f"with --repo: the largest file kept in git, not LFS, that is downloaded and hashed "
+    f"(default {model_lock.MAX_SMALL_FILE_BYTES >> 20}); one the Hub states larger is refused"
+)
 _ENDPOINT_HELP = "Hub endpoint, e.g. a mirror (default HF_ENDPOINT, else the Hub): https://, or http:// to loopback"
 
 
@@ -26,6 +30,13 @@ def _seconds(text: str) -> float:
     if not 0 < value < 10**7:  # NaN and inf fail too
         raise argparse.ArgumentTypeError(f"{text[:40]!r}: a number of seconds above 0, e.g. 3600")
     return value
+
+
+def _mebibytes(text: str) -> int:
+    value = int(text) if text.isascii() and text.isdigit() else 0
+    if not 0 < value <= 1 << 20:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r}: a whole number of MiB from 1 to 1048576, e.g. 64")
+    return value << 20
 
 
 def _hub_options(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     source.add_argument("--repo", help="Hub repository OWNER/NAME")
     lock.add_argument("--revision", help="with --repo: commit, branch or tag")
     _hub_options(lock)
+    small = model_lock.MAX_SMALL_FILE_BYTES
+    lock.add_argument("--max-small-file-mb", type=_mebibytes, default=small, metavar="MIB", help=_SMALL_HELP)
     lock.add_argument("--models-dir", type=Path, default=model_lock.MODELS, help=_MODELS_HELP)
     lock.set_defaults(func=run_lock)
 
@@ -122,6 +135,7 @@ def run_lock(args: argparse.Namespace) -> int:
                 args.repo,
                 args.revision,
                 args.models_dir,
+                max_small_file=args.max_small_file_mb,
                 **_hub(args),
             )
     except model_lock.ModelLockError as exc:

@@ -38,8 +38,9 @@ HUB = "https://huggingface.co"
 # Seconds one file's download may take (configurable: --file-timeout, sglang_model_hf_file_timeout): an hour moves a
 # 10 GB shard at 3 MB/s.
 FILE_TIMEOUT = 3600
-# The cap of a file the Hub's metadata gives no size for (the Hub keeps files over 10 MB in LFS, with a size).
-MAX_UNSIZED_BYTES = 64 << 20
+# The cap of a file kept in git, not LFS (config.json, the tokenizer; the Hub keeps files over 10 MB in LFS), whatever
+# size the Hub's metadata states, and of one it gives no size for (configurable: --max-small-file-mb).
+MAX_SMALL_FILE_BYTES = 64 << 20
 # The cap of the Hub's answer about a repository at a revision (about 300 bytes a file: 200,000 files).
 MAX_INFO_BYTES = 64 << 20
 _COMMIT = re.compile(r"[0-9a-f]{40}\Z")
@@ -148,7 +149,11 @@ def _download(
     cap), within timeout seconds, until stop (an Event) is set; ModelLockError naming the file, the token masked."""
     url = f"{endpoint}/{urllib.parse.quote(repository)}/resolve/{revision}/{urllib.parse.quote(rel)}"
     headers = {"User-Agent": "sglang-deploy"} | ({"Authorization": f"Bearer {token}"} if token else {})
-    cap = f"its size of {size} bytes" if exact else f"the {size} bytes allowed for a file of unknown size"
+    cap = (
+        f"its size of {size} bytes"
+        if exact
+        else f"the {size} bytes allowed for a file of unknown size (--max-small-file-mb)"
+    )
     try:
         deadline = time.monotonic() + timeout
         wheel_fetch.download(url, dest, max_bytes=size, deadline=deadline, stop=stop, headers=headers, cap=cap)
@@ -197,9 +202,11 @@ def hub_entries(
     endpoint: str = "",
     allow_insecure: bool = False,
     file_timeout: float = FILE_TIMEOUT,
+    max_small_file: int = MAX_SMALL_FILE_BYTES,
 ) -> tuple[str, list[dict], int]:
     """(commit, files entries, files hashed here) of repository at revision (a commit, branch or tag). A file kept in
-    git is downloaded (at most the size the Hub's metadata states, else MAX_UNSIZED_BYTES, within file_timeout s)."""
+    git is downloaded (at most the size the Hub's metadata states, else max_small_file bytes, within file_timeout s);
+    one the Hub states over max_small_file bytes is refused before its download."""
     endpoint = endpoint_url(endpoint, allow_insecure=allow_insecure)
     where = f"{repository} at {revision} on {endpoint}"
     try:
@@ -215,10 +222,12 @@ def hub_entries(
                 else:
                     stated = sibling.get("size")
                     exact = isinstance(stated, int) and not isinstance(stated, bool) and stated >= 0
+                    if exact and stated > max_small_file:
+                        raise ModelLockError(_too_large(sibling["rfilename"], stated, max_small_file))
                     path = os.path.join(tmp, "file")
                     _download(
                         endpoint, repository, info["sha"], sibling["rfilename"], path,
-                        stated if exact else MAX_UNSIZED_BYTES, token=token, exact=exact, timeout=file_timeout,
+                        stated if exact else max_small_file, token=token, exact=exact, timeout=file_timeout,
                     )  # fmt: skip
                     size, sha256, hashed = os.path.getsize(path), sha256_file(path), hashed + 1
                     os.unlink(path)
@@ -230,6 +239,14 @@ def hub_entries(
     except OSError as exc:  # the temporary folder: named, token masked
         raise ModelLockError(f"{where}: " + _masked(f"{exc.__class__.__name__}: {exc}", token)[:600]) from exc
     return info["sha"], entries, hashed
+
+
+def _too_large(rel: str, stated: int, limit: int) -> str:
+    return (
+        f"{rel}: the Hub states {stated} bytes for this file kept in git (not LFS), over the limit of {limit} bytes "
+        f"({limit / 2**20:g} MiB) for one; a real checkpoint keeps large files in LFS: check the endpoint, or raise "
+        "the limit with --max-small-file-mb"
+    )
 
 
 def write(name: str, models_dir: Path, entries: list[dict], *, repository: str = "", revision: str = "") -> Path:
