@@ -157,7 +157,7 @@ def test_garbage_output_fails_the_cli_and_the_module(emulator, capsys):
 def test_dummy_weights_tolerate_non_language_but_not_the_nan_signature(emulator, capsys):
     """A server that says load_format dummy: answers that are not language pass (tolerated, counted); a run of
     '!' still fails the sweep."""
-    newlines = Timeline(t_send=0.0, t_end=1.0, completion_tokens=4, text=["\n"] * 4)
+    newlines = Timeline(t_send=0.0, t_end=1.0, completion_tokens=4, text="\n" * 4)
     assert sweep.output_check([newlines], dummy=True) == {
         "count": 0,
         "examples": [],

@@ -455,3 +455,24 @@ def test_endless_trailers_after_the_last_chunk_are_refused_past_the_line_cap():
     done = client.ChunkedDecoder(lambda data: None)
     done.feed(b"0\r\nX-A: b\r\n\r\n")
     assert done.done
+
+
+def test_the_client_keeps_only_the_prefix_of_an_answer_the_output_check_reads(scripted):
+    """The client kept the whole text of every answer of a level though the output check reads 4,096 characters
+    (1.12 GB at output length 2,048 with 64 requests of answers near the cap; issue 48 R3): it keeps that prefix,
+    reasoning and content in order, and counts the rest."""
+    import asyncio
+
+    from sglang_deploy.host.bench import client, metrics
+
+    chunk = {"object": "chat.completion.chunk", "model": MODEL}
+    pieces = [f"{i:03d} " + "w" * 96 for i in range(100)]
+    events = [{**chunk, "choices": [{"index": 0, "delta": {"reasoning_content": "think "}}]}]
+    events += [{**chunk, "choices": [{"index": 0, "delta": {"content": p}}]} for p in pieces]
+    events.append({**chunk, "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 101}})
+    server = scripted(**{"/v1/chat/completions": sse(events) + b"data: [DONE]\n\n"})
+    tl = metrics.Timeline()
+    conn = client.Connection(client.Target(Endpoint.parse(server.url)))
+    asyncio.run(client.stream_chat(conn, tl, b"{}", 101, 5.0))
+    assert tl.ok and tl.content_chars == 10_000 and len(tl.token_times) == 101
+    assert tl.text == ("think " + "".join(pieces))[: metrics.OUTPUT_CHECK_CHARS]

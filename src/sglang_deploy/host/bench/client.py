@@ -297,11 +297,11 @@ class _SSERecorder:
     def delta(self, content: str | None, reasoning: str | None, t: float) -> None:
         tl = self.tl
         if reasoning:  # vLLM's name is `reasoning`, as bench_serving reads it
-            tl.text.append(reasoning)
+            tl.keep_text(reasoning)
             tl.reasoning_chunks += 1
             tl.reasoning_chars += len(reasoning)
         if content:
-            tl.text.append(content)
+            tl.keep_text(content)
             tl.content_chunks += 1
             tl.content_chars += len(content)
             if tl.t_first_content is None:

@@ -4,6 +4,7 @@ speculative accept length. Every figure's formula is in DEFINITIONS, which is al
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass, field
 
 OUTPUT_CHECK_CHARS = 4096  # of each response, for the output check
@@ -91,7 +92,7 @@ class Timeline:
     t_send: float = 0.0
     sent: bool = True  # False: never sent (its level stopped first); t_send is then the stop's time
     t_end: float = 0.0
-    token_times: list = field(default_factory=list)  # time of each token chunk
+    token_times: array = field(default_factory=lambda: array("d"))  # time of each token chunk (8 bytes each)
     t_first_content: float | None = None
     content_chunks: int = 0
     content_chars: int = 0
@@ -102,11 +103,18 @@ class Timeline:
     reasoning_tokens: int | None = None
     error: str | None = None
     timed_out: bool = False
-    text: list = field(default_factory=list)  # content and reasoning_content pieces, in order
+    text: str = ""  # the first OUTPUT_CHECK_CHARS characters of content and reasoning_content, in order
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def keep_text(self, piece: str) -> None:
+        """Add a piece of the answer to `text`, up to OUTPUT_CHECK_CHARS: the output check reads no more, and an
+        answer near its byte cap (client.answer_bounds) would otherwise be kept whole."""
+        room = OUTPUT_CHECK_CHARS - len(self.text)
+        if room > 0:
+            self.text += piece[:room]
 
 
 def percentile(sorted_values: list, pct: float) -> float:

@@ -25,7 +25,6 @@ from ..readiness import check_output, dummy_weights
 from .client import BENCH_VERSION, Connection, Target, stream_chat
 from .metrics import (
     DEFINITIONS,
-    OUTPUT_CHECK_CHARS,
     Timeline,
     level_metrics,
     parse_prometheus,
@@ -301,11 +300,10 @@ def output_check(timelines: list, dummy: bool = False) -> dict:
     bad, tolerated = [], 0
     for i, t in enumerate(timelines):
         if t.ok:
-            text = "".join(t.text)[:OUTPUT_CHECK_CHARS]
-            problem = check_output(text, dummy)
+            problem = check_output(t.text, dummy)
             if problem:
-                bad.append({"request": i, "check": problem[0], "detail": problem[1], "output": text[:80]})
-            elif dummy and check_output(text):
+                bad.append({"request": i, "check": problem[0], "detail": problem[1], "output": t.text[:80]})
+            elif dummy and check_output(t.text):
                 tolerated += 1
     return {"count": len(bad), "examples": bad[:EXAMPLES], "dummy_weights": dummy, "tolerated": tolerated}
 
