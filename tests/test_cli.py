@@ -68,6 +68,19 @@ def test_bad_input_is_a_usage_error_without_running_anything(argv, message, caps
     assert message in capsys.readouterr().err
 
 
+def test_compare_refuses_a_linked_report_file_before_running_anything(tmp_path, capsys, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a playbook ran despite an unusable --out")
+
+    monkeypatch.setattr(api.runner, "run_playbook", refuse)
+    (tmp_path / "victim").write_text("kept\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "comparison.json").symlink_to(tmp_path / "victim")
+    assert cli.main(["compare", "a", "b", "--out", str(tmp_path / "out")]) == 2
+    assert "comparison.json exists and is not a regular file" in capsys.readouterr().err
+    assert (tmp_path / "victim").read_text() == "kept\n"
+
+
 def test_unknown_profile_exits_2_with_the_available_profiles(capsys, monkeypatch):
     failed = api.RunResult(
         playbook="site.yml",

@@ -7,7 +7,9 @@ import pytest
 import yaml
 
 from sglang_deploy import api, cli, tune
+from sglang_deploy.compare import compare_report
 from sglang_deploy.tune import report as tune_report
+from test_report import level, result, run
 from test_tune import SEARCH
 
 
@@ -97,17 +99,31 @@ def outcome_with(tmp_path, **axes):
     return tune.run_search(s, planned, excluded, ModelDeploy(), tune.Store(tmp_path / "store"))
 
 
-@pytest.mark.parametrize("name", ["report.md", "outcome.json", "pareto.png"])
-def test_the_report_is_not_written_through_a_planted_link(tmp_path, name):
-    out = outcome_with(tmp_path)
+def _write(writer: str, tmp_path, folder):
+    """tune's report or compare's (a comparison of two profiles, with figures) written into folder."""
+    if writer == "tune":
+        return tune_report.write(outcome_with(tmp_path), folder)
+    runs = {p: run(p, result([level(1, s, 0.1), level(4, s * 0.8, 0.1)])) for p, s in (("a", 100.0), ("b", 120.0))}
+    return compare_report.write_report(compare_report.build_comparison(["a", "b"], runs), folder)
+
+
+@pytest.mark.parametrize(
+    "writer, name", [("tune", n) for n in tune_report.ARTIFACTS] + [("compare", n) for n in compare_report.ARTIFACTS]
+)
+def test_the_report_is_not_written_through_a_planted_link(tmp_path, writer, name):
+    """tune's and compare's --out files go through one writer (host/files.write_files), which refuses a link."""
     folder = tmp_path / "report"
     folder.mkdir()
     victim = tmp_path / "victim"
     victim.write_text("someone else's file\n")
     (folder / name).symlink_to(victim)
     with pytest.raises(ValueError, match=f"{name} exists and is not a regular file"):
-        tune_report.write(out, folder)
+        _write(writer, tmp_path, folder)
     assert victim.read_text() == "someone else's file\n" and [p.name for p in folder.iterdir()] == [name]
+    (folder / name).unlink()
+    assert sorted(p.name for p in _write(writer, tmp_path, folder).iterdir()) == sorted(
+        {"tune": tune_report.ARTIFACTS, "compare": compare_report.ARTIFACTS}[writer]
+    )
 
 
 def test_a_dangling_link_or_a_linked_folder_is_a_clear_error(tmp_path):

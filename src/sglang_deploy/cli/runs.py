@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from sglang_deploy import api
 from sglang_deploy.compare import compare_report, noise
 from sglang_deploy.host import bench
+from sglang_deploy.host.files import check_folder
 from sglang_deploy.cli import workload
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.cli.extravars import parse_extravars
@@ -314,6 +316,8 @@ def compare(args: argparse.Namespace) -> int:
         objectives, limits = workload.check(
             extravars, args.inventory, args.limit, args.objective, args.limits, fleet=True
         )
+        if args.out:
+            check_folder(args.out, compare_report.ARTIFACTS)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     with Progress() as progress:
@@ -332,7 +336,7 @@ def compare(args: argparse.Namespace) -> int:
             limits=limits,
         )
     usage = _unknown_profile(comp.all_runs + comp.setups + comp.restores)
-    out = compare_report.write_report(comp, args.out)
+    out = _write_report(comp, args.out)
     if args.json:
         _emit_json({**comp.to_dict(), "report_dir": str(out)})
     else:
@@ -349,6 +353,14 @@ def compare(args: argparse.Namespace) -> int:
     return 0 if comp.ok else 1
 
 
+def _write_report(comp, out_dir) -> Path:
+    """compare's report folder; a link planted there while it ran is a usage error (host/files.check_folder)."""
+    try:
+        return compare_report.write_report(comp, out_dir)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
 def _columns(rows: list) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
@@ -359,6 +371,9 @@ def format_status(hosts: dict) -> str:
     rolled back), the unit's state, the last good profile and the stack."""
     rows = [("host", "profile", "asked last", "unit", "last good", "stack")]
     for h, s in hosts.items():
+        if s.error:
+            rows.append((h, "?", f"refused: {s.error}", "?", "?", "?"))
+            continue
         back = s.rolled_back or {}
         rows.append(
             (
@@ -433,7 +448,7 @@ def status(args: argparse.Namespace) -> int:
         for line in format_fleet(found.fleet):
             print(line)
     _print_failures(found.run)
-    return _exit_code(found.run)
+    return 1 if any(s.error for s in found.hosts.values()) else _exit_code(found.run)
 
 
 def rollback(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ api.compare() feeds them the results its deploys published: per host, and on a f
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,8 +23,10 @@ from sglang_deploy.compare.figures import (
     metric_value,
 )
 from sglang_deploy.host.bench import table
+from sglang_deploy.host.files import write_files
 
 SYNTHETIC_NOTE = "LAB: emulated SGLang server, these numbers are synthetic"
+ARTIFACTS = ("report.md", "compare.png", "comparison.json")  # what write_report writes into --out
 
 
 def result_stamp(started_at: object) -> str:
@@ -603,8 +606,8 @@ def _markdown_failures(comp: Comparison) -> list:
     return out + [""]
 
 
-def plot(comp: Comparison, path) -> Path:
-    """PNG: aggregate output tok/s and per-request decode tok/s against concurrency, one line per profile through
+def plot(comp: Comparison) -> bytes:
+    """PNG bytes: aggregate output tok/s and per-request decode tok/s against concurrency, one line per profile through
     the medians over the repeats, with min..max bars."""
     import matplotlib
 
@@ -612,7 +615,6 @@ def plot(comp: Comparison, path) -> Path:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, NullLocator
 
-    path = Path(path)
     targets = comp.targets
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
     panels = (
@@ -685,21 +687,18 @@ def plot(comp: Comparison, path) -> Path:
         notes.append(SYNTHETIC_NOTE)
     if notes:
         fig.supxlabel("\n".join(notes), color="#b00020", fontsize=10)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
-    return path
+    return png.getvalue()
 
 
 def write_report(comp: Comparison, out_dir=None) -> Path:
-    """results/compare-<time>/ with report.md, compare.png and comparison.json; returns the folder."""
+    """results/compare-<time>/ with ARTIFACTS, through host/files.write_files (a link refused); returns the folder."""
     from sglang_deploy.paths import RESULTS
 
-    out = Path(out_dir) if out_dir else RESULTS / f"compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_dir or RESULTS / f"compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     has_figures = any(r["output_tok_s"] is not None for r in comp.rows)
-    if has_figures:
-        plot(comp, out / "compare.png")
-    (out / "report.md").write_text(markdown(comp, "compare.png" if has_figures else None), encoding="utf-8")
-    (out / "comparison.json").write_text(json.dumps(comp.to_dict(), indent=2, default=str) + "\n", encoding="utf-8")
-    return out
+    files = {"report.md": markdown(comp, "compare.png" if has_figures else None)}
+    files["comparison.json"] = json.dumps(comp.to_dict(), indent=2, default=str) + "\n"
+    return Path(write_files(out, {**files, "compare.png": plot(comp)} if has_figures else files))

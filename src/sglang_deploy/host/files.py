@@ -1,5 +1,5 @@
 """Files written whole: a checked destination and an atomic write. Used on hosts (the benchmark's result) and on
-the controller (tune's store, report and promoted profiles, the model and stack locks)."""
+the controller (tune's store, report and promoted profiles, compare's report, the model and stack locks)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,26 @@ def check_dest(dest: str) -> str:
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
         raise ValueError(f"cannot write to {dest}: {parent} is not a writable folder")
+    return path
+
+
+def check_folder(folder: str, names) -> str:
+    """The absolute path of ``folder``; ValueError naming the fix when the files ``names`` cannot be written into it
+    as write_file writes: the folder or a file is a link (a dangling one too) or not what it should be."""
+    path = os.path.abspath(os.path.expanduser(str(folder)))
+    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
+        raise ValueError(f"{folder} is a link or not a folder: remove it, or give --out a new folder")
+    for name in names:
+        check_dest(os.path.join(path, name))
+    return path
+
+
+def write_files(folder: str, files: dict, mode: int = 0o644) -> str:
+    """``files`` (name: text or bytes) written into ``folder`` by write_file once check_folder refused none of them;
+    returns the folder's absolute path."""
+    path = check_folder(folder, files)
+    for name, data in files.items():
+        write_file(data, os.path.join(path, name), mode)
     return path
 
 

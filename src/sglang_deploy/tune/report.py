@@ -11,7 +11,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from ..host.files import check_dest, write_file
+from ..host.files import check_folder, write_files
 from ..compare.compare_report import SYNTHETIC_NOTE
 from .expansion import one_line
 from .outcome import Outcome
@@ -295,8 +295,8 @@ def figure(out: Outcome):
     return fig
 
 
-def plot(out: Outcome, path) -> Path | None:
-    """pareto.png (figure()) written to ``path``; None when there is nothing to plot."""
+def plot(out: Outcome) -> bytes | None:
+    """pareto.png (figure()) as PNG bytes; None when there is nothing to plot."""
     fig = figure(out)
     if fig is None:
         return None
@@ -305,25 +305,20 @@ def plot(out: Outcome, path) -> Path | None:
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
-    return Path(write_file(png.getvalue(), str(path), mode=0o644))
+    return png.getvalue()
 
 
 def check(out_dir) -> None:
-    """ValueError naming the fix when the report cannot be written into out_dir as `bench --json` writes: the
-    folder or an artifact is a link (a dangling one too) or not what it should be."""
-    out_dir = Path(out_dir)
-    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
-        raise ValueError(f"{out_dir} is a link or not a folder: remove it, or give --out a new folder")
-    for name in ARTIFACTS:
-        check_dest(str(out_dir / name))
+    """ValueError naming the fix when the report cannot be written into out_dir (host/files.check_folder)."""
+    check_folder(out_dir, ARTIFACTS)
 
 
 def write(out: Outcome, out_dir, promote_hint: str | None = None) -> Path:
-    """report.md, pareto.png (two objectives or more) and outcome.json in out_dir, each through bench's writer
-    (private temporary file, rename); returns the folder. ValueError (check) before anything is written."""
-    out_dir = Path(out_dir)
-    check(out_dir)
-    drawn = plot(out, out_dir / PLOT_NAME)
-    write_file(markdown(out, PLOT_NAME if drawn else None, promote_hint), str(out_dir / "report.md"), mode=0o644)
-    write_file(json.dumps(out.to_dict(), indent=2, default=str) + "\n", str(out_dir / "outcome.json"), mode=0o644)
-    return out_dir
+    """report.md, pareto.png (two objectives or more) and outcome.json in out_dir, through host/files.write_files
+    (each a private temporary file, renamed; a link or odd file refused before anything is written)."""
+    png = plot(out)
+    files = {
+        "report.md": markdown(out, PLOT_NAME if png else None, promote_hint),
+        "outcome.json": json.dumps(out.to_dict(), indent=2, default=str) + "\n",
+    }
+    return Path(write_files(out_dir, {**files, PLOT_NAME: png} if png else files))
