@@ -5,7 +5,9 @@ installed collection declares). The lab deploy from the installed tarball: tests
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
+import stat
 import subprocess
 import sys
 import tarfile
@@ -113,3 +115,141 @@ def test_the_execution_environment_installs_the_collection_and_its_needs(install
 
 def test_the_changelog_lints():
     subprocess.run([BIN / "antsibull-changelog", "lint"], cwd=REPO, check=True)
+
+
+spec = importlib.util.spec_from_file_location("collection_tool", REPO / "tools" / "collection.py")
+collection = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(collection)
+
+GALAXY = "namespace: sglang\nname: deploy\nversion: 1.0.0\n"
+
+
+@pytest.fixture
+def source(tmp_path, monkeypatch):
+    """A small git repository as the collection's source (galaxy.yml, a module, a role, an action plugin importing the
+    package, one data file), and the stage collection.py builds from it under tmp_path/work."""
+    repo = tmp_path / "repo"
+    files = {
+        "galaxy.yml": GALAXY,
+        "plugins/modules/m.py": "",
+        "plugins/action/a.py": "from sglang_deploy import x\n",
+        "roles/r/tasks/main.yml": "[]\n",
+        "src/sglang_deploy/__init__.py": "",
+        "src/sglang_deploy/x.py": "",
+        "src/sglang_deploy/data/flags.json": "{}\n",
+    }
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    (repo / "plugins/module_utils").symlink_to("../src/sglang_deploy")
+    subprocess.run(["git", "init", "-q", repo], check=True)
+    monkeypatch.setattr(collection, "REPO", repo)
+    monkeypatch.setattr(collection, "PACKAGE", repo / "src" / "sglang_deploy")
+    monkeypatch.setattr(collection, "WORK", tmp_path / "work")
+    monkeypatch.setattr(collection, "STAGE", tmp_path / "work" / "ansible_collections" / "sglang" / "deploy")
+    return repo
+
+
+def track(repo: Path) -> None:
+    subprocess.run(["git", "-C", repo, "add", "galaxy.yml", "plugins", "roles", "src"], check=True)
+
+
+def test_the_stage_holds_tracked_files_only_with_links_inside_the_repository_resolved(source):
+    """An untracked file (a vault password) stays out; a link inside the repository is copied as what it leads to
+    (issue 48, R2)."""
+    track(source)
+    (source / "roles/r/.vault_pass").write_text("secret\n")
+    (source / "src/sglang_deploy/data/local.json").write_text("{}\n")
+    stage = collection.stage()
+    found = {p.relative_to(stage).as_posix() for p in stage.rglob("*") if p.is_file()}
+    assert found == {
+        "galaxy.yml",
+        "plugins/modules/m.py",
+        "plugins/action/a.py",
+        "plugins/module_utils/__init__.py",
+        "plugins/module_utils/x.py",
+        "plugins/module_utils/data/flags.json",
+        "roles/r/tasks/main.yml",
+        "vendor/sglang_deploy/__init__.py",
+        "vendor/sglang_deploy/x.py",
+        "vendor/sglang_deploy/data/flags.json",
+    }
+
+
+def outside_file(repo: Path) -> str:
+    (repo.parent / "key").write_text("PRIVATE KEY\n")
+    return str(repo.parent / "key")
+
+
+def outside_folder(repo: Path) -> str:
+    (repo.parent / "ssh").mkdir()
+    (repo.parent / "ssh" / "id").write_text("PRIVATE KEY\n")
+    return str(repo.parent / "ssh")
+
+
+def untracked(repo: Path) -> str:
+    (repo / ".vault_pass").write_text("secret\n")
+    return "../../../.vault_pass"
+
+
+# Where a link in roles/r/files leads: (what makes it, the refusal); /dev/null stands for /dev/zero (endless).
+LINKS = {
+    "environ": (lambda repo: "/proc/self/environ", r"leads to /proc/\d+/environ, outside the repository"),
+    "device": (lambda repo: "/dev/null", "leads to /dev/null, outside the repository"),
+    "key": (outside_file, "leads to .*/key, outside the repository"),
+    "folder": (outside_folder, "leads to .*/ssh, outside the repository"),
+    "untracked": (untracked, "leads to .vault_pass, which git does not track"),
+    "loop": (lambda repo: "..", "is a link loop"),
+    "self": (lambda repo: "x", "is a link that cannot be followed"),
+}
+
+
+@pytest.mark.parametrize("kind", LINKS)
+def test_the_stage_refuses_a_link_out_of_the_repository_or_to_what_git_does_not_track(source, kind):
+    make, refusal = LINKS[kind]
+    (source / "roles/r/files").mkdir()
+    (source / "roles/r/files/x").symlink_to(make(source))
+    track(source)
+    with pytest.raises(SystemExit, match=f"collection build: roles/r/files/x {refusal}"):
+        collection.stage()
+
+
+def test_the_stage_refuses_a_fifo_naming_it(source):
+    """A tracked file that became a FIFO (read, it would never end) stops the build (issue 48, R18)."""
+    track(source)
+    (source / "roles/r/tasks/main.yml").unlink()
+    os.mkfifo(source / "roles/r/tasks/main.yml")
+    with pytest.raises(SystemExit, match="collection build: roles/r/tasks/main.yml is a FIFO: remove it"):
+        collection.stage()
+
+
+def test_the_stage_refuses_another_collection_name_and_an_empty_collection(source):
+    """galaxy.yml names sglang.deploy; a collection without plugins or roles is no build (issue 48, R18)."""
+    (source / "galaxy.yml").write_text(GALAXY.replace("sglang", "other"))
+    track(source)
+    with pytest.raises(SystemExit, match="galaxy.yml names the collection other.deploy: set namespace: sglang"):
+        collection.stage()
+    (source / "galaxy.yml").write_text(GALAXY)
+    subprocess.run(["git", "-C", source, "rm", "-rq", "--cached", "plugins", "roles"], check=True)
+    with pytest.raises(SystemExit, match="holds no plugin or role git tracks: git add them"):
+        collection.stage()
+
+
+def test_the_get_pip_stand_in_and_each_pip_conf_are_private(tmp_path, monkeypatch):
+    """pip's settings (an index's credentials among them) go into 0600 files only (issue 48, R11)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(collection, "_pip_conf", lambda: "[global]\nindex-url = https://u:pw@index.example/simple\n")
+    umask = os.umask(0o022)
+    try:
+        collection._get_pip_stand_in()
+        (stand_in,) = (tmp_path / ".ansible" / "test" / "cache").glob("get_pip_*.py")
+        venv, fake = tmp_path / "venv", tmp_path / "fake"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+        fake.mkdir()
+        (fake / "ensurepip.py").write_text("def bootstrap(**kwargs):\n    pass\n")  # no pip: the install fails
+        subprocess.run([venv / "bin" / "python", stand_in], env={"PYTHONPATH": str(fake)}, capture_output=True)
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(stand_in.stat().st_mode) == 0o600
+    assert stat.S_IMODE((venv / "pip.conf").stat().st_mode) == 0o600
+    assert "u:pw@index.example" in (venv / "pip.conf").read_text()

@@ -10,16 +10,20 @@ The repository is the collection's source (galaxy.yml at its root) but holds mor
 the Python CLI) and links (plugins/module_utils -> the host package, roles' files/ -> host programs). `build` copies
 what the collection is made of (COLLECTION) into build/collection/ansible_collections/sglang/deploy with every link
 resolved, vendors the part of the sglang_deploy package the controller plugins import (vendor/ at the collection's root,
-found by following their imports), then runs `ansible-galaxy collection build` on that copy. The tarball holds no
-link; `build` checks it.
+found by following their imports), then runs `ansible-galaxy collection build` on that copy. Only files git tracks
+are copied; a link that leaves the repository or leads to a file git does not track, and anything that is neither a
+regular file nor a folder (a FIFO, a device), stop the build naming the path. The tarball holds no link; `build`
+checks it.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import inspect
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -63,24 +67,65 @@ def _bin(name: str) -> str:
     return str(here) if here.exists() else name
 
 
-def _ignored(rel: str) -> bool:
-    parts = rel.split("/")
-    return rel in LEFT_OUT or "__pycache__" in parts or rel.endswith(".pyc")
+def _refuse(rel: str, why: str) -> SystemExit:
+    return SystemExit(f"collection build: {rel} {why}")
 
 
-def _copy(rel: str) -> None:
-    """Copy REPO/rel into the stage, links resolved (a link to a folder becomes that folder's copy)."""
-    src = REPO / rel
-    if _ignored(rel) or not (src.exists()):
-        return
-    dest = STAGE / rel
-    if src.is_dir():
-        for child in sorted(src.iterdir()):
-            _copy(f"{rel}/{child.name}")
-    else:
+def _tracked() -> set:
+    """The paths git tracks in REPO (a link as itself): the only files a build copies."""
+    try:
+        listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise _refuse(str(REPO), f"is no git checkout git can list ({exc}): build from a clone") from exc
+    return {os.fsdecode(name) for name in listed.split(b"\0") if name}
+
+
+# What a path is, for a refusal: anything but a regular file or a folder.
+KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+
+
+def _copy_file(src: Path, rel: str, dest: Path) -> None:
+    """Copy the regular file src (rel in the repository) to dest, read without following a link or blocking."""
+    before = os.lstat(src)
+    if not stat.S_ISREG(before.st_mode):
+        raise _refuse(rel, f"is {KINDS.get(stat.S_IFMT(before.st_mode), 'no regular file')}: remove it")
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise _refuse(rel, f"cannot be read ({exc.strerror}): make it readable or remove it") from exc
+    with open(fd, "rb") as handle:
+        if os.fstat(handle.fileno())[:2] != before[:2]:  # mode and inode: swapped since the look
+            raise _refuse(rel, "changed while the build read it: build again")
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
-        shutil.copymode(src, dest)
+        with dest.open("wb") as out:
+            shutil.copyfileobj(handle, out)
+    dest.chmod(stat.S_IMODE(before.st_mode))
+
+
+def _copy(tracked: set, rel: str, dest: str, chain: tuple = ()) -> None:
+    """Copy the tracked files at or under REPO/rel into STAGE/dest, links resolved (a link to a folder becomes the
+    copy of that folder's tracked files); chain: the folders links led through, against a loop."""
+    for entry in sorted(t for t in tracked if t == rel or t.startswith(f"{rel}/")):
+        out = dest + entry[len(rel) :]
+        if out in LEFT_OUT or any(out.startswith(f"{left}/") for left in LEFT_OUT):
+            continue
+        try:
+            real = (REPO / entry).resolve()
+        except (OSError, RuntimeError) as exc:  # RuntimeError: a loop of links, before Python 3.13
+            raise _refuse(entry, f"is a link that cannot be followed ({exc}): remove it") from exc
+        if not real.is_relative_to(REPO.resolve()):
+            raise _refuse(entry, f"leads to {real}, outside the repository: git add what it needs, or remove the link")
+        if not os.path.lexists(real):
+            continue  # deleted in the work tree
+        real_rel = real.relative_to(REPO.resolve()).as_posix()
+        if real.is_dir():
+            if real in chain or real_rel in tracked:
+                raise _refuse(entry, "is a link loop or a git submodule: the collection holds neither")
+            _copy(tracked, real_rel, out, (*chain, real))
+        elif real_rel not in tracked:
+            raise _refuse(entry, f"leads to {real_rel}, which git does not track: git add it or remove the link")
+        else:
+            _copy_file(real, entry, STAGE / out)
 
 
 def _module_file(name: str) -> Path | None:
@@ -117,8 +162,8 @@ def _imports(path: Path) -> set:
 
 
 def vendored_files() -> list:
-    """Every file of sglang_deploy the controller plugins need: their imports followed through the package, with the
-    __init__ of each package on the way, and the package's data files."""
+    """Every module of sglang_deploy the controller plugins need: their imports followed through the package, with the
+    __init__ of each package on the way (the package's data files are vendored whole)."""
     todo = [p for folder in PLUGIN_FOLDERS for p in sorted((REPO / folder).glob("*.py"))]
     seen: set = set()
     while todo:
@@ -129,23 +174,50 @@ def vendored_files() -> list:
                 if found and found not in seen:
                     seen.add(found)
                     todo.append(found)
-    data = [p for p in (PACKAGE / "data").glob("*") if p.is_file()]
-    return sorted(seen | set(data))
+    return sorted(seen)
+
+
+# Not plugins of their own: a collection of only these is empty.
+HELPERS = {"module_utils", "plugin_utils", "doc_fragments"}
+
+
+def _check_stage() -> None:
+    """galaxy.yml names sglang.deploy (the name the roles, playbooks and plugins call each other by) and the collection
+    holds a plugin or a role."""
+    import yaml  # noqa: PLC0415
+
+    galaxy = STAGE / "galaxy.yml"
+    try:
+        meta = yaml.safe_load(galaxy.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise _refuse(
+            "galaxy.yml", f"is missing or unreadable ({exc}): git tracks it at the repository's root"
+        ) from exc
+    names = (meta.get("namespace"), meta.get("name")) if isinstance(meta, dict) else (None, None)
+    if names != ("sglang", "deploy"):
+        raise _refuse("galaxy.yml", f"names the collection {names[0]}.{names[1]}: set namespace: sglang, name: deploy")
+    plugins = [p for p in STAGE.glob("plugins/*/*") if p.parent.name not in HELPERS]
+    if not plugins and not any(STAGE.glob("roles/*/*/*")):
+        raise _refuse(str(REPO), "holds no plugin or role git tracks: git add them (a build copies tracked files only)")
 
 
 def stage() -> Path:
     """Write the collection's files into STAGE (fresh); return it."""
     shutil.rmtree(WORK / "ansible_collections", ignore_errors=True)
     STAGE.mkdir(parents=True)
+    tracked = _tracked()
     for rel in COLLECTION:
-        _copy(rel)
+        _copy(tracked, rel, rel)
+    vendor = f"{VENDOR}/sglang_deploy"
     for path in vendored_files():
-        dest = STAGE / VENDOR / "sglang_deploy" / path.relative_to(PACKAGE)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, dest)
+        rel = path.relative_to(REPO).as_posix()
+        _copy(tracked, rel, f"{vendor}/{path.relative_to(PACKAGE).as_posix()}")
+    data = (PACKAGE / "data").relative_to(REPO).as_posix()
+    _copy(tracked, data, f"{vendor}/data")
     links = [p for p in STAGE.rglob("*") if p.is_symlink()]
     if links:
         raise SystemExit(f"the staged collection holds links: {links[:5]}")
+    _check_stage()
     return STAGE
 
 
@@ -154,12 +226,13 @@ def build() -> Path:
     stage()
     dist = WORK / "dist"
     dist.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
+    built = subprocess.run(
         [_bin("ansible-galaxy"), "collection", "build", "--force", "--output-path", str(dist)],
         cwd=STAGE,
-        check=True,
         stdout=subprocess.DEVNULL,
     )
+    if built.returncode:
+        raise SystemExit(f"ansible-galaxy collection build failed (rc {built.returncode}): its message is above")
     (tarball,) = sorted(dist.glob("sglang-deploy-*.tar.gz"), key=lambda p: p.stat().st_mtime)[-1:]
     with tarfile.open(tarball) as tar:
         links = [m.name for m in tar.getmembers() if m.issym() or m.islnk()]
@@ -185,11 +258,13 @@ def install(dest: Path) -> Path:
 # an environment stripped to PATH and HOME. Where only a package index is reachable (through a proxy with its own CA,
 # set in pip's environment), a stand-in in ansible-test's cache takes pip from ensurepip, writes this machine's pip
 # settings into the venv's own pip.conf (so every later pip of that venv uses them), then installs what it was
-# asked for.
+# asked for. The settings may hold an index's credentials: the stand-in and each pip.conf are 0600, written by the
+# package's write_file (its source goes into the stand-in).
 GET_PIP_MARK = "# sglang-deploy: get-pip stand-in"
 GET_PIP = """{mark}
-import ensurepip, os, pathlib, subprocess, sys
-pathlib.Path(sys.prefix, "pip.conf").write_text({conf!r})
+import ensurepip, os, subprocess, sys, tempfile
+{write_file}
+write_file({conf!r}, os.path.join(sys.prefix, "pip.conf"))
 ensurepip.bootstrap(upgrade=True)
 os.environ.pop("PIP_CONFIG_FILE", None)  # ensurepip set it to os.devnull
 args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
@@ -210,6 +285,9 @@ def _pip_conf() -> str:
 def _get_pip_stand_in() -> None:
     from ansible_test._internal.python_requirements import get_venv_packages  # noqa: PLC0415
 
+    sys.path.insert(0, str(REPO / "src"))
+    from sglang_deploy.host.files import write_file  # noqa: PLC0415
+
     class _Python:  # get_venv_packages reads only the version
         version = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -217,8 +295,9 @@ def _get_pip_stand_in() -> None:
     cache = Path.home() / ".ansible" / "test" / "cache" / f"get_pip_{version.replace('.', '_')}.py"
     if cache.exists() and not cache.read_text().startswith(GET_PIP_MARK):
         return  # a real get-pip.py, downloaded where it could be
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(GET_PIP.format(mark=GET_PIP_MARK, conf=_pip_conf()))
+    write_file(
+        GET_PIP.format(mark=GET_PIP_MARK, write_file=inspect.getsource(write_file), conf=_pip_conf()), str(cache)
+    )
 
 
 def ansible_test(kind: str, extra: list) -> int:
