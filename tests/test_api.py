@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from lab_host import LAB_HOST
@@ -26,6 +25,13 @@ NO_FORCED_RESTART = {"sglang_fleet_force_restart": False}
 
 def files_containing(root: Path, text: str) -> list:
     return [str(p) for p in root.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
+
+
+def reported(hosts: dict, failures: list = ()) -> api.StatusResult:
+    """A status() result: ``hosts`` (host -> HostStatus) read by a run with ``failures``."""
+    return api.StatusResult(
+        hosts=hosts, run=api.RunResult("playbooks/status.yml", "successful", 0, failures=list(failures))
+    )
 
 
 def private_dir(result: api.RunResult) -> Path:
@@ -53,8 +59,8 @@ def test_outcomes_failures_and_set_stats_from_events():
         ("local-b", "Fail inside a block"),
     ]
     assert r.data["probe"] == {
-        "local-a": {"answer": 42, "secret_length": 0},
-        "local-b": {"answer": 42, "secret_length": 0},
+        "local-a": {"answer": 42, "secret_length": 0, "echo": ""},
+        "local-b": {"answer": 42, "secret_length": 0, "echo": ""},
     }
     assert Path(r.artifacts, "job_events").is_dir()
     assert any(e["event"] == "playbook_on_task_start" for e in events)
@@ -91,10 +97,25 @@ def test_secret_extravars_never_reach_the_files_of_the_run():
     pdd = private_dir(r)
     assert files_containing(pdd, SECRET) == []
     assert files_containing(pdd, redaction.REDACTED) == []  # not scrubbed away: it was never written
-    assert not (pdd / "secret-extravars.json").exists()
-    assert json.loads((pdd / "env" / "extravars").read_text()) == {"plain": "visible"}
+    assert not (pdd / "secret-extravars.yml").exists()
+    assert (pdd / "env" / "extravars").read_text() == 'plain: !unsafe "visible"\n'
     command = json.loads(Path(r.artifacts, "command").read_text())["command"]
-    assert f"@{pdd / 'secret-extravars.json'}" in command
+    assert f"@{pdd / 'secret-extravars.yml'}" in command
+
+
+def test_an_extra_variable_is_data_never_a_template(tmp_path):
+    """Issue 48 R1: a profile name a hostile host reported comes back as the `profile` extra variable; Ansible
+    templates extra variables, so `{{ lookup('pipe', ...) }}` there ran a command on the controller."""
+    marks = [tmp_path / "public-ran", tmp_path / "secret-ran"]
+    planted = {
+        "echo": {"profile": f"{{{{ lookup('pipe', 'touch {marks[0]}; echo baseline') }}}}", "n": 1},
+        "probe_api_key": f"{{{{ lookup('pipe', 'touch {marks[1]}') }}}}",
+    }
+    r = runner.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="local-a", kind="test", extravars=planted)
+    assert r.ok, r.failures
+    assert [m for m in marks if m.exists()] == []
+    assert r.data["probe"]["local-a"]["echo"] == planted["echo"]
+    assert r.data["probe"]["local-a"]["secret_length"] == len(planted["probe_api_key"])
 
 
 def test_a_leaked_secret_is_scrubbed_from_files_events_and_data():
@@ -189,9 +210,9 @@ def test_compare_measures_each_profile_then_restores_what_each_host_served(monke
     before one deploy on its hosts, without a benchmark; a host with nothing to restore is left alone."""
     was = {"a": ("p1", "p0"), "b": (None, "p2"), "c": (None, None), "d": ("p1", "p1")}
     found = {
-        h: SimpleNamespace(serving=bool(now), profile=now, last_good_profile=good) for h, (now, good) in was.items()
+        h: api.HostStatus(h, now, "active" if now else "inactive", None, good, None) for h, (now, good) in was.items()
     }
-    monkeypatch.setattr(api.operations, "status", lambda **kw: SimpleNamespace(hosts=found))
+    monkeypatch.setattr(api.operations, "status", lambda **kw: reported(found))
     deploys = []
 
     seen_tags = []
@@ -227,8 +248,8 @@ def test_compare_measures_each_profile_then_restores_what_each_host_served(monke
 def _compare_with(monkeypatch, was: dict, roll):
     """compare() against stand-in playbooks: hosts serving `was` before; roll(profile, limit) -> (rows of the run's
     summary, whether it passed). Returns the list of (profile, limit) deploys it makes."""
-    found = {h: SimpleNamespace(serving=True, profile=p, last_good_profile=p) for h, p in was.items()}
-    monkeypatch.setattr(api.operations, "status", lambda **kw: SimpleNamespace(hosts=found))
+    found = {h: api.HostStatus(h, p, "active", "running", p, None) for h, p in was.items()}
+    monkeypatch.setattr(api.operations, "status", lambda **kw: reported(found))
     deploys = []
 
     def deploy(profile, inventory=None, limit=None, extravars=None, on_event=None):
@@ -316,8 +337,8 @@ def test_a_side_by_side_compare_deploys_each_profile_on_its_own_host_once_then_a
     each deployed once without a benchmark, then benchmark-only runs (tags benchmark, no router benchmark) in
     alternating rounds, their results set side by side under one label; the host lent to x gets p2 back."""
     was = {"a": "p1", "b": "p2", "c": "p0"}
-    found = {h: SimpleNamespace(serving=True, profile=p, last_good_profile=p) for h, p in was.items()}
-    monkeypatch.setattr(api.operations, "status", lambda **kw: SimpleNamespace(hosts=found))
+    found = {h: api.HostStatus(h, p, "active", "running", p, None) for h, p in was.items()}
+    monkeypatch.setattr(api.operations, "status", lambda **kw: reported(found))
     calls = []
 
     def deploy(profile, inventory=None, limit=None, extravars=None, on_event=None, tags=None):

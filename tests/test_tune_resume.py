@@ -46,8 +46,8 @@ class Lab:
         return SimpleNamespace(ok=True, data={"sglang_tune_facts": {"lab-1": raw}}, failures=[], error=None)
 
     def status(self, **kw):
-        host = SimpleNamespace(serving=True, profile=self.serving, last_good_profile=self.serving)
-        return SimpleNamespace(hosts={"lab-1": host})
+        host = api.HostStatus("lab-1", self.serving, "active", "running", self.serving, None)
+        return api.StatusResult(hosts={"lab-1": host}, run=api.RunResult("playbooks/status.yml", "successful", 0))
 
     def deploy(self, profile, inventory=None, limit=None, extravars=None, on_event=None):
         self.serving = profile

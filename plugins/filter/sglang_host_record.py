@@ -3,6 +3,7 @@ of its schema present (None where unrecorded). The one reader; the sglang_host_r
 
 from __future__ import annotations
 
+from ansible.errors import AnsibleFilterError
 from ansible_collections.sglang.deploy.plugins.plugin_utils import package
 
 try:
@@ -11,7 +12,15 @@ except ImportError as exc:  # a Python need of the collection is missing: packag
     package.missing(exc)
 
 
+def read(local: dict | None) -> dict:
+    """host_record.read(); a record that breaks the schema fails the task, naming the field."""
+    try:
+        return host_record.read(local)
+    except host_record.RecordError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
 class FilterModule:
     def filters(self):
         package.require()
-        return {"sglang_host_record": host_record.read}
+        return {"sglang_host_record": read}

@@ -87,6 +87,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sglang.deploy.plugins.module_utils.host_record import (
     EVENT_FIELDS,
     RecordError,
+    check,
     complete,
     load,
     update,
@@ -113,9 +114,10 @@ def main() -> None:
     )
     p = module.params
     previous = load(p["path"])
-    if p["event"] == "read":
-        module.exit_json(changed=False, record=complete(previous), previous=previous)
     try:
+        check(previous)
+        if p["event"] == "read":
+            module.exit_json(changed=False, record=complete(previous), previous=previous)
         record = update(previous, p["event"], p)
     except RecordError as exc:
         module.fail_json(msg=f"{p['path']}: {exc}", record=previous, previous=previous)

@@ -26,7 +26,7 @@ from .results import (
     parse_fleet,
     parse_status,
 )
-from .rollout import PHASE_EVENT
+from .rollout import PHASE_EVENT, HostReportError
 from .runner import inventory_path
 from .search import TuneResult, tune
 
@@ -37,6 +37,7 @@ __all__ = [
     "PHASE_EVENT",
     "Failure",
     "HostOutcome",
+    "HostReportError",
     "HostStatus",
     "RunResult",
     "StatusResult",

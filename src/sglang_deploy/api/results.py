@@ -123,6 +123,7 @@ class HostStatus:
     emulated: bool = False
     asked: str | None = None  # the profile the last deploy asked for (its record)
     rolled_back: dict | None = None  # {"from", "to", "at"}: that profile failed here and the host rolled back
+    error: str | None = None  # what the host reported breaks the schema (its record): nothing else is read from it
 
     @property
     def serving(self) -> bool:
@@ -234,21 +235,34 @@ def parse_status(data: dict) -> dict:
     """host -> HostStatus from the set_stats data of playbooks/status.yml."""
     out = {}
     for host, raw in sorted((data.get("sglang_status") or {}).items()):
-        unit = parse_systemctl_show(raw.get("unit") or "")
-        local = raw.get("local") or {}
-        server = host_record.read(local)
+        try:
+            server, unit, local, manifest = _reported(raw)
+        except host_record.RecordError as exc:
+            out[host] = HostStatus(host, None, None, None, None, None, error=str(exc))
+            continue
         out[host] = HostStatus(
             host=host,
             profile=server["profile"] if unit.get("LoadState") == "loaded" else None,
             active_state=unit.get("ActiveState"),
             sub_state=unit.get("SubState"),
             last_good_profile=server["last_good_profile"],
-            manifest=raw.get("manifest") or None,
-            emulated=bool((local.get("sglang_host") or {}).get("emulated")),
+            manifest=manifest,
+            emulated=isinstance(local.get("sglang_host"), dict) and local["sglang_host"].get("emulated") is True,
             asked=server["asked"],
             rolled_back=server["rolled_back"] or None,
         )
     return out
+
+
+def _reported(raw: object) -> tuple:
+    """(host record, unit properties, local facts, stack manifest) of one host's status report, each checked for its
+    type; RecordError naming what is wrong."""
+    if not isinstance(raw, dict):
+        raise host_record.RecordError("its status report is not a mapping")
+    local, manifest, unit = raw.get("local") or {}, raw.get("manifest") or None, raw.get("unit") or ""
+    if not isinstance(unit, str) or not isinstance(manifest, (dict, type(None))):
+        raise host_record.RecordError("its unit properties or stack manifest are not what status.yml publishes")
+    return host_record.read(local), parse_systemctl_show(unit), local, manifest
 
 
 def parse_fleet(data: dict, hosts: dict) -> dict:

@@ -4,9 +4,15 @@ back what served before.
 Every deploy is site.yml's: on a fleet (inventory group sglang_router) it rolls the profile across the replicas
 behind the router (playbooks/deploy.yml), so a compare or a search there rolls each profile, and the restore rolls
 each host's former profile back, the same way.
+
+What a host reports it serves is data from a machine that may be hostile: it is checked against the profile-name
+rule before it is planned with or deployed again (HostReportError names the host), and every extra variable reaches
+Ansible as an unsafe value (runner.py), never as a template.
 """
 
 from __future__ import annotations
+
+from sglang_deploy.host.host_record import NAME_RE
 
 from . import operations
 from .results import RunResult
@@ -15,6 +21,25 @@ from .runner import EventHandler
 # The event a Rollout sends its handler before each step (event_data: {"phase": what comes next}).
 PHASE_EVENT = "sglang_deploy_phase"
 NO_BENCHMARK = {"sglang_benchmark_enabled": False}
+
+
+class HostReportError(RuntimeError):
+    """What a host reports (its record, or a search's stored copy of it) breaks the schema: nothing was deployed."""
+
+
+def checked_serving(serving: object, source: str) -> dict:
+    """``serving`` (host -> profile name or None) when every value is a profile name; else HostReportError naming the
+    host, what it holds and ``source`` (where it was read)."""
+    if not isinstance(serving, dict):
+        raise HostReportError(f"{source}: what each host serves is not a mapping of host to profile")
+    for host, name in serving.items():
+        if name is not None and not (isinstance(name, str) and NAME_RE.match(name)):
+            raise HostReportError(
+                f"{source}: host {host!r} reports serving {ascii(name)[:80]}, not a profile name; nothing was"
+                " deployed: fix or remove that host's record (/etc/ansible/facts.d/sglang_server.fact), or give"
+                " --restore PROFILE"
+            )
+    return serving
 
 
 class Rollout:
@@ -42,7 +67,12 @@ class Rollout:
         one; None without either)."""
         self.phase("read what each host serves")
         found = operations.status(inventory=self.inventory, limit=self.limit, on_event=self.on_event)
-        return {h: (s.profile if s.serving else s.last_good_profile) for h, s in found.hosts.items()}
+        broken = [f"{h}: {s.error}" for h, s in found.hosts.items() if s.error]
+        broken += [f"{f.host}: {f.message}" for f in found.run.failures]
+        if broken:
+            raise HostReportError("cannot read what each host serves, so nothing was deployed: " + "; ".join(broken))
+        serving = {h: (s.profile if s.serving else s.last_good_profile) for h, s in found.hosts.items()}
+        return checked_serving(serving, "the hosts' records")
 
     def deploy(
         self,
@@ -73,6 +103,7 @@ class Rollout:
         """Deploy, without a benchmark, what served before: ``before`` maps host -> profile (one deploy per profile,
         limited to its hosts; a host mapped to None is left as it is), or names one profile for every host.
         ``bodies``: profile -> definition, for the profiles the hosts lack. Returns the RunResults."""
+        checked_serving({"every host": before} if isinstance(before, str) else before, "the restore")
         if isinstance(before, str):
             self.phase(f"restore {before}")
             return [self.deploy(before, NO_BENCHMARK)]

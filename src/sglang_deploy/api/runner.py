@@ -1,8 +1,10 @@
 """Running a playbook of the project through ansible-runner (run_playbook): a fresh private data dir under
 REPO/.runner/ (gitignored) per run, with project_dir=REPO (sglang_deploy.paths), so the project's ansible.cfg,
-roles, library and collections apply. Secret extra variables go to a 0600 file passed as `-e @file`
-(ansible-runner's `cmdline`, so only the path is recorded), deleted when the run ends, and the run's files and
-events are scrubbed of them (sglang_deploy.api.redaction).
+roles, library and collections apply. Extra variables are data, never templates: every string in them is written
+`!unsafe` (a profile name a host reported could otherwise run a lookup on the controller), the public ones to the
+data dir's env/extravars (which ansible-runner passes as `-e @file`), the secret ones to a 0600 file passed as
+`-e @file` (ansible-runner's `cmdline`, so only the path is recorded), deleted when the run ends; the run's files
+and events are scrubbed of them (sglang_deploy.api.redaction).
 
 Progress: `on_event(event)` gets every ansible-runner event; when it also has a `tick()` method, that is called
 about once a second while ansible runs (the heartbeat of a long task).
@@ -10,7 +12,6 @@ about once a second while ansible runs (the heartbeat of a long task).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets as _secrets
@@ -20,6 +21,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
+
+import yaml
 
 from sglang_deploy.paths import REPO, require_project
 
@@ -31,6 +34,36 @@ KEEP_RUNS = 50  # private data dirs kept under RUNNER_DIR, newest first
 DEFAULT_INVENTORY = REPO / "inventory" / "lab.yml"
 
 EventHandler = Callable[[dict], object]
+
+
+class _UnsafeDumper(yaml.SafeDumper):
+    """YAML whose every string value is tagged !unsafe (Ansible never templates it); keys stay plain names."""
+
+
+def _unsafe_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    return dumper.represent_scalar("!unsafe", value, style='"')
+
+
+def _plain_keys(dumper: yaml.SafeDumper, value: dict) -> yaml.Node:
+    pairs = [
+        (
+            yaml.ScalarNode("tag:yaml.org,2002:str", k) if isinstance(k, str) else dumper.represent_data(k),
+            dumper.represent_data(v),
+        )
+        for k, v in value.items()
+    ]
+    return yaml.MappingNode("tag:yaml.org,2002:map", pairs)
+
+
+_UnsafeDumper.add_representer(str, _unsafe_str)
+_UnsafeDumper.add_representer(dict, _plain_keys)
+
+
+def write_vars(path: Path, variables: dict) -> None:
+    """Write extra variables for `-e @path` as unsafe YAML, the file created 0600 (it may hold secrets)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        yaml.dump(variables, fh, Dumper=_UnsafeDumper, allow_unicode=True, sort_keys=False)
 
 
 def _new_private_dir(kind: str) -> Path:
@@ -68,6 +101,18 @@ def _tail(path: Path, lines: int = 15) -> str | None:
         return None
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)
     return "\n".join(text.strip().splitlines()[-lines:]) or None
+
+
+def _var_files(pdd: Path, public: dict, hidden: dict, secret_file: Path) -> dict:
+    """Write the extra variables (public to env/extravars, hidden to ``secret_file``); ansible_runner.run's
+    arguments for them."""
+    if public:
+        (pdd / "env").mkdir(mode=0o700)
+        write_vars(pdd / "env" / "extravars", public)
+    if not hidden:
+        return {}
+    write_vars(secret_file, hidden)
+    return {"cmdline": f"-e @{secret_file}"}
 
 
 def run_playbook(
@@ -110,13 +155,8 @@ def run_playbook(
             tick()
         return bool(interrupted and interrupted())
 
-    kwargs = {}
-    secret_file = pdd / "secret-extravars.json"
-    if hidden:
-        fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(hidden, fh)
-        kwargs["cmdline"] = f"-e @{secret_file}"
+    secret_file = pdd / "secret-extravars.yml"
+    kwargs = _var_files(pdd, public, hidden, secret_file)
     t0 = time.monotonic()
     try:
         r = ansible_runner.run(
@@ -125,7 +165,6 @@ def run_playbook(
             playbook=playbook,
             inventory=inventory_file,
             limit=limit,
-            extravars=public or None,
             tags=tags,
             quiet=True,
             event_handler=handle,

@@ -138,10 +138,15 @@ def with_repeats(search: Search, store: Store, repeats: int | None) -> Search:
         raise SearchError(f"repeats: a whole number from 1 to {noise.MAX_REPEATS} (got {repeats!r})")
     if repeats is None:
         repeats = store.meta().get("repeats")
+        if repeats is None:
+            return search
+        if not noise.valid_repeats(repeats):
+            raise SearchError(
+                f"{store.root / 'search.json'}: repeats is {repeats!r}, not a whole number from 1 to "
+                f"{noise.MAX_REPEATS}: give --repeats, or remove the file's repeats"
+            )
     else:
         store.update_meta(repeats=repeats)
-    if not isinstance(repeats, int) or repeats < 1:
-        return search
     return replace(search, repeat_times=repeats, repeat_top=search.repeat_top or REPEAT_TOP)
 
 

@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 
+from sglang_deploy.api import HostReportError
 from sglang_deploy.cli import bench, model, profiles, runs, stack, tune
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.cli.shown import Shown
@@ -47,6 +48,9 @@ def _run(argv: list[str] | None) -> int:
     except (UsageError, ProjectNotFound) as exc:
         print(f"sglang-deploy {args.command}: {exc}", file=sys.stderr)
         return 2
+    except HostReportError as exc:  # a host's record broke the schema: refused before anything was deployed
+        print(f"sglang-deploy {args.command}: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

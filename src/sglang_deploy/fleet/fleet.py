@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ..host.fleet_probes import FleetError
+from ..host.readiness import whole
 from ..launch.nodes import local_only
 
 MANIFEST_VERSION = 1
@@ -141,8 +142,8 @@ def after_failure(
     ``rolled_back_to`` the profile the role rolled back to; behind a router (``routed``), ``back_ready``: the router
     reports the host ready again. Returns {"serves": profile or None, "restarted": bool}."""
     active = unit.get("ActiveState") == "active"
-    pid_now = int(unit.get("MainPID") or 0) if active else 0
-    restarted = bool(rolled_back_to) or (pid_before is not None and pid_now != int(pid_before))
+    pid_now = whole(unit.get("MainPID")) if active else 0
+    restarted = bool(rolled_back_to) or (pid_before is not None and pid_now != whole(pid_before))
     if routed:
         serves = record.get("last_good_profile") if back_ready else None
     elif rolled_back_to:

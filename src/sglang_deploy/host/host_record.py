@@ -1,8 +1,9 @@
 """The host record: what the sglang_server role deployed on a host, kept as the local fact sglang_server
 (/etc/ansible/facts.d/sglang_server.fact). Stdlib only; runs on hosts (the sglang_host_record module writes it).
 
-One schema (FIELDS), one writer (update, through the module) and one reader (read: every field, None where the
-record lacks it). Three events change it:
+One schema (FIELDS, each field's type in check), one writer (update, through the module) and one reader (read: every
+field, None where the record lacks it). A host may be hostile: what it holds is data, checked before anyone uses it,
+and a record that breaks the schema is refused naming the field (RecordError), never passed on. Three events change it:
 - asked: a run wrote the unit of ``profile`` (its rollback, if any, is the past);
 - deployed: that profile passed the wait: it is the last good one, with the launch and the venv it ran on;
 - rolled_back: ``profile`` failed and the last good profile serves again (``from``, ``to``, ``at``).
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 
 PATH = "/etc/ansible/facts.d/sglang_server.fact"
@@ -30,6 +32,15 @@ FIELDS = {
     "venv_link": "the stack's venv symlink the last good profile ran on ('' when it was none)",
     "venv_target": "where that symlink pointed",
 }
+# Profile names: the profile-name rule (launch.profiles uses this one).
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+# A systemd service name, never an option (it goes to systemctl's argv).
+SERVICE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9@_.:-]*\Z")
+# Text a record holds: no control character, no bidirectional override, bounded.
+TEXT_RE = re.compile(r"[^\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]*\Z")
+MAX_TEXT = 4096
+MAX_ARGV = 1024
+NAME_FIELDS = ("profile", "asked", "last_good_profile")
 EVENTS = ("asked", "deployed", "rolled_back")
 # The fields each event takes from its caller.
 EVENT_FIELDS = {
@@ -40,12 +51,73 @@ EVENT_FIELDS = {
 
 
 class RecordError(ValueError):
-    """An event without a field it needs, or a rollback with no last good profile on record."""
+    """An event without a field it needs, a rollback with no last good profile on record, or a record that breaks
+    the schema."""
 
 
 def read(local: dict | None) -> dict:
-    """The record among a host's local facts (ansible_local), every field present (None where unrecorded)."""
-    return complete((local or {}).get("sglang_server"))
+    """The record among a host's local facts (ansible_local), every field present (None where unrecorded), checked
+    (RecordError naming the field where it breaks the schema)."""
+    if local is None:
+        return complete(None)
+    if not isinstance(local, dict):
+        raise RecordError(f"the local facts are a {type(local).__name__}, not a mapping")
+    try:
+        return complete(check(local.get("sglang_server")))
+    except RecordError as exc:
+        raise RecordError(f"{PATH}: {exc}") from None
+
+
+def check(record: object) -> dict | None:
+    """``record`` when it is None or a mapping whose schema fields hold what the schema says; else RecordError naming
+    the field and the fix. Ansible gives a fact file that is not JSON as a string: that is refused here too."""
+    if record is None:
+        return None
+    if not isinstance(record, dict):
+        raise RecordError(f"not a JSON object (read: {_shown(record)}): remove it, the next deploy writes it anew")
+    for name in FIELDS:
+        problem = _field_problem(name, record.get(name))
+        if problem:
+            raise RecordError(f"field {name!r} {problem}: remove the file, the next deploy writes it anew")
+    return record
+
+
+def _field_problem(name: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if name in NAME_FIELDS:
+        ok = isinstance(value, str) and NAME_RE.match(value)
+        return None if ok else f"is {_shown(value)}, not a profile name (letters, digits, '.', '_', '-')"
+    if name == "service":
+        ok = isinstance(value, str) and len(value) <= 256 and SERVICE_RE.match(value)
+        return None if ok else f"is {_shown(value)}, not a systemd service name"
+    if name == "emulated":
+        return None if isinstance(value, bool) else f"is {_shown(value)}, not true or false"
+    if name == "argv":
+        ok = isinstance(value, list) and len(value) <= MAX_ARGV and all(_text(v) for v in value)
+        return None if ok else f"is not a list of at most {MAX_ARGV} printable strings"
+    if name == "rolled_back":
+        return _rolled_back_problem(value)
+    return None if _text(value) else f"is {_shown(value)}, not printable text of at most {MAX_TEXT} characters"
+
+
+def _rolled_back_problem(value: object) -> str | None:
+    if not isinstance(value, dict):
+        return f"is {_shown(value)}, not a mapping of from, to and at"
+    names = [value.get("from"), value.get("to")]
+    if not all(isinstance(n, str) and NAME_RE.match(n) for n in names) or not _text(value.get("at")):
+        return "needs 'from' and 'to' profile names and 'at' a time"
+    return None
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= MAX_TEXT and bool(TEXT_RE.match(value))
+
+
+def _shown(value: object) -> str:
+    """A bounded, escaped view of a value (a hostile record's text must not reach a terminal raw)."""
+    text = ascii(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def complete(record: dict | None) -> dict:

@@ -129,7 +129,8 @@ def run_journalctl(unit: str, since: str) -> list:
     return lines
 
 
-def _int(value, default: int = 0) -> int:
+def whole(value, default: int = 0) -> int:
+    """``value`` as an int (systemd's MainPID, NRestarts), ``default`` when it is not one (a host may say anything)."""
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -160,7 +161,7 @@ class UnitWatch:
             self.baseline = dict(st)
         base = self.baseline
         active, sub = st.get("ActiveState", ""), st.get("SubState", "")
-        pid, base_pid = _int(st.get("MainPID")), _int(base.get("MainPID"))
+        pid, base_pid = whole(st.get("MainPID")), whole(base.get("MainPID"))
         if st.get("LoadState") == "not-found":
             return f"unit {self.unit} not found"
         if active == "failed":
@@ -169,7 +170,7 @@ class UnitWatch:
             return f"unit {self.unit} is {active} ({sub}, exit status {st.get('ExecMainStatus')})"
         if active == "activating" and sub == "auto-restart":
             return f"unit {self.unit} is waiting to restart (exit status {st.get('ExecMainStatus')})"
-        if _int(st.get("NRestarts")) > _int(base.get("NRestarts")):
+        if whole(st.get("NRestarts")) > whole(base.get("NRestarts")):
             return f"unit {self.unit} restarted ({base.get('NRestarts')} -> {st.get('NRestarts')} restarts)"
         if base_pid == 0 and pid:
             base["MainPID"] = str(pid)

@@ -37,6 +37,7 @@ from . import flags, formats, launch_values, nodes
 from .formats import MAX_LAUNCH_BYTES
 from ..host.launch import SECRET_FLAGS
 from .launch_values import API_KEY_ENV, OPTION_LIKE, SECRETS_VAR, check_api_key
+from ..host import host_record
 from ..paths import GROUP_VARS, SHARED_DEFAULTS, read_bounded
 from ..secret_names import is_secret_name, value_secrets
 
@@ -45,8 +46,9 @@ PROFILES_FILE = SHARED_DEFAULTS / "profiles.yml"
 SETTINGS_FILE = SHARED_DEFAULTS / "sglang.yml"
 PROFILES_VAR = "sglang_profiles"
 PROFILE_KEYS = {"description", "extends", "args", "env"}
-# Profile and flag names: they land in the unit's Description and comments and in argv.
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+# Profile and flag names (they land in the unit's Description and comments and in argv): the host record's rule, so a
+# profile name a host reports is held to the same one.
+NAME_RE = host_record.NAME_RE
 # YAML nodes a profiles or settings file may expand to through aliases (a shipped file has a few hundred).
 MAX_YAML_NODES = 100_000
 # Size of a profiles, settings, search or stack file (the shipped ones are a few KB, a lock under 100 KB).
