@@ -126,6 +126,20 @@ def test_the_report_is_not_written_through_a_planted_link(tmp_path, writer, name
     )
 
 
+@pytest.mark.parametrize("times", [51, 1_000_000, 0, True, 2.0])
+def test_repeats_over_the_cap_are_refused_in_a_search_file_and_a_tampered_search_json(tmp_path, times):
+    """One bound (noise.MAX_REPEATS, --repeats' too) on the search file's repeat.times and on search.json's repeats,
+    which a resumed search reads."""
+    refused("M at most 50", repeat={"top": 1, "times": times})
+    assert tune.parse_search({**SEARCH, "repeat": {"top": 1, "times": 50}}).repeat_times == 50
+    store = tune.Store(tmp_path / "store")
+    store.update_meta(repeats=times)
+    with pytest.raises(tune.SearchError, match="search.json: repeats is .*, not a whole number from 1 to 50: give"):
+        api.search.with_repeats(tune.parse_search(SEARCH), store, None)
+    store.update_meta(repeats=50)
+    assert api.search.with_repeats(tune.parse_search(SEARCH), store, None).repeat_times == 50
+
+
 def test_a_dangling_link_or_a_linked_folder_is_a_clear_error(tmp_path):
     out = outcome_with(tmp_path)
     folder = tmp_path / "report"

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..compare import bench_vars
+from ..compare import bench_vars, noise
 from ..launch import formats, profiles
 from ..host import bench
 from ..compare.figures import METRICS, RESULT_METRICS, SLA_LEVEL, level_key
@@ -492,8 +492,13 @@ def _repeat(rp: Any) -> tuple[int, int]:
     if rp is None:
         return 0, 1
     _need(
-        isinstance(rp, dict) and set(rp) == {"top", "times"} and all(isinstance(rp[k], int) and rp[k] >= 1 for k in rp),
-        "repeat: {top: N, times: M}: the top N candidates of each objective measured M times in all",
+        isinstance(rp, dict)
+        and set(rp) == {"top", "times"}
+        and isinstance(rp["top"], int)
+        and rp["top"] >= 1
+        and noise.valid_repeats(rp["times"]),
+        f"repeat: {{top: N, times: M}}: the top N candidates of each objective measured M times in all, M at most "
+        f"{noise.MAX_REPEATS}",
     )
     return rp["top"], rp["times"]
 
