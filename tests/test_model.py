@@ -145,7 +145,7 @@ def test_the_stamp_spares_hashing_until_size_or_mtime_change(checkpoint, locked,
 def test_finish_refuses_a_bad_partial_and_leaves_the_serving_folder(checkpoint, locked, tmp_path):
     dest = tmp_path / "data" / "lab"
     dest.mkdir(parents=True)
-    (dest / "serving").write_text("old")
+    (dest / "config.json").write_text("old")  # a checkpoint the role did not install: replaced
     partial = Path(str(dest) + model.PARTIAL)
     partial.parent.mkdir(exist_ok=True)
     os.system(f"cp -r {checkpoint} {partial}")
@@ -154,11 +154,11 @@ def test_finish_refuses_a_bad_partial_and_leaves_the_serving_folder(checkpoint, 
     result = model.finish(str(partial), str(dest), locked)
     assert len(result["problems"]) == 1 and result["problems"][0].startswith(f"{SHARD}: sha256 ")
     assert not (partial / SHARD).exists()  # the next run copies it again
-    assert (dest / "serving").read_text() == "old"
+    assert (dest / "config.json").read_text() == "old"
     os.system(f"cp {checkpoint / SHARD} {partial / SHARD}")
     (partial / "stray.txt").write_text("x")
     assert model.finish(str(partial), str(dest), locked) == {"problems": [], "removed": ["stray.txt"]}
-    assert not partial.exists() and (Path(str(dest) + model.PREVIOUS) / "serving").exists()
+    assert not partial.exists() and (Path(str(dest) + model.PREVIOUS) / "config.json").read_text() == "old"
     assert model.read_stamp(str(dest))["lock_id"] == model.lock_id(locked)
     assert model.plan(str(dest), locked)["installed"]
 
@@ -217,6 +217,34 @@ def test_modules_install_then_report_no_drift(capsys, checkpoint, locked, tmp_pa
     assert not failed and result["changed"], result
     failed, planned = run_module(sglang_model_plan, {"lock": locked, "dest": dest}, capsys)
     assert not failed and not planned["changed"] and planned["installed"] and planned["to_copy"] == []
+
+
+@pytest.mark.parametrize("which", ["", model.PREVIOUS])
+def test_a_folder_that_holds_no_checkpoint_is_refused_and_left_as_it_is(capsys, checkpoint, locked, tmp_path, which):
+    """sglang_model_dir set to a folder of other things (say the models folder itself): the first install moved it to
+    <dir>.previous and the next deleted it, without a word (issue 48, R10)."""
+    dest = str(tmp_path / "lab")
+    mine = Path(dest + which)
+    (mine / "other").mkdir(parents=True)
+    (mine / "other" / "config.json").write_text("{}")  # a checkpoint below it does not make it one
+    (mine / "notes.txt").write_text("mine")
+    os.system(f"cp -r {checkpoint} {dest}{model.PARTIAL}")
+    fate = f"moves it to {dest}{model.PREVIOUS} and deletes that at the next install" if not which else "deletes it"
+    refusal = (
+        f"{mine} is a folder that holds no checkpoint (no config.json or {model.STAMP} at its top), which the role "
+        f"{fate}: it was left as it is; move it away, or set sglang_model_dir (or sglang_model_path) to a folder of "
+        "its own, e.g. /data/models/NAME, and run again"
+    )
+    for module in (sglang_model_plan, sglang_model_install):
+        failed, result = run_module(module, {"lock": locked, "dest": dest}, capsys)
+        assert failed and refusal in result["msg"], result["msg"]
+    assert model.finish(dest + model.PARTIAL, dest, locked)["problems"] == [refusal]
+    assert sorted(p.name for p in mine.rglob("*")) == ["config.json", "notes.txt", "other"]
+    (mine / "other" / "config.json").unlink()
+    (mine / "other").rmdir()
+    (mine / "notes.txt").rename(tmp_path / "notes.txt")  # moved away: an empty folder is replaced
+    failed, result = run_module(sglang_model_install, {"lock": locked, "dest": dest}, capsys)
+    assert not failed and model.plan(dest, locked)["installed"], result
 
 
 def test_cli_lock_and_check(checkpoint, tmp_path, capsys):

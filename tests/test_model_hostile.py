@@ -25,7 +25,7 @@ from emulator_proc import run_module  # first: puts the repo's module_utils on t
 
 from sglang_deploy.locks import model_lock
 from sglang_deploy.cli import main
-from sglang_deploy.host import model
+from sglang_deploy.host import model, model_place
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "plugins" / "modules"))
@@ -94,7 +94,7 @@ def test_a_folder_of_another_user_or_a_link_beside_the_checkpoint_is_refused(tmp
     planted = Path(f"{dest}{which}")
     planted.mkdir()
     os.chown(planted, OTHER_UID, OTHER_UID)
-    assert model.place_problems(str(dest)) == [
+    assert model_place.place_problems(str(dest)) == [
         f"{planted} is owned by uid {OTHER_UID}, not root: the role makes and replaces that folder itself and never "
         "works through what another user may have put there; see what it is, remove it (the link itself, not where "
         "it leads) and run again"
@@ -112,14 +112,14 @@ def test_a_models_folder_others_can_write_is_refused_unless_sticky(tmp_path, loc
     shared.mkdir()
     shared.chmod(0o777)
     dest = shared / "lab"
-    (problem,) = model.place_problems(str(dest))
+    (problem,) = model_place.place_problems(str(dest))
     assert problem.startswith(f"{shared} is writable by other users (mode 0777) without the sticky bit: another user")
     assert "chmod go-w, or chmod +t" in problem
     shared.chmod(0o1777)
-    assert model.place_problems(str(dest)) == []
+    assert model_place.place_problems(str(dest)) == []
     shared.chmod(0o755)
     os.chown(shared, OTHER_UID, OTHER_UID)
-    assert f"{shared} is owned by uid {OTHER_UID}, not root" in model.place_problems(str(dest))[0]
+    assert f"{shared} is owned by uid {OTHER_UID}, not root" in model_place.place_problems(str(dest))[0]
     os.chown(shared, 0, 0)
     (tmp_path / "link").symlink_to(shared)  # the folders a link leads to count too
     shared.chmod(0o777)
@@ -138,10 +138,10 @@ def test_a_models_folder_an_acl_lets_another_user_write_is_refused(tmp_path, loc
     except OSError as exc:
         pytest.skip(f"no POSIX ACLs here: {exc}")
     assert stat.S_IMODE(os.stat(shared).st_mode) == 0o775 and os.stat(shared).st_gid == 0
-    (problem,) = model.place_problems(str(shared / "lab"))
+    (problem,) = model_place.place_problems(str(shared / "lab"))
     assert problem.startswith(f"{shared} is writable by other users (mode 0775, an ACL) without the sticky bit")
     os.setxattr(shared, "system.posix_acl_access", acl[:-16] + entry(0x10, 5) + entry(0x20, 5))  # mask r-x
-    assert model.place_problems(str(shared / "lab")) == []
+    assert model_place.place_problems(str(shared / "lab")) == []
 
 
 def test_the_partial_folder_is_made_by_the_role_and_what_was_planted_in_it_is_removed(capsys, tmp_path, locked):
@@ -255,12 +255,12 @@ def test_a_system_folder_is_refused_as_the_model_folder(capsys, locked, dest):
 
 @pytest.mark.parametrize("dest", ["/data/models/lab", "/opt/models/lab", "/srv/lab", "/home/alice/models", "/tmp/x"])
 def test_a_folder_of_its_own_is_a_model_folder(dest):
-    assert model.dest_problem(dest) == ""
+    assert model_place.dest_problem(dest) == ""
 
 
 def test_a_model_folder_that_leads_into_a_system_folder_is_refused(tmp_path):
     (tmp_path / "models").symlink_to("/etc")
-    assert "(really /etc/lab) is a system folder" in model.dest_problem(str(tmp_path / "models" / "lab"))
+    assert "(really /etc/lab) is a system folder" in model_place.dest_problem(str(tmp_path / "models" / "lab"))
 
 
 def test_a_missing_parent_planted_as_a_link_after_the_plan_is_refused_not_chowned_where_it_leads(tmp_path, locked):
@@ -326,7 +326,7 @@ def test_a_link_planted_above_the_missing_folders_after_the_check_is_not_made_th
     victim = tmp_path / "victim"
     victim.mkdir(mode=0o700)
     dest = shared / "models" / "lab" / "ckpt"
-    real, calls = model.place_problems, []
+    real, calls = model_place.place_problems, []
 
     def racing(path):  # the other user plants shared/models once the first check is done
         calls.append(path)

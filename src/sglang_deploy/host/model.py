@@ -6,7 +6,8 @@ Python 3.10+. A lock reaches this code as a dict (the controller loads the YAML)
 
 On the host a checkpoint is fetched into DEST.partial (never a folder the server loads), verified against the lock
 there, and renamed to DEST; DEST/.sglang-model.json (the stamp) then records the lock's id and each file's size and
-mtime as they were verified, so a later run rehashes only a file whose size or mtime changed.
+mtime as they were verified, so a later run rehashes only a file whose size or mtime changed. What is refused at
+DEST and beside it, and the folders above it, is model_place.py.
 """
 
 from __future__ import annotations
@@ -20,18 +21,15 @@ import re
 import shutil
 import stat
 
+from .model_place import CONTROL, PARTIAL, PREVIOUS, STAMP, dest_problem, make_parents, owned, place_problems
 from .stack import _COMMIT, _NAME
 from .stack_prune import tree_size
 from .wheel_fetch import sha256_file
 
-STAMP = ".sglang-model.json"
-PARTIAL = ".partial"
-PREVIOUS = ".previous"
 INDEX = "model.safetensors.index.json"
 _SHA256 = re.compile(r"[0-9a-f]{64}\Z")
 # A repository id of the Hub: owner/name (letters, digits, '-', '_', '.').
 _REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*\Z")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # A lock's paths reach Ansible (a template is never evaluated from a lock, but a lock is refused that holds one) and
 # huggingface_hub's allow_patterns (globs).
 _SPECIAL = re.compile(r"[\\{}*?\[\]]")
@@ -53,133 +51,12 @@ def path_problem(path: object) -> str:
     parts = path.split("/")
     if path.startswith("/") or any(part in ("", ".", "..") or part.startswith(".") for part in parts):
         return f"file path {path[:80]!r} must be relative, inside the folder, without hidden parts"
-    if _CONTROL.search(path) or _SPECIAL.search(path):
+    if CONTROL.search(path) or _SPECIAL.search(path):
         return (
             f"file path {path[:80]!r} holds a control character, a backslash, or a character that Ansible's templates "
             "or a glob pattern read ({ } * ? [ ])"
         )
     return ""
-
-
-# The system's folders, which a checkpoint never replaces: each of _SYSTEM_TREES and everything below it, each of
-# _SYSTEM_FOLDERS itself, and a home folder /home/USER itself. A checkpoint goes in a folder of its own below them.
-_SYSTEM_TREES = (
-    "/bin", "/boot", "/dev", "/efi", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/lost+found", "/proc", "/run",
-    "/sbin", "/snap", "/sys", "/usr",
-)  # fmt: skip
-_SYSTEM_FOLDERS = {
-    "/home", "/media", "/mnt", "/opt", "/root", "/srv", "/tmp", "/var", "/var/backups", "/var/cache", "/var/lib",
-    "/var/local", "/var/lock", "/var/log", "/var/mail", "/var/opt", "/var/run", "/var/snap", "/var/spool", "/var/tmp",
-}  # fmt: skip
-
-
-def system_folder(path: str) -> bool:
-    """Whether path is one of the system's folders (_SYSTEM_TREES and below, _SYSTEM_FOLDERS, /home/USER)."""
-    return (
-        path in _SYSTEM_FOLDERS
-        or any(path == tree or path.startswith(tree + "/") for tree in _SYSTEM_TREES)
-        or (path.startswith("/home/") and path.count("/") == 2)
-    )
-
-
-def dest_problem(dest: str) -> str:
-    """Why dest cannot be a checkpoint folder ('' when it can): an absolute, normalized path below the root, since
-    <dest>.partial and <dest>.previous are made beside it and the folder there is replaced; never a system folder
-    (system_folder), by its name or by where the links of the folders above it lead."""
-    if not dest or not os.path.isabs(dest) or os.path.normpath(dest) != dest or dest == "/" or _CONTROL.search(dest):
-        return (
-            f"model folder {dest[:80]!r}: an absolute, normalized path below / (e.g. /data/models/NAME); "
-            "set sglang_model_dir or sglang_model_path"
-        )
-    real = os.path.join(os.path.realpath(os.path.dirname(dest)), os.path.basename(dest))
-    if system_folder(dest) or system_folder(real):
-        where = dest if system_folder(dest) else f"{dest} (really {real})"
-        return (
-            f"model folder {where} is a system folder or inside one: the role replaces that folder and deletes the "
-            "one before it; set sglang_model_dir (or sglang_model_path) to a folder of its own, e.g. /data/models/NAME"
-        )
-    return ""
-
-
-def _owned(st: os.stat_result) -> bool:
-    return st.st_uid in (0, os.geteuid())
-
-
-def _unsafe_folder(path: str, *, missing_ok: bool = True) -> str:
-    """Why another user could replace what is in the folder path ('' when no one but root can), or path itself: a
-    link of another user's (which they can point elsewhere at any time) or one that leads nowhere."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        # the role creates it (make_parents: owner root, 0755)
-        return "" if missing_ok else f"{path} was removed while the role made the folders in it; run again"
-    if stat.S_ISLNK(st.st_mode):
-        if not _owned(st):
-            return f"{path} is a link owned by uid {st.st_uid}, not root"
-        try:
-            st = os.stat(path)
-        except OSError:
-            return f"{path} is a link that leads to no folder"
-    if not stat.S_ISDIR(st.st_mode):
-        return f"{path} is not a folder"
-    if not _owned(st):
-        return f"{path} is owned by uid {st.st_uid}, not root"
-    acl = _has_acl(path)  # its group bits are then the mask: what the users and groups it names may do at most
-    writable = st.st_mode & (0o002 if st.st_gid == 0 and not acl else 0o022)
-    if writable and not st.st_mode & stat.S_ISVTX:
-        what = f"mode {stat.S_IMODE(st.st_mode):04o}" + (", an ACL" if acl else "")
-        return f"{path} is writable by other users ({what}) without the sticky bit"
-    return ""
-
-
-def _has_acl(path: str) -> bool:
-    try:
-        os.getxattr(path, "system.posix_acl_access")
-    except (OSError, AttributeError):  # none (ENODATA), or a file system without ACLs
-        return False
-    return True
-
-
-def place_problems(dest: str) -> list[str]:
-    """Why the role cannot work at dest safely ([] when it can): a folder above it that another user can write (who
-    could swap <dest>.partial for a link between a check and its use), or dest, <dest>.partial or <dest>.previous
-    already there as something else than a folder owned by root (a link planted on a shared models folder would
-    make the role, as root, copy into, chmod and delete files where it leads). Each names the fix."""
-    parents = [os.path.dirname(dest)]
-    while parents[-1] != "/":
-        parents.append(os.path.dirname(parents[-1]))
-    real = os.path.realpath(parents[0])
-    while real != "/":
-        parents.append(real)
-        real = os.path.dirname(real)
-    problems = [p for p in dict.fromkeys(_unsafe_folder(parent) for parent in reversed(parents)) if p]
-    if problems:
-        return [
-            f"{'; '.join(problems)}: another user could replace {dest}, {dest}{PARTIAL} or {dest}{PREVIOUS} with a "
-            f"link while the role works there as root; make the folders above {dest} owned by root and not writable "
-            "by others (chown root, chmod go-w, or chmod +t as /tmp has), or set sglang_model_dir to such a folder"
-        ]
-    for path in (dest, dest + PARTIAL, dest + PREVIOUS):
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            continue
-        what = (
-            "a link"
-            if stat.S_ISLNK(st.st_mode)
-            else "not a folder"
-            if not stat.S_ISDIR(st.st_mode)
-            else f"owned by uid {st.st_uid}, not root"
-            if not _owned(st)
-            else ""
-        )
-        if what:
-            problems.append(
-                f"{path} is {what}: the role makes and replaces that folder itself and never works through what "
-                "another user may have put there; see what it is, remove it (the link itself, not where it leads) "
-                "and run again"
-            )
-    return problems
 
 
 def validate(lock: object) -> list[str]:
@@ -494,42 +371,6 @@ def verified(folder: str, lock: dict) -> list[str]:
     return [problem for _unused, problem in issues]
 
 
-def make_parents(dest: str) -> list[str]:
-    """Create the missing folders above dest (owner root, 0755), never through a link: a folder another user made
-    (or linked) there between the checks and the mkdir is refused, not chmodded or chowned where it leads (an Ansible
-    file task follows a link planted after the plan). Returns problems."""
-    missing, path = [], os.path.dirname(dest)
-    while not os.path.lexists(path):
-        missing.append(path)
-        path = os.path.dirname(path)
-    # The folder the first mkdir goes through: a link another user put there after place_problems (on a sticky
-    # shared folder) would have the mkdir, fchown and fchmod below work where it leads.
-    problem = _unsafe_folder(path, missing_ok=False) if missing else ""
-    if problem:
-        return [f"{problem}: made or changed by another user while the role made the folders above {dest}"]
-    for path in reversed(missing):
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            pass
-        except OSError as exc:
-            return [f"{path}: {exc.strerror}, while the role made it; run again"]
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:
-            return [f"{path}: a link or not a folder, made by another user while the role made it; remove it"]
-        try:
-            st = os.fstat(fd)
-            if not _owned(st):
-                return [f"{path}: a folder of uid {st.st_uid}, made while the role made it; remove it and run again"]
-            if os.geteuid() == 0:
-                os.fchown(fd, 0, 0)
-            os.fchmod(fd, 0o755)
-        finally:
-            os.close(fd)
-    return []
-
-
 def make_partial(dest: str, lock: dict, gid: int) -> dict:
     """Create the missing folders above dest (make_parents), <dest>.partial and the folders the lock's files need in
     it (owner root, group gid, 0550), refusing what place_problems refuses; an existing one is kept (a fetch resumes) once a link, a file owned by another user
@@ -546,7 +387,10 @@ def make_partial(dest: str, lock: dict, gid: int) -> dict:
     for folder in sorted(needed):  # a folder before the folders in it
         path = os.path.join(partial, folder) if folder else partial
         if not _make_folder(path, gid, removed, folder):
-            return {"problems": place_problems(dest) or [f"{path}: not a folder owned by root"], "removed": removed}
+            return {
+                "problems": place_problems(dest) or [f"{path}: not a folder owned by root"],
+                "removed": removed,
+            }
     return {"problems": _clear_partial(partial, removed), "removed": removed}
 
 
@@ -561,7 +405,7 @@ def _make_folder(path: str, gid: int, removed: list, folder: str) -> bool:
         removed.append(folder)
         os.mkdir(path, 0o700)
         st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or not _owned(st):
+    if not stat.S_ISDIR(st.st_mode) or not owned(st):
         return False
     os.chown(path, 0 if os.geteuid() == 0 else -1, gid, follow_symlinks=False)
     os.chmod(path, 0o550 if os.geteuid() == 0 else 0o750)
@@ -577,9 +421,9 @@ def _clear_partial(partial: str, removed: list) -> list[str]:
             path = os.path.join(root, name)
             st = os.lstat(path)
             if stat.S_ISDIR(st.st_mode):
-                if not _owned(st):
+                if not owned(st):
                     refused.append(f"{path}: a folder owned by uid {st.st_uid}, not root; remove it and run again")
-            elif not stat.S_ISREG(st.st_mode) or not _owned(st) or st.st_nlink != 1:
+            elif not stat.S_ISREG(st.st_mode) or not owned(st) or st.st_nlink != 1:
                 os.unlink(path)
                 removed.append(os.path.relpath(path, partial))
     return refused
