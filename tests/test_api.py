@@ -536,3 +536,24 @@ def test_rollback_redeploys_the_last_good_profile(baseline_with_key):
     assert r.ok, (r.failures, r.error)
     found = api.status()
     assert found.hosts[LAB_HOST].profile == found.hosts[LAB_HOST].last_good_profile == "baseline"
+
+
+@lab
+def test_a_planted_host_record_is_refused_by_status_and_compare_and_runs_nothing(baseline_with_key, tmp_path):
+    """Issue 48 R1 on the lab: root on the host plants a template as its last good profile. status names the host and
+    the field, compare stops before it deploys, and the lookup never runs on the controller."""
+    fact = "/etc/ansible/facts.d/sglang_server.fact"
+    mark = tmp_path / "PWNED"
+    saved = subprocess.run(["docker", "exec", LAB_HOST, "cat", fact], capture_output=True, text=True, check=True).stdout
+    record = {**json.loads(saved), "last_good_profile": f"{{{{ lookup('pipe', 'touch {mark}; echo baseline') }}}}"}
+    plant = ["docker", "exec", "-i", LAB_HOST, "sh", "-c", f"cat > {fact}"]
+    subprocess.run(plant, input=json.dumps(record), text=True, check=True)
+    try:
+        found = api.status()
+        assert not found.ok and [f.host for f in found.run.failures] == [LAB_HOST]
+        assert "field 'last_good_profile'" in found.run.failures[0].message
+        with pytest.raises(api.HostReportError, match=f"{LAB_HOST}: .*'last_good_profile'"):
+            api.compare(["baseline", "nextn"], repeats=1, extravars=SMALL)
+    finally:
+        subprocess.run(plant, input=saved, text=True, check=True)
+    assert not mark.exists()
