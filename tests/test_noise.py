@@ -53,8 +53,23 @@ def test_one_run_a_side_gives_no_verdict_and_nothing_measured_says_so():
     assert v["verdict"] == noise.SAME and v["why"] == "one run a side: no spread measured"
     assert noise.verdict([], [1.0])["verdict"] == noise.UNKNOWN
     v = noise.verdict([100.0, 101.0], [130.0, 131.0])  # two runs a side: no interval worth the name
-    assert v["verdict"] == noise.SAME and v["why"] == "too few runs for an interval" and v["repeats_needed"] == 3
+    assert v["verdict"] == noise.SAME and v["repeats_needed"] == 3
+    assert v["why"] == "too few runs for an interval (2 and 2; 3 a side needed)"
     assert noise.verdict([100.0, 101.0, 99.0], [100.0, 101.0, 99.0])["repeats_needed"] is None  # equal medians
+
+
+@pytest.mark.parametrize(("base_n", "other_n"), [(3, 1), (1, 3), (5, 2)])
+def test_both_sides_need_the_minimum_runs_for_a_verdict(base_n, other_n):
+    """The rule checked the larger side only: 3 runs against 1 (one of a profile's deploys failed) got a verdict,
+    and identical profiles were called different 47% of the time (issue 48 R6)."""
+    rng = random.Random(11)
+
+    def runs(n):
+        return [100 * rng.lognormvariate(0, 0.03) for _ in range(n)]
+
+    verdicts = [noise.verdict(runs(base_n), runs(other_n)) for _ in range(50)]
+    assert all(v["verdict"] == noise.SAME and v["repeats_needed"] == 3 for v in verdicts)
+    assert verdicts[0]["why"] == f"too few runs for an interval ({base_n} and {other_n}; 3 a side needed)"
 
 
 @pytest.mark.parametrize(("n", "least_found"), [(3, 85), (5, 95)])

@@ -320,7 +320,8 @@ def test_two_stage_and_repeats(tmp_path):
 
 def test_decide_calls_no_winner_inside_noise():
     """compare's rule (noise.verdict): the leader wins only where the interval of the ratio of medians excludes 1
-    and the gap passes the noise; a candidate measured once is judged against the leader's repeats."""
+    and the gap passes the noise; a candidate measured once has no interval (noise.MIN_RUNS a side): it ties unless
+    every run of one is more than the noise from every run of the other (issue 48 R6)."""
     obj = tune.Objective("decode_tok_s", 1, "max")
 
     def row(key, values):
@@ -336,8 +337,11 @@ def test_decide_calls_no_winner_inside_noise():
     rows = [row("a", [96, 100, 104]), row("b", [101]), row("c", [80])]  # b and c measured once
     d = tune.decide(obj, rows, 0.02)
     assert d["winner"] is None and d["tied"] == ["a", "b"]  # b inside a's spread, c far behind it
+    rows = [row("a", [100, 103, 106]), row("b", [99])]  # 4% below a's median, 1% from a's slowest run
+    assert tune.decide(obj, rows, 0.02)["tied"] == ["a", "b"]
     rows = [row("a", [100]), row("b", [90])]  # single runs: the gap alone, and the reason says so
-    assert tune.decide(obj, rows, 0.02)["reason"] == "10.0% ahead of the runner-up (single runs: no spread measured)"
+    reason = "10.0% ahead of the runner-up (a side measured once: no interval, every run apart by more than the noise)"
+    assert tune.decide(obj, rows, 0.02)["reason"] == reason
 
 
 # --------------------------------------------------------------------------------------------------

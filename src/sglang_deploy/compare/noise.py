@@ -7,7 +7,7 @@ at this noise", with an estimate of the repeats that would resolve a difference 
 is a percentile bootstrap (each side resampled with replacement, seeded: the same runs give the same interval).
 With few repeats it is coarse: at 3 runs a side it is about [min B / max A, max B / min A], and two identical
 profiles come out "different" in about 1 compare of 10 where the floor does not hold them (docs/benchmark.md); with
-fewer than 3 runs on both sides there is no verdict.
+fewer than 3 runs on either side there is no verdict.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ LEVEL = 0.95
 DRAWS = 4000
 DEFAULT_FLOOR = 0.02  # tune's default `noise`
 MOST_REPEATS = 1000  # an estimate above this is given as "more than"
-# Fewer runs than this on both sides: no verdict. Two runs a side give every run of one above every run of the
+# Fewer runs than this on either side (a failed deploy leaves one side short): no verdict. Two runs a side give every run of one above every run of the
 # other in 1 compare of 3 when nothing differs; three, in 1 of 10 (the floor holds most of those back).
 MIN_RUNS = 3
 MAX_REPEATS = 50  # compare's and tune's --repeats at most
@@ -76,8 +76,11 @@ def verdict(base: list, other: list, goal: str = "max", floor: float = DEFAULT_F
     ratio = statistics.median(other) / statistics.median(base)
     low, high = ratio_interval(base, other)
     out.update(ratio=ratio, low=low, high=high)
-    if max(len(base), len(other)) < MIN_RUNS:  # the interval of 2 runs a side holds the truth 2 times in 3
-        why = "one run a side: no spread measured" if len(base) == len(other) == 1 else "too few runs for an interval"
+    if out["n"] < MIN_RUNS:  # each side needs them: at 3 runs against 1 identical profiles were called different 47%
+        if len(base) == len(other) == 1:
+            why = "one run a side: no spread measured"
+        else:
+            why = f"too few runs for an interval ({len(base)} and {len(other)}; {MIN_RUNS} a side needed)"
         return {**out, "verdict": SAME, "repeats_needed": MIN_RUNS, "why": why}
     clear = (low > 1 or high < 1) and abs(ratio - 1) > floor
     if clear:

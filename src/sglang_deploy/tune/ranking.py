@@ -43,11 +43,17 @@ def ranking(search: Search, obj: Objective, planned: list, by_key: dict, stage: 
     return rows
 
 
+def run_gap(best: dict, other: dict) -> float:
+    """The smallest gap between a run of the leader and a run of the other, relative to the leader's run."""
+    return min(abs(b - o) / abs(b) if b else 0.0 for b in best["values"] for o in other["values"])
+
+
 def decide(obj: Objective, rows: list, noise: float) -> dict:
-    """The winner of a ranking, or a tie. With repeats the leader wins only where, against every other candidate
-    within the limits, the bootstrap interval of the ratio of medians excludes 1 and the gap passes ``noise``
-    (noise.verdict); a candidate it does not beat so is tied with it. Candidates measured once each are decided by
-    the gap alone (no interval to judge: the reason says so)."""
+    """The winner of a ranking, or a tie. Where both have repeats the leader wins only where, against every other
+    candidate within the limits, the bootstrap interval of the ratio of medians excludes 1 and the gap passes
+    ``noise`` (noise.verdict, which needs MIN_RUNS a side); a candidate it does not beat so is tied with it. Where a
+    side was measured once there is no interval: every run of one must be more than ``noise`` from every run of the
+    other (run_gap; single runs: the gap of the two values), and the reason says no interval was measured."""
     ok = [r for r in rows if r["within_limits"]]
     if not ok:
         return {"winner": None, "tied": [], "reason": "no candidate measured within the limits"}
@@ -56,13 +62,12 @@ def decide(obj: Objective, rows: list, noise: float) -> dict:
         return {"winner": best["key"], "tied": [], "reason": "the only candidate measured within the limits"}
     tied, verdicts = [], {}
     for other in ok[1:]:
-        gap = abs(best["median"] - other["median"]) / abs(best["median"]) if best["median"] else 0.0
-        if best["n"] > 1 or other["n"] > 1:
+        if best["n"] > 1 and other["n"] > 1:
             v = noise_rule.verdict(other["values"], best["values"], obj.goal, noise)
             verdicts[other["key"]] = v
             if v["verdict"] != noise_rule.BETTER:
                 tied.append(other["key"])
-        elif gap <= noise:
+        elif run_gap(best, other) <= noise:
             tied.append(other["key"])
     if tied:
         needed = [v["repeats_needed"] for k, v in verdicts.items() if k in tied and v.get("repeats_needed")]
@@ -81,5 +86,5 @@ def decide(obj: Objective, rows: list, noise: float) -> dict:
     if v is not None:
         why += f", the interval of the ratio of medians [{1 / v['high']:.3f}, {1 / v['low']:.3f}] clear of 1"
     else:
-        why += " (single runs: no spread measured)"
+        why += " (a side measured once: no interval, every run apart by more than the noise)"
     return {"winner": best["key"], "tied": [], "reason": why}
