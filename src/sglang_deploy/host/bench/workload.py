@@ -14,6 +14,7 @@ from .metrics import slo_name
 
 SEED_MAX = 2**32 - 1  # numpy's legacy seeding (bench_serving's np.random.seed) takes 0 to 2**32 - 1
 MAX_LEN_TOKENS = 1 << 21  # a prompt or an output length: twice the longest context served (1M tokens)
+MAX_TIMEOUT_S = 7 * 24 * 3600  # a week; 1e10 s overflowed the socket and asyncio timeouts (an OverflowError)
 DATASETS = ("random", "sharegpt", "custom", "generated-shared-prefix")  # bench_serving's names
 
 
@@ -338,7 +339,7 @@ WORKLOAD = {
         600.0,
         "seconds a request or a probe may wait for the server; the first request past it stops its level and the "
         "sweep (a hung server is noticed within about this time)",
-        bounds=Bounds(0, None, above=True),
+        bounds=Bounds(0, MAX_TIMEOUT_S, above=True),
     ),
 }
 
