@@ -8,7 +8,16 @@ from urllib.parse import urlsplit
 import pytest
 
 from sglang_deploy.launch import flags
-from sglang_deploy.secret_names import MASK, is_secret_name, mask, mask_secrets, url_passwords, value_secrets
+from sglang_deploy.secret_names import (
+    MASK,
+    credentials,
+    is_secret_name,
+    mask,
+    mask_secrets,
+    mask_shown,
+    url_passwords,
+    value_secrets,
+)
 
 
 @pytest.mark.parametrize(
@@ -168,3 +177,28 @@ def test_a_secret_query_parameter_makes_an_extra_variable_secret_and_is_scrubbed
     )
     assert set(secret) == {"sglang_stack_pip_env"} and set(public) == {"x"}
     assert redaction.secret_values(secret) == ["hunter2tok"]
+
+
+GH = "ghp_" + "x1" * 18
+
+
+@pytest.mark.parametrize(
+    "text, found",
+    [
+        ('{"headers": {"Authorization": "Bearer hf_' + "a1" * 17 + '"}}', ["hf_" + "a1" * 17]),
+        ("Authorization: Bearer eyJhbGciOi.J9x-y_z", ["eyJhbGciOi.J9x-y_z"]),
+        ("key sk-proj-" + "Ab3" * 8 + " and " + GH, ["sk-proj-" + "Ab3" * 8, GH]),
+        ("github_pat_" + "11A" * 12, ["github_pat_" + "11A" * 12]),
+        # words and placeholders are not credentials
+        ("hf_quant_config.json, hf_transfer, ask-me, Bearer <admin key>, Bearer token", []),
+    ],
+)
+def test_credential_shapes_are_found_whatever_names_them(text, found):
+    """Issue 48, R16: a value shaped like a credential is masked wherever it is shown, whatever its key."""
+    assert credentials(text) == found
+    assert not [c for c in found if c in mask_shown(text) or c in mask_secrets(text)]
+
+
+def test_mask_shown_masks_url_passwords_and_keeps_a_json_documents_ids():
+    doc = '{"key": "a1b2c3", "candidate_key": "d4e5", "url": "https://u:hunter2@h/x?token=t0k"}'
+    assert mask_shown(doc) == '{"key": "a1b2c3", "candidate_key": "d4e5", "url": "https://u:***@h/x?token=***"}'

@@ -343,3 +343,27 @@ def test_secret_query_parameters_and_json_keys_are_masked_in_every_listing(tmp_p
     for where, text in texts.items():
         assert "hf_query" not in text and "hf_json" not in text, where
     assert "revision=main&token=***" in texts["report.md"]
+
+
+HF = "hf_" + "Q7" * 17  # a Hugging Face token's shape: hf_ and 34 letters and digits
+
+
+def test_a_credential_in_a_flags_json_value_is_masked_wherever_it_is_shown(tmp_path, capsys):
+    """A bearer token under a key no secret name matches (issue 48, R16): the deploy carries it, but the terminal
+    (cli/shown.py), report.md, outcome.json, the store's records and compare's report show ***."""
+    from sglang_deploy.cli.shown import shown
+
+    value = '{"headers": {"Authorization": "Bearer ' + HF + '"}}'
+    out = outcome_with(tmp_path, **{"json-model-override-args": ['{"rope_theta": 1e6}', value]})
+    assert any(value in str(p.candidate.args) for p in out.planned)  # what is deployed keeps the user's value
+    texts = listings(out, tmp_path, capsys)
+    texts = {**texts, "PRUNED lines": shown(texts["PRUNED lines"]), "summary": shown(texts["summary"])}
+    texts["store"] = "".join(p.read_text() for p in (tmp_path / "store" / "runs").glob("*.json"))
+    runs = {p: run(p, None, failure=f"exited 1: --json-model-override-args {value}") for p in ("a", "b")}
+    folder = compare_report.write_report(compare_report.build_comparison(["a", "b"], runs), tmp_path / "cmp")
+    texts.update({f"compare {n}": (folder / n).read_text() for n in ("report.md", "comparison.json")})
+    for where, text in texts.items():
+        assert HF not in text, where
+    assert all(
+        "Bearer ***" in texts[n] for n in ("report.md", "outcome.json", "compare report.md", "compare comparison.json")
+    )

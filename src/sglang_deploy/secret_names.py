@@ -1,4 +1,5 @@
-"""What counts as a secret by its name, and masking it (extra variables, environment variables in results, profiles).
+"""What counts as a secret by its name or its shape, and masking it (extra variables, environment variables in
+results, profiles, what is shown).
 
 A name is split into words (``_``, ``-``, ``.``, camelCase): ``HF_TOKEN`` -> HF TOKEN. It is a secret when a word
 says so anywhere, alone or run together with others (PASSWORD, PGPASSWORD, SECRET, CREDENTIALS, APIKEY, ...), when
@@ -139,8 +140,34 @@ def value_secrets(text: str) -> list[str]:
     return url_passwords(text) + _query_secrets(text) + _json_secrets(text)
 
 
-def mask_secrets(text: str) -> str:
-    """text with every secret value_secrets finds in it replaced by ***."""
-    for secret in sorted(set(value_secrets(text)), key=len, reverse=True):
+# Values shaped like a credential, whatever names them: a bearer token (an Authorization header's value), a
+# Hugging Face token, an OpenAI-style key, a GitHub token. The lengths keep words (hf_quant_config) out.
+_CREDENTIAL = re.compile(
+    r"\bBearer\s+([A-Za-z0-9._~+/=-]{8,})"
+    r"|\b(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})\b"
+)
+
+
+def credentials(text: str) -> list[str]:
+    """Each value in ``text`` shaped like a credential (``Bearer xxx``'s token, hf_..., sk-..., ghp_...)."""
+    return [m.group(1) or m.group(2) for m in _CREDENTIAL.finditer(text)]
+
+
+def _masked(text: str, secrets: list) -> str:
+    for secret in sorted(set(secrets), key=len, reverse=True):
         text = text.replace(secret, MASK)
     return text
+
+
+def mask_secrets(text: str) -> str:
+    """A value (a flag's, a label) with every secret value_secrets finds in it and every credential-shaped value
+    replaced by ***."""
+    return _masked(text, value_secrets(text) + credentials(text))
+
+
+def mask_shown(text: str) -> str:
+    """Text as it is displayed or written to results (the terminal, report.md, outcome.json, comparison.json, the
+    tune store): each URL's password, each secret-named parameter of a URL's query and each credential-shaped value
+    replaced by ***, whatever key it stands under. A JSON document's own keys are not read as names (its ``key``
+    fields are ids, not secrets)."""
+    return _masked(text, url_passwords(text) + _query_secrets(text) + credentials(text))

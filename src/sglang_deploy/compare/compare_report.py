@@ -24,6 +24,7 @@ from sglang_deploy.compare.figures import (
 )
 from sglang_deploy.host.bench import table
 from sglang_deploy.host.files import write_files
+from sglang_deploy.secret_names import mask_shown
 
 SYNTHETIC_NOTE = "LAB: emulated SGLang server, these numbers are synthetic"
 ARTIFACTS = ("report.md", "compare.png", "comparison.json")  # what write_report writes into --out
@@ -694,11 +695,11 @@ def plot(comp: Comparison) -> bytes:
 
 
 def write_report(comp: Comparison, out_dir=None) -> Path:
-    """results/compare-<time>/ with ARTIFACTS, through host/files.write_files (a link refused); returns the folder."""
+    """results/compare-<time>/ with ARTIFACTS, credentials masked, through host/files.write_files (a link refused)."""
     from sglang_deploy.paths import RESULTS
 
     out = out_dir or RESULTS / f"compare-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     has_figures = any(r["output_tok_s"] is not None for r in comp.rows)
-    files = {"report.md": markdown(comp, "compare.png" if has_figures else None)}
-    files["comparison.json"] = json.dumps(comp.to_dict(), indent=2, default=str) + "\n"
+    files = {"report.md": mask_shown(markdown(comp, "compare.png" if has_figures else None))}
+    files["comparison.json"] = mask_shown(json.dumps(comp.to_dict(), indent=2, default=str) + "\n")
     return Path(write_files(out, {**files, "compare.png": plot(comp)} if has_figures else files))

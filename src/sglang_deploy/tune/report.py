@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..host.files import check_folder, write_files
 from ..compare.compare_report import SYNTHETIC_NOTE
+from ..secret_names import mask_shown
 from .expansion import one_line
 from .outcome import Outcome
 
@@ -275,7 +276,7 @@ def figure(out: Outcome):
     )
     for pt in front:  # the values alone keep the label short; the report's tables have the axis names
         ax.annotate(
-            one_line(" / ".join(pt["planned"].candidate.choices.values())),
+            mask_shown(one_line(" / ".join(pt["planned"].candidate.choices.values()))),
             (pt["x"]["median"], pt["y"]["median"]),
             textcoords="offset points",
             xytext=(0, -14),
@@ -318,7 +319,7 @@ def write(out: Outcome, out_dir, promote_hint: str | None = None) -> Path:
     (each a private temporary file, renamed; a link or odd file refused before anything is written)."""
     png = plot(out)
     files = {
-        "report.md": markdown(out, PLOT_NAME if png else None, promote_hint),
-        "outcome.json": json.dumps(out.to_dict(), indent=2, default=str) + "\n",
+        "report.md": mask_shown(markdown(out, PLOT_NAME if png else None, promote_hint)),
+        "outcome.json": mask_shown(json.dumps(out.to_dict(), indent=2, default=str) + "\n"),
     }
     return Path(write_files(out_dir, {**files, PLOT_NAME: png} if png else files))

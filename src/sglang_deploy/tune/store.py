@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from ..host.files import write_file
+from ..secret_names import mask_shown
 from .searchfile import SearchError
 
 OK, FAILED = "ok", "failed"  # a run record's status
@@ -51,7 +52,7 @@ class Store:
 
     def _write(self, path: Path, doc: dict) -> Path:
         self.check()
-        return Path(write_file(json.dumps(doc, indent=2, default=str) + "\n", str(path), sync=True))
+        return Path(write_file(mask_shown(json.dumps(doc, indent=2, default=str) + "\n"), str(path), sync=True))
 
     def meta(self) -> dict:
         """The search's own record (search.json): spent_s, the seconds every run of it took together, and before,
