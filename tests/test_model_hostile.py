@@ -13,6 +13,7 @@ import os
 import socket
 import stat
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_json import PLAYBOOK_BIN, needs_playbook
 from emulator_proc import run_module  # first: puts the repo's module_utils on the import path
 
 from sglang_deploy.locks import model_lock
@@ -237,6 +239,67 @@ def test_a_file_name_that_is_not_utf8_is_refused_and_no_lock_is_written(tmp_path
     err = capsys.readouterr().err
     assert "'tok\\udcff.json' is not UTF-8" in err and "rename the file" in err
     assert not (models / "lab.lock.yml").exists()
+
+
+# R15 (issue 48): characters that act on the terminal that shows a lock's paths.
+CONTROLS = ["\u202e", "\x85", "\x9b", "\u2066", "\x1b"]
+
+
+@pytest.mark.parametrize("char", CONTROLS)
+def test_a_file_name_with_a_bidi_override_or_a_c1_control_is_refused_and_no_lock_is_written(tmp_path, capsys, char):
+    """ansible-playbook prints a lock's paths raw in the role's loop labels: U+202E reorders what is read, C1's CSI
+    (\\x9b) drives the terminal; only C0 and DEL were refused (issue 48, R15)."""
+    folder = _checkpoint(tmp_path / "ckpt")
+    (folder / f"evil{char}gpj.safetensors").write_bytes(b"x")
+    models = tmp_path / "models"
+    assert main(["model", "lock", "lab", "--path", str(folder), "--models-dir", str(models)]) == 1
+    err = capsys.readouterr().err
+    assert f"file path 'evil{ascii(char)[1:-1]}gpj.safetensors' holds a control character" in err, err
+    assert char not in err and not (models / "lab.lock.yml").exists()
+    entry = {"path": f"sub/a{char}b", "size": 1, "sha256": "0" * 64}
+    lock = {"name": "lab", "files": [{**entry, "path": "config.json"}, entry]}
+    (problem,) = model.validate(lock)
+    assert problem.startswith(f"files: file path {entry['path']!r} holds a control character")
+
+
+def _labels(path: str) -> list[str]:
+    """The loop labels of the tasks of a role's task file, blocks included."""
+    tasks, labels = list(yaml.safe_load((REPO / path).read_text())), []
+    while tasks:
+        task = tasks.pop()
+        tasks += task.get("block", []) + task.get("rescue", []) + task.get("always", [])
+        labels += [task["loop_control"]["label"]] if "label" in task.get("loop_control", {}) else []
+    return labels
+
+
+@needs_playbook
+def test_the_roles_loop_labels_escape_the_lock_paths_they_print(tmp_path):
+    assert _labels("roles/sglang_model/tasks/fetch.yml") == ["{{ item | sglang.deploy.sglang_escaped }}"] * 2
+    assert _labels("roles/sglang_stack/tasks/wheels.yml") == ["{{ item.file | sglang.deploy.sglang_escaped }}"]
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": [
+                {
+                    "ansible.builtin.debug": {"msg": "x"},
+                    "loop": [f"evil{char}gpj" for char in CONTROLS],
+                    "loop_control": {"label": "{{ item | sglang.deploy.sglang_escaped }}"},
+                }
+            ],
+        }
+    ]
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_LOCALHOST_WARNING": "false"}
+    env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.builtin.default"
+    run = subprocess.run(
+        [PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", "play.yml"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    for char in CONTROLS:
+        assert f"(item=evil{ascii(char)[1:-1]}gpj)" in run.stdout
+    assert not [char for char in CONTROLS if char in run.stdout]
 
 
 # N17: a system folder as the model folder.

@@ -397,6 +397,25 @@ def test_line_breaks_helpers_and_spaced_extras_are_refused(bundle, problem):
     assert [p for p in stack.validate(bundle) if p.startswith(problem)], stack.validate(bundle)
 
 
+@pytest.mark.parametrize("char", ["\u202e", "\x85", "\x9b", "\u2066"])
+def test_a_lock_entry_or_a_bundle_value_with_a_bidi_override_or_a_c1_control_is_refused(char):
+    """A stack lock's file names and URLs reach the role's loop labels and the errors ansible-playbook prints; only
+    C0 and DEL were refused in a bundle's values, nothing in a lock's URL (issue 48, R15)."""
+    good = {"file": "torch-2.9.1-cp312-cp312-manylinux_2_28_x86_64.whl", "sha256": "0" * 64}
+    url = f"https://files.example/evil{char}lhw.whl"
+    assert stack.entry_problems([{**good, "url": "https://files.example/torch.whl"}]) == []
+    assert stack.entry_problems([{**good, "url": url}]) == [
+        f"{good['file']}: its url is not http(s):// or file://, or holds a control character (lock the bundle again)"
+    ]
+    assert stack.entry_problems([{**good, "file": f"evil{char}lhw.whl"}]) == [
+        f"file {f'evil{char}lhw.whl'!r} is not a wheel's file name (lock the bundle again)"
+    ]
+    problems = stack.validate(stable(extra_packages=[f"nvidia-ml-py{char}>=12"]))
+    assert [p for p in problems if p.startswith("extra_packages[0]: not a requirement")], problems
+    problems = stack.validate(stable(extra_index_urls=[f"https://mirror.example/{char}simple"]))
+    assert [p for p in problems if p.startswith("extra_index_urls[0]: an index URL")], problems
+
+
 def test_an_ipv6_https_host_is_not_a_transport_helper():
     assert stack.git_source_problems({"git": "https://[::1]:8443/sgl-project/sglang", "ref": "main"}) == []
 

@@ -15,7 +15,7 @@ try:
     from sglang_deploy.fleet import fleet
     from sglang_deploy.rules import rules
     from sglang_deploy import secret_names
-    from sglang_deploy.host import gpu, host_record
+    from sglang_deploy.host import gpu, host_record, text
 except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
     package.missing(exc)
 
@@ -226,4 +226,5 @@ class FilterModule:
             "sglang_api_servers": api_servers,
             "sglang_group_problems": group_problems,
             "sglang_result_stamp": result_stamp,
+            "sglang_escaped": text.escaped,
         }

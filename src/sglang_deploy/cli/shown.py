@@ -3,6 +3,7 @@
 Profile descriptions, host names, task names and failure messages come from files and hosts: an escape sequence in
 one could retitle, clear or rewrite the terminal, and a bidirectional override could reorder what is read. main()
 wraps stdout and stderr in Shown, so every line printed goes through shown(); the data itself keeps its text.
+A value shaped like a credential (a flag's `Authorization: Bearer ...`) is masked there too, whatever its key.
 """
 
 from __future__ import annotations
@@ -10,14 +11,17 @@ from __future__ import annotations
 import re
 from typing import TextIO
 
-# C0 controls other than tab and newline, DEL, C1 controls, and the bidirectional marks, embeddings, overrides and
-# isolates (Unicode's Bidi_Control).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+from sglang_deploy.host import text as host_text
+from sglang_deploy.secret_names import mask_shown
+
+# host/text.py's control characters, tab and newline aside (printed lines hold them).
+_CONTROL = re.compile("(?![\t\n])" + host_text.CONTROL.pattern)
 
 
 def shown(text: str) -> str:
-    """``text`` with each control character written as its escape (ESC as \\x1b, RLO as \\u202e)."""
-    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
+    """``text`` with each credential masked (secret_names.mask_shown) and each control character written as its
+    escape (ESC as \\x1b, RLO as \\u202e)."""
+    return host_text.escaped(mask_shown(text), _CONTROL)
 
 
 class Shown:

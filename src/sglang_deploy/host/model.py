@@ -21,9 +21,10 @@ import re
 import shutil
 import stat
 
-from .model_place import CONTROL, PARTIAL, PREVIOUS, STAMP, dest_problem, make_parents, owned, place_problems
+from .model_place import PARTIAL, PREVIOUS, STAMP, dest_problem, make_parents, owned, place_problems
 from .stack import _COMMIT, _NAME
 from .stack_prune import tree_size
+from .text import CONTROL
 from .wheel_fetch import sha256_file
 
 INDEX = "model.safetensors.index.json"
@@ -41,7 +42,8 @@ _FILE_KEYS = {"path", "size", "sha256"}
 
 def path_problem(path: object) -> str:
     """Why path cannot be a file of a checkpoint folder ('' when it can): relative, inside the folder, no hidden
-    part (the stamp, the Hub's .cache/), no control character, UTF-8 (a lock is YAML)."""
+    part (the stamp, the Hub's .cache/), no control character (text.CONTROL: it would act on the terminal that shows
+    the path), UTF-8 (a lock is YAML)."""
     if not isinstance(path, str) or not path:
         return f"file path {path!r} is not a non-empty string"
     try:

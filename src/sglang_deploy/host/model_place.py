@@ -7,13 +7,13 @@ following a link. Stdlib only; model.py installs the checkpoint.
 from __future__ import annotations
 
 import os
-import re
 import stat
+
+from .text import CONTROL
 
 STAMP = ".sglang-model.json"
 PARTIAL = ".partial"
 PREVIOUS = ".previous"
-CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 # The system's folders, which a checkpoint never replaces: each of _SYSTEM_TREES and everything below it, each of

@@ -12,6 +12,8 @@ import json
 import os
 import re
 
+from .text import CONTROL
+
 HASH_LENGTH = 12
 # Keys that describe a bundle without changing what gets installed: left out of its content hash.
 NON_CONTENT_KEYS = ("description",)
@@ -156,7 +158,7 @@ def base_python_problems(path: str) -> list[str]:
 
 
 def _control(text: str) -> bool:
-    return any(ord(char) < 32 or ord(char) == 127 for char in text)
+    return CONTROL.search(text) is not None
 
 
 def git_source_problems(sglang: dict) -> list[str]:
@@ -336,8 +338,10 @@ def entry_problems(entries: list) -> list[str]:
             problems.append(f"file {name!r} is not a wheel's file name (lock the bundle again)")
         elif not isinstance(digest, str) or not SHA256.fullmatch(digest):
             problems.append(f"{name}: sha256 {digest!r} is not 64 lowercase hex digits (lock the bundle again)")
-        elif url and not (isinstance(url, str) and url.startswith(URL_SCHEMES)):
-            problems.append(f"{name}: its url is not http(s):// or file:// (lock the bundle again)")
+        elif url and not (isinstance(url, str) and url.startswith(URL_SCHEMES) and not _control(url)):
+            problems.append(
+                f"{name}: its url is not http(s):// or file://, or holds a control character (lock the bundle again)"
+            )
     return problems
 
 
