@@ -1,4 +1,5 @@
-"""Profile comparison: figures per concurrency level, the text table, the Markdown report and the plot.
+"""Profile comparison: figures per concurrency level, the text table and the Markdown report (the plot:
+compare_plot, the ranking by objectives: profile_ranking).
 
 Pure functions over benchmark result dicts (bench.run_benchmark's), so they are tested on synthetic results;
 api.compare() feeds them the results its deploys published: per host, and on a fleet also through the router
@@ -7,21 +8,14 @@ api.compare() feeds them the results its deploys published: per host, and on a f
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from sglang_deploy.compare import noise
-from sglang_deploy.compare.figures import (
-    comparable,
-    first_difference,
-    level_metrics,
-    level_text,
-    measurement_problem,
-    metric_value,
-)
+from sglang_deploy.compare.figures import comparable, first_difference
+from sglang_deploy.compare.profile_ranking import rank_profiles, ratio
 from sglang_deploy.host.bench import table
 from sglang_deploy.host.files import write_files
 from sglang_deploy.secret_names import mask_shown
@@ -170,10 +164,6 @@ class Comparison:
         }
 
 
-def _ratio(value, base):
-    return value / base if value is not None and base else None
-
-
 def _levels(per_repeat: list, host: str) -> list:
     """{level name: level} of each repeat's result on ``host`` (repeats without one left out)."""
     out = []
@@ -220,7 +210,7 @@ def comparison_rows(
                 if i == 0:
                     base = row
                 for key, ratio_key, _unused in JUDGED:
-                    row[ratio_key] = _ratio(row[key], base[key]) if ranked else None
+                    row[ratio_key] = ratio(row[key], base[key]) if ranked else None
                     if ranked and i > 0:
                         row["vs_first"][key] = noise.verdict(base["values"][key], values[key], FIGURES[key][1], floor)
                 rows.append(row)
@@ -246,81 +236,6 @@ def sla_rates(results: dict) -> dict:
                 if res.get("sla_search"):
                     found.setdefault(name, {}).setdefault(host, []).append(res["sla_search"]["best_rate"])
     return {name: {h: noise.spread(v)["median"] for h, v in per.items()} for name, per in found.items()}
-
-
-def _ranked_row(name: str, recs: list, obj, limits: list) -> dict:
-    """A profile's row of one objective: the median over repeats, its spread and values, the limits it broke (a
-    limit holds on the median of its metric)."""
-    values = [v for v in (metric_value(rec, obj.metric, obj.level) for rec in recs) if v is not None]
-    broken = []
-    for lim in limits:
-        got = noise.spread([metric_value(rec, lim.metric, lim.level) for rec in recs])["median"]
-        if not lim.holds(got):
-            broken.append(f"{lim.text} (got {'-' if got is None else format(got, '.2f')})")
-    spread = noise.spread(values)
-    return {
-        "profile": name,
-        "value": spread["median"],
-        "spread": spread,
-        "values": values,
-        "within_limits": not broken,
-        "limits_broken": broken,
-    }
-
-
-def rank_profiles(
-    profiles: list,
-    results: dict,
-    objectives: list,
-    limits: list,
-    deployed: dict | None = None,
-    floor: float = noise.DEFAULT_FLOOR,
-) -> dict:
-    """objective name -> a row per profile, best first: value (the median over repeats of the mean over hosts),
-    its spread, ratio to the first profile's, within_limits and limits_broken (a profile outside a limit ranks
-    after those within), rank, and vs_leader (noise.verdict against the best): `tied` where it is no difference.
-    The metrics are tune's (goodput_req_s at a level, sla_rate_req_s of the SLA search, ...), read as tune reads
-    them. results: profile -> [{host: benchmark result}], one per repeat.
-
-    Ranked are only measurements (tune's rule, figures.measurement_problem: the deploy succeeded, ``deployed``:
-    profile -> all its runs ok, all when None; no request failed at the objective's level, in any repeat) on the
-    hosts of the first profile measured; the others follow with rank None and not_ranked: why."""
-    deployed = deployed or {}
-    records = {
-        name: [{"metrics": {h: level_metrics(res) for h, res in per.items()}} for per in results.get(name) or []]
-        for name in profiles
-    }
-    measured = [p for p in profiles if deployed.get(p, True) and results.get(p)]
-    hosts = sorted(results[measured[0]][0]) if measured else []
-    out = {}
-    for obj in objectives:
-        rows, left = [], []
-        for name in profiles:
-            per_repeat = results.get(name) or [{}]
-            why = next(
-                filter(None, (measurement_problem(deployed.get(name, True), per, obj.level) for per in per_repeat)),
-                None,
-            )
-            seen = sorted({h for per in per_repeat for h in per})
-            if why is None and seen != hosts:
-                why = f"measured on {', '.join(seen)}, the first profile {measured[0]} on {', '.join(hosts)}"
-            row = _ranked_row(name, records[name], obj, limits)
-            if why is None and row["value"] is None:
-                why = f"no value of {obj.metric} at {level_text(obj.level)}"
-            if why:
-                left.append({"profile": name, "value": row["value"], "rank": None, "not_ranked": why})
-                continue
-            rows.append(row)
-        first = next((r["value"] for r in rows if r["profile"] == profiles[0]), None)
-        sign = -1 if obj.goal == "max" else 1
-        rows.sort(key=lambda r: (not r["within_limits"], sign * r["value"]))
-        for i, r in enumerate(rows, 1):
-            r["ratio"], r["rank"] = _ratio(r["value"], first), i
-            if i > 1:
-                r["vs_leader"] = noise.verdict(rows[0]["values"], r["values"], obj.goal, floor)
-                r["tied"] = r["within_limits"] and r["vs_leader"]["verdict"] == noise.SAME
-        out[obj.name] = rows + left
-    return out
 
 
 def build_comparison(
@@ -607,93 +522,6 @@ def _markdown_failures(comp: Comparison) -> list:
     return out + [""]
 
 
-def plot(comp: Comparison) -> bytes:
-    """PNG bytes: aggregate output tok/s and per-request decode tok/s against concurrency, one line per profile through
-    the medians over the repeats, with min..max bars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FixedLocator, NullLocator
-
-    targets = comp.targets
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
-    panels = (
-        ("output_tok_s", "Aggregate output throughput", "output tok/s (all requests)"),
-        ("decode_tok_s", "Per-request decode speed", "decode tok/s per request (mean)"),
-    )
-    closed_loop = [r for r in comp.rows if r["level"] == f"c={r['concurrency']}"]  # rate levels: no x position
-    levels = sorted({r["concurrency"] for r in closed_loop})
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    markers = "os^Dvp*h"
-    styles = ["-", "--", ":", "-."]  # per host or router
-    for ax, (key, title, ylabel) in zip(axes, panels):
-        top = 0.0
-        for i, name in enumerate(comp.profiles):
-            for j, (host, via) in enumerate(targets):
-                pts = [
-                    (r["concurrency"], r[key], r["spread"][key]["min"], r["spread"][key]["max"])
-                    for r in closed_loop
-                    if r["profile"] == name and (r["host"], r["via"]) == (host, via) and r[key] is not None
-                ]
-                if not pts:
-                    continue
-                top = max(top, *(p[3] for p in pts))
-                where = f"router {host}" if via == "router" else host
-                label = name if len(targets) == 1 else f"{name} @ {where}"
-                # Distinct markers keep profiles with near-equal figures apart where the lines overlap; the bars
-                # span min..max over the repeats, the line joins the medians.
-                ax.errorbar(
-                    [p[0] for p in pts],
-                    [p[1] for p in pts],
-                    yerr=[[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]],
-                    capsize=4,
-                    marker=markers[i % len(markers)],
-                    markersize=7,
-                    linewidth=2,
-                    alpha=0.85,
-                    color=colors[i % len(colors)],
-                    linestyle=styles[j % len(styles)],
-                    label=label,
-                )
-        ax.set_title(title)
-        ax.set_xlabel("concurrency (requests in flight)")
-        ax.set_ylabel(ylabel)
-        if len(levels) > 1 and levels[-1] / levels[0] >= 4:
-            ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_locator(FixedLocator(levels))
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xticklabels([str(c) for c in levels])
-        ax.margins(x=0.08)
-        ax.set_ylim(0, top * 1.12 or 1)
-        ax.grid(True, alpha=0.3)
-    handles, labels = axes[0].get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, loc="outside right upper", title="profile", frameon=False)
-    w = comp.workload
-    fig.suptitle(
-        f"{' vs '.join(comp.profiles)}  (in {w.get('input_len')} / out {w.get('output_len')} tokens; "
-        f"median and min..max of {comp.repeats} repeat{'s' * (comp.repeats != 1)})",
-        fontsize=12,
-    )
-    notes = []
-    missing = [
-        p
-        for p in comp.profiles
-        if not any(r["profile"] == p and r[k] is not None for r in comp.rows for k, _unused, _unused in panels)
-    ]
-    if missing:
-        notes.append(f"not plotted (deploy failed): {', '.join(missing)}")
-    if comp.emulated:
-        notes.append(SYNTHETIC_NOTE)
-    if notes:
-        fig.supxlabel("\n".join(notes), color="#b00020", fontsize=10)
-    png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=110)
-    plt.close(fig)
-    return png.getvalue()
-
-
 def write_report(comp: Comparison, out_dir=None) -> Path:
     """results/compare-<time>/ with ARTIFACTS, credentials masked, through host/files.write_files (a link refused)."""
     from sglang_deploy.paths import RESULTS
@@ -702,4 +530,8 @@ def write_report(comp: Comparison, out_dir=None) -> Path:
     has_figures = any(r["output_tok_s"] is not None for r in comp.rows)
     files = {"report.md": mask_shown(markdown(comp, "compare.png" if has_figures else None))}
     files["comparison.json"] = mask_shown(json.dumps(comp.to_dict(), indent=2, default=str) + "\n")
-    return Path(write_files(out, {**files, "compare.png": plot(comp)} if has_figures else files))
+    if has_figures:
+        from sglang_deploy.compare.compare_plot import plot  # matplotlib: only where there is something to plot
+
+        files["compare.png"] = plot(comp)
+    return Path(write_files(out, files))
