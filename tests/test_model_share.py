@@ -1,6 +1,7 @@
-"""The fan-out share of the sglang_model role (issue 41 N4, N18): the share answers only the round's token, runs
-unprivileged and stops with the round; a receiver sends the token, stops at the locked size and checks the sha256,
-so another listener on the share port cannot plant a file."""
+"""The fan-out share of the sglang_model role (issue 41 N4, N18; issue 48 R13): the share answers only the round's
+token, runs as its own unprivileged account, serves a bounded number of connections and stops with the round; a
+receiver sends the token, stops at the locked size and checks the sha256, so another listener on the share port
+cannot plant a file."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import http.server
 import io
 import json
 import os
+import socket
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -68,6 +71,29 @@ def test_the_share_answers_only_the_rounds_token_with_plain_files(share):
     assert get(share + "/config.json", "U" * 43)[0] == 403
     for path in ("/.sglang-model.json", "/link.json", "/../etc/passwd", "//etc/passwd", "/%2e%2e/x", "/", "/nope"):
         assert get(share + path, TOKEN)[0] == 404, path
+
+
+def test_idle_clients_hold_a_bounded_number_of_threads_and_are_dropped(share, monkeypatch):
+    """Issue 48, R13: 300 idle clients held 303 threads. MAX_CLIENTS are served at once, one more is closed as it
+    comes, and a connection idle for Share.timeout is dropped; then the round's receiver is served again."""
+    host, port = share.removeprefix("http://").split(":")
+    before = threading.active_count()
+    idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(model_share.MAX_CLIENTS)]
+    try:
+        time.sleep(0.3)  # each accepted, each holding its thread
+        for _ in range(3 * model_share.MAX_CLIENTS):
+            with socket.create_connection((host, int(port)), timeout=10) as extra:
+                assert extra.recv(1) == b""  # closed at once, not held
+        assert threading.active_count() <= before + model_share.MAX_CLIENTS
+    finally:
+        for sock in idle:
+            sock.close()
+    time.sleep(0.3)  # the closed clients' threads end and give their slots back
+    assert get(share + "/config.json", TOKEN) == (200, CONFIG)
+    monkeypatch.setattr(model_share.Share, "timeout", 0.5)
+    with socket.create_connection((host, int(port)), timeout=10) as quiet:
+        started = time.monotonic()
+        assert quiet.recv(1) == b"" and time.monotonic() - started < 5  # dropped after the idle timeout
 
 
 def test_the_share_refuses_to_start_without_a_token(monkeypatch, capsys, tmp_path):
@@ -146,13 +172,22 @@ def _tasks(path: Path) -> list[dict]:
     return found
 
 
-def test_the_round_shares_as_nobody_with_a_token_out_of_argv_and_always_stops():
+def test_the_round_shares_as_its_own_account_with_a_token_out_of_argv_and_always_stops():
     """The share was `python3 -m http.server` as root, no token, left up to 24 h by a play stopped mid-round."""
     text = (ROLE / "tasks" / "fanout_round.yml").read_text()
     tasks = {t["name"]: t for t in _tasks(ROLE / "tasks" / "fanout_round.yml")}
     assert "http.server" not in text
     argv = tasks["Share the checkpoint for this round"]["ansible.builtin.command"]["argv"]
-    assert "--uid=nobody" in argv and "--gid={{ sglang_model_group }}" in argv
+    assert "--uid={{ sglang_model_share_user }}" in argv and "--gid={{ sglang_model_group }}" in argv
+    account = {t["name"]: t for t in _tasks(ROLE / "tasks" / "fanout.yml")}["Create the account the share runs as"]
+    assert account["ansible.builtin.user"] == {
+        "name": "{{ sglang_model_share_user }}",
+        "group": "{{ sglang_model_group }}",
+        "system": True,
+        "shell": "/usr/sbin/nologin",
+        "home": "/nonexistent",
+        "create_home": False,
+    }
     assert "--property=RuntimeMaxSec={{ sglang_model_fanout_timeout }}" in argv
     assert any(a.startswith("--property=StandardInput=file:") for a in argv)
     assert not [a for a in argv if "token" in a and "StandardInput" not in a]
@@ -164,6 +199,7 @@ def test_the_round_shares_as_nobody_with_a_token_out_of_argv_and_always_stops():
     assert tasks["Remove the share's token and server"]["_section"] == "always"
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     assert 0 < defaults["sglang_model_fanout_timeout"] <= 4 * 3600
+    assert defaults["sglang_model_share_user"] == "sglang-share"  # its own account, not the shared nobody
     peer = {t["name"]: t for t in _tasks(ROLE / "tasks" / "fetch.yml")}[
         "Download the checkpoint's files from a peer host into the partial folder"
     ]

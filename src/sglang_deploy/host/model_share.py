@@ -1,10 +1,12 @@
 """The share of one round of the sglang_model role's fan-out: a holder's checkpoint folder served over HTTP to the
 round's receiver, and only to a request that carries the round's token (``Authorization: Bearer TOKEN``).
 
-roles/sglang_model/tasks/fanout_round.yml copies this file to the host and starts it as a transient unit of nobody
-with the checkpoint's group (files 0440, folders 0550), its standard input a root-only file that holds the token:
-the token is never in argv or the environment. The unit stops when the round ends or fails, and at RuntimeMaxSec.
-Serves GET of a regular file of the folder (no hidden part, no link at its end), nothing else.
+roles/sglang_model/tasks/fanout_round.yml copies this file to the host and starts it as a transient unit of its own
+system account (sglang_model_share_user) with the checkpoint's group (files 0440, folders 0550), its standard input a
+root-only file that holds the token: the token is never in argv or the environment. The unit stops when the round
+ends or fails, and at RuntimeMaxSec. Serves GET of a regular file of the folder (no hidden part, no link at its end),
+nothing else, to MAX_CLIENTS connections at once: one more is closed as it comes, and one idle for Share.timeout is
+dropped, so idle clients hold a bounded number of threads.
 
     python3 model_share.py --bind ADDRESS --port PORT --directory FOLDER < TOKEN_FILE
 
@@ -23,9 +25,11 @@ import shutil
 import socket
 import stat
 import sys
+import threading
 import urllib.parse
 
 MIN_TOKEN = 32
+MAX_CLIENTS = 8  # connections served at once (the round's receiver fetches one file at a time)
 
 
 class Share(http.server.BaseHTTPRequestHandler):
@@ -59,13 +63,36 @@ class Share(http.server.BaseHTTPRequestHandler):
             shutil.copyfileobj(handle, self.wfile, 1 << 20)
 
 
-def server(bind: str, port: int, folder: str, token: bytes) -> http.server.ThreadingHTTPServer:
+class BoundedServer(http.server.ThreadingHTTPServer):
+    """A thread per connection, at most ``slots`` (a semaphore) at once; a connection past them is closed at once."""
+
+    slots: threading.BoundedSemaphore
+
+    def process_request(self, request, client_address) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+def server(bind: str, port: int, folder: str, token: bytes) -> BoundedServer:
     """The share of folder on bind:port (an IPv4 or IPv6 address, or a name), for requests that carry token."""
     if len(token) < MIN_TOKEN:
         raise ValueError(f"the token is {len(token)} bytes: {MIN_TOKEN} or more (the role draws 43)")
     family = socket.getaddrinfo(bind, port, type=socket.SOCK_STREAM)[0][0]
     handler = type("RoundShare", (Share,), {"token": token, "folder": folder})
-    return type("Server", (http.server.ThreadingHTTPServer,), {"address_family": family})((bind, port), handler)
+    fields = {"address_family": family, "slots": threading.BoundedSemaphore(MAX_CLIENTS)}
+    return type("Server", (BoundedServer,), fields)((bind, port), handler)
 
 
 def main(argv: list[str] | None = None) -> int:
