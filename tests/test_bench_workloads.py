@@ -406,7 +406,8 @@ def test_output_details_keep_each_request_of_each_level(emulator, tmp_path):
         assert len(rows) == level["requests"] == 4 and min(row["send_ms"] for row in rows) == 0.0
         assert all(row["error"] is None and row["completion_tokens"] == 8 for row in rows)
         assert all(0 < row["ttft_ms"] <= row["e2e_ms"] for row in rows)
-        assert max(row["ttft_ms"] for row in rows) == pytest.approx(level["ttft_ms"]["p99"], rel=0.2)
+        ttfts = sorted(row["ttft_ms"] for row in rows)  # to the microsecond
+        assert level["ttft_ms"]["p99"] == pytest.approx(metrics.percentile(ttfts, 99), abs=1e-3)
     rc, plain = bench_cli(emu.url, tmp_path, "--concurrency", "1", "--requests", "2")
     assert rc == 0 and "requests_detail" not in plain["levels"][0]
 
@@ -462,8 +463,7 @@ def test_request_rate_levels_arrive_as_a_seeded_poisson_process(emulator, tmp_pa
     assert (burst["label"], burst["request_rate"]) == ("c=4", None)
     gaps = workload.arrival_gaps(42, 25.0)
     span = sum(next(gaps) for _ in range(19))  # the gaps between 20 arrivals
-    assert paced["wall_s"] == pytest.approx(span + 0.1, abs=0.4)  # + the last request's own time
-    assert burst["wall_s"] < paced["wall_s"]
+    assert paced["wall_s"] >= span  # no request went before its arrival time
     assert paced["slo"]["met"] and paced["goodput_req_s"] == pytest.approx(paced["request_throughput_req_s"])
     assert r["workload"]["request_rates"] == [25.0, "inf"] and r["workload"]["mode"] == "request_rate"
     assert r["workload"]["arrivals"] == workload.ARRIVALS

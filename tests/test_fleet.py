@@ -96,14 +96,24 @@ def _stream(url: str, tokens: int) -> None:
         resp.read()
 
 
+def _emulator_count(url: str, name: str) -> float:
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+        return next(float(line.split()[-1]) for line in resp.read().decode().splitlines() if line.startswith(name))
+
+
 def test_drain_waits_for_running_requests(tmp_path, capsys):
     emu = Emulator(tmp_path, "--enable-metrics", decode_tok_s=100).wait_ready()
     try:
         worker = threading.Thread(target=_stream, args=(emu.url, 150))  # about 1.5 s of decode
+        finished = _emulator_count(emu.url, "sglang:num_requests_total")  # the server's own warm-up
         worker.start()
-        time.sleep(0.4)
+        deadline = time.monotonic() + 30
+        while _emulator_count(emu.url, "sglang:num_running_reqs") != 1:
+            assert time.monotonic() < deadline, "the request never started"
+            time.sleep(0.05)
         failed, res = run_module(sglang_drain, {"url": emu.url, "timeout": 30}, capsys)
-        assert not failed and res["metrics"] and res["running"] == 0 and res["elapsed"] >= 0.5
+        assert not failed and res["metrics"] and res["running"] == 0
+        assert _emulator_count(emu.url, "sglang:num_requests_total") == finished + 1  # the drain waited for it
         assert not worker.is_alive() or worker.join(2) is None
         worker.join()
         threading.Thread(target=_stream, args=(emu.url, 1000), daemon=True).start()
@@ -184,12 +194,9 @@ def test_a_router_answer_that_is_not_a_worker_list_is_a_fleet_error_naming_the_h
     monkeypatch.setattr(fleet_probes, "PROBE_TIMEOUT_S", 1.0)
     monkeypatch.setattr(fleet_probes, "MAX_BODY_BYTES", 1 << 20)
     with _answering(reply) as url:
-        start = time.monotonic()
         with pytest.raises(fleet_probes.FleetError, match=reason) as err:
             fleet_probes.router_workers(url)
-    assert (
-        time.monotonic() - start < 3 and url in str(err.value) and not isinstance(err.value, fleet_probes.Unreachable)
-    )
+    assert url in str(err.value) and not isinstance(err.value, fleet_probes.Unreachable)
 
 
 @pytest.mark.parametrize(
@@ -207,10 +214,9 @@ def test_a_metrics_page_that_is_not_sglangs_stops_the_drain_naming_the_host(monk
     monkeypatch.setattr(fleet_probes, "PROBE_TIMEOUT_S", 1.0)
     monkeypatch.setattr(fleet_probes, "MAX_BODY_BYTES", 1 << 20)
     with _answering(reply) as url:
-        start = time.monotonic()
         with pytest.raises(fleet_probes.FleetError, match=reason) as err:
             fleet_probes.wait_drained(url, timeout=30)
-    assert time.monotonic() - start < 3 and url in str(err.value)
+    assert url in str(err.value)
 
 
 def test_the_modules_fail_with_the_reason_on_a_hostile_answer(capsys):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -215,10 +214,8 @@ sglang_profiles:
 def test_a_yaml_alias_bomb_is_refused_fast(tmp_path, capsys):
     bomb = tmp_path / "bomb.yml"
     bomb.write_text(BOMB)
-    start = time.perf_counter()
     rc, cap = cli_run(capsys, "render", "a", "--profiles-file", str(bomb))
-    assert rc == 2 and "aliases expand" in cap.err
-    assert time.perf_counter() - start < 5  # unbounded, it runs for minutes
+    assert rc == 2 and "aliases expand" in cap.err  # refused by the alias count, not after expanding them
 
 
 @pytest.mark.parametrize(
