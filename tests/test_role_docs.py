@@ -91,6 +91,49 @@ def test_role_defaults_name_the_project_folders_wherever_the_playbook_is(tmp_pat
     assert msg == f"{REPO / 'stacks'} {REPO / 'results'}"
 
 
+def test_an_installed_collection_names_the_inventorys_folder_and_never_writes_through_a_link(tmp_path, monkeypatch):
+    """Issue 48, R17: an installed collection read model locks and wrote results relative to the folder
+    ansible-playbook ran from; now the defaults pass the inventory's folder (else the playbook's), and a fetched
+    result is refused where the results folder, the host's folder or the file is a link."""
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.sglang.deploy.plugins.filter import sglang_project
+
+    monkeypatch.setattr(sglang_project, "INSTALLED", True)
+    monkeypatch.chdir(tmp_path)
+    inventory = tmp_path / "project"
+    assert sglang_project.project_path("results", str(inventory)) == str(inventory / "results")
+    assert sglang_project.project_path("models", str(inventory)) == str(inventory / "models")
+    assert sglang_project.project_path("stacks", str(inventory)) == str(sglang_project.ROOT / "stacks")
+    base = "inventory_dir | default(playbook_dir)"
+    for role, name, folder in (
+        ("sglang_benchmark", "sglang_benchmark_results_dir", "results"),
+        ("sglang_model", "sglang_model_locks_dir", "models"),
+    ):
+        assert f"'{folder}' | sglang.deploy.sglang_project_path({base})" in role_defaults(role)[name]
+    sweep = (REPO / "roles" / "sglang_benchmark" / "tasks" / "sweep.yml").read_text()
+    assert "| sglang.deploy.sglang_unlinked_dest(sglang_benchmark_results_dir) }}" in sweep
+
+    results, elsewhere = tmp_path / "results", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    dest = str(results / "gpu-1" / "20261206-nextn.json")
+    assert sglang_project.unlinked_dest(dest, str(results)) == dest  # nothing there yet: the fetch makes it
+    (results / "gpu-1").mkdir(parents=True)
+    (results / "gpu-1" / "20261206-nextn.json").symlink_to(elsewhere / "victim.json")
+    with pytest.raises(AnsibleFilterError, match="20261206-nextn.json exists and is not a regular file"):
+        sglang_project.unlinked_dest(dest, str(results))
+    (results / "gpu-1" / "20261206-nextn.json").unlink()
+    (results / "gpu-1").rmdir()
+    (results / "gpu-1").symlink_to(elsewhere)
+    with pytest.raises(AnsibleFilterError, match="gpu-1 is a link or not a folder.*never through a link"):
+        sglang_project.unlinked_dest(dest, str(results))
+    (results / "gpu-1").unlink()
+    results.rmdir()
+    results.symlink_to(elsewhere)
+    with pytest.raises(AnsibleFilterError, match="results is a link or not a folder"):
+        sglang_project.unlinked_dest(dest, str(results))
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_the_stack_play_renders_the_profile_the_server_role_deploys(tmp_path):
     """playbooks/stack.yml checks the launch of sglang_server_profile (the role's default, or a host's own), not a
     default of its own. The host's facts say 1 GPU, so both possible renders fail at that task, before any change."""

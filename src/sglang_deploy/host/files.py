@@ -27,7 +27,7 @@ def check_folder(folder: str, names) -> str:
     as write_file writes: the folder or a file is a link (a dangling one too) or not what it should be."""
     path = os.path.abspath(os.path.expanduser(str(folder)))
     if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
-        raise ValueError(f"{folder} is a link or not a folder: remove it, or give --out a new folder")
+        raise ValueError(f"{folder} is a link or not a folder: remove it, or give a new folder")
     for name in names:
         check_dest(os.path.join(path, name))
     return path
