@@ -57,10 +57,30 @@ def test_the_tarball_is_the_collection_without_links_or_the_repository(installed
         "bindep.txt",
         "stacks/README.md",
         "roles/sglang_server/files/launch.py",
+        "LICENSE",
     ):
         assert expected in names, expected
     assert not [n for n in names if n.startswith(("src/", "results/", "roles/lab/", "tests/output", "collections/"))]
     assert "playbooks/lab.yml" not in names
+
+
+def test_the_licence_the_urls_and_the_sanity_ignores_agree_with_what_galaxy_yml_declares():
+    """LICENSE holds the text of galaxy.yml's licence, which pyproject.toml names too; no placeholder URL; an
+    ansible-test ignore file for every ansible-core release meta/runtime.yml admits, up to the installed one, with
+    the same entries (issue 52, B)."""
+    galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text())
+    assert galaxy["license"] == ["Apache-2.0"] and "license_file" not in galaxy
+    assert (REPO / "LICENSE").read_text().split()[:4] == ["Apache", "License", "Version", "2.0,"]
+    assert 'license = "Apache-2.0"' in (REPO / "pyproject.toml").read_text()
+    urls = [galaxy[key] for key in ("repository", "documentation", "homepage", "issues") if galaxy.get(key)]
+    assert not [url for url in urls if "example" in url or "invalid" in url], urls
+    required = yaml.safe_load((REPO / "meta" / "runtime.yml").read_text())["requires_ansible"]
+    assert required.startswith(">=2.") and "," not in required, required  # one lower bound, as read below
+    from ansible.release import __version__ as installed
+
+    low, high = int(required.split(".")[1]), int(installed.split(".")[1])
+    entries = {(REPO / f"tests/sanity/ignore-2.{minor}.txt").read_text() for minor in range(low, high + 1)}
+    assert len(entries) == 1
 
 
 def test_the_vendored_package_is_what_the_plugins_import_and_its_needs_are_declared(installed):

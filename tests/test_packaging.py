@@ -39,7 +39,7 @@ def wheel_site(tmp_path_factory) -> Path:
     src = tmp / "src"
     src.mkdir()
     shutil.copytree(PACKAGE, src / "src" / "sglang_deploy", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(REPO / name, src / name)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run(
@@ -77,6 +77,13 @@ def test_the_wheel_runs_from_its_own_folder(wheel_site, tmp_path):
     data = run(wheel_site, tmp_path, "-c", "from sglang_deploy.launch import flags; print(flags.recorded_releases())")
     assert "0.5.23" in data.stdout, data.stderr
     assert run(wheel_site, tmp_path, "-m", "sglang_deploy.cli", "bench", "--help").returncode == 0
+
+
+def test_the_wheel_states_the_licence_and_ships_its_text(wheel_site):
+    """Apache-2.0, galaxy.yml's licence, as the wheel's License-Expression, with LICENSE's text beside it."""
+    (info,) = wheel_site.glob("sglang_deploy-*.dist-info")
+    assert "License-Expression: Apache-2.0" in (info / "METADATA").read_text().splitlines()
+    assert (info / "licenses" / "LICENSE").read_text() == (REPO / "LICENSE").read_text()
 
 
 def test_without_a_project_it_names_the_fix(wheel_site, tmp_path):

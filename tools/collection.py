@@ -40,6 +40,7 @@ COLLECTION = [
     "galaxy.yml",
     "meta",
     "README.md",
+    "LICENSE",
     "CHANGELOG.md",
     "changelogs/changelog.yaml",
     "changelogs/config.yaml",
