@@ -384,3 +384,58 @@ def test_a_profile_within_the_noise_of_the_leader_is_ranked_tied():
     assert rows[2]["vs_leader"]["verdict"] == "worse"
     text = compare_report.format_table(comp)
     assert "1. b 102.00 (98.00-105.00) (x1.02), 2. a 100.00 (97.00-104.00) [tied with the leader at this noise]" in text
+
+
+def _unsound(how: str) -> dict:
+    """A sound result spoilt as a hostile or broken host might publish it."""
+    good = result([level(1, 100.0, 0.10)])
+    if how == "string":
+        return "a benchmark result"
+    if how == "inf":
+        good["levels"][0]["output_throughput_tok_s"] = float("inf")
+    elif how == "level":
+        good["levels"][0] = ["not", "a", "level"]
+    elif how == "completed":
+        good["levels"][0]["completed"] = "4"
+    elif how == "many":
+        good["levels"] = good["levels"] * 10_000
+    return good
+
+
+@pytest.mark.parametrize(
+    ("how", "why"),
+    [
+        ("string", "a JSON str, not a benchmark result (an object)"),
+        ("inf", "level 1: output_throughput_tok_s is inf, not a finite number >= 0"),
+        ("level", "level 1: a JSON list, not an object"),
+        ("completed", "level 1: requests and completed must be counts, completed <= requests, got 4 and '4'"),
+        ("many", "10000 levels, more than the 128 compare and tune read: benchmark fewer levels"),
+    ],
+)
+def test_an_unsound_result_is_dropped_with_its_reason_and_the_sound_runs_kept(how, why, tmp_path):
+    """A host's benchmark result was read unchecked: a string, `inf` or a malformed level crashed compare at the end
+    (the report lost), 10,000 levels took 366 s (issue 48 R7). The unsound one is dropped, its reason shown; the
+    sound runs of the profile are kept."""
+    import json
+    import time
+
+    runs = _repeated({"a": [100.0, 101.0, 99.0], "b": [100.5, 99.5, 100.0]})
+    runs["b"][1].data["sglang_benchmark"][HOST] = _unsound(how)
+    t0 = time.monotonic()
+    comp = compare_report.build_comparison(["a", "b"], runs)
+    assert time.monotonic() - t0 < 10
+    line = f"b (deploy 2/3) on {HOST}: benchmark result dropped: {why}"
+    assert comp.dropped() == [line] and row(comp, "b", 1)["runs"] == 2
+    assert line in compare_report.format_table(comp) and f"- {line}" in compare_report.markdown(comp)
+    out = compare_report.write_report(comp, tmp_path / "cmp")
+    assert json.loads((out / "comparison.json").read_text())["dropped"] == [line]
+
+
+def test_a_repeat_of_inf_is_no_verdict_where_it_was_called_better():
+    """Mixed `inf` among the repeats gave the interval [0.750, 0.000] and the verdict "better"; dropped, the two
+    runs left on that side are too few for a verdict (noise.MIN_RUNS a side)."""
+    runs = _repeated({"a": [100.0, 101.0, 99.0], "b": [75.0, 76.0, 74.0]})
+    for r in runs["b"][:1]:
+        r.data["sglang_benchmark"][HOST]["levels"][0]["decode_tok_s_per_request"]["mean"] = float("inf")
+    v = row(compare_report.build_comparison(["a", "b"], runs), "b", 1)["vs_first"]["decode_tok_s"]
+    assert v["verdict"] == "no difference" and v["n"] == 2 and v["low"] <= v["high"]

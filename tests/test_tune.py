@@ -282,6 +282,12 @@ def test_a_run_whose_benchmark_counted_answers_otherwise_is_not_ranked(tmp_path)
     res = {"levels": [], "workload": {"answer_lengths": "words", "seed": 3}}
     r = RunResult("site.yml", "successful", 0, {"h": HostOutcome(ok=1)}, data={"sglang_benchmark": {"h": res}})
     assert candidate_fields(r, [])["measured"] == {"h": figures.comparable(res)}
+    # an unsound result (issue 48 R7) fails the run with its reason, where it crashed the search
+    r.data["sglang_benchmark"]["h2"] = {"levels": [{"concurrency": "8", "requests": 4, "completed": 4}]}
+    fields = candidate_fields(r, [])
+    assert fields["status"] == tune.FAILED and fields["kind"] == "benchmark"
+    why = "level 1: concurrency is '8', not a whole number >= 1 or null"
+    assert fields["error"] == f"benchmark result dropped (h2: {why})"
 
 
 def test_budget_of_candidates_and_of_time(tmp_path):

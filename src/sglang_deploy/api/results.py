@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from sglang_deploy.compare import validate
 from sglang_deploy.fleet import fleet
 from sglang_deploy.host import host_record
 from sglang_deploy.host.readiness import parse_systemctl_show
@@ -72,8 +73,16 @@ class RunResult:
 
     @property
     def benchmarks(self) -> dict:
-        """host -> benchmark result dict (bench.run_benchmark's), from set_stats `sglang_benchmark`."""
-        return self.data.get("sglang_benchmark") or {}
+        """host -> benchmark result dict (bench.run_benchmark's), from set_stats `sglang_benchmark`: the sound ones
+        (compare.validate; the others: dropped_benchmarks)."""
+        return validate.sound(self.data.get("sglang_benchmark"))[0]
+
+    @property
+    def dropped_benchmarks(self) -> dict:
+        """host (a router: 'router <host>') -> why its benchmark result was dropped (compare.validate)."""
+        hosts = validate.sound(self.data.get("sglang_benchmark"))[1]
+        routers = validate.sound(self.data.get("sglang_fleet_benchmark"))[1]
+        return {**hosts, **{f"router {h}": why for h, why in routers.items()}}
 
     @property
     def result_files(self) -> dict:
@@ -83,8 +92,8 @@ class RunResult:
     @property
     def router_benchmarks(self) -> dict:
         """router host -> benchmark result through its endpoint (set_stats `sglang_fleet_benchmark`): the fleet's
-        aggregate, after a roll with sglang_fleet_benchmark."""
-        return self.data.get("sglang_fleet_benchmark") or {}
+        aggregate, after a roll with sglang_fleet_benchmark; the sound ones (compare.validate)."""
+        return validate.sound(self.data.get("sglang_fleet_benchmark"))[0]
 
     @property
     def router_result_files(self) -> dict:

@@ -257,7 +257,8 @@ def candidate_fields(r: RunResult, ready_failed: list) -> dict:
         message = "\n".join(f"{f.host}: {f.task}: {f.message}" for f in r.failures) or r.error or "deploy failed"
         return {**fields, "status": FAILED, "kind": kind, "error": message, "journal": journal}
     metrics = {host: level_metrics(res) for host, res in r.benchmarks.items()}
-    problem = measurement_problem(r.ok, r.benchmarks)
+    dropped = "; ".join(f"{host}: {why}" for host, why in r.dropped_benchmarks.items())
+    problem = f"benchmark result dropped ({dropped})" if dropped else measurement_problem(r.ok, r.benchmarks)
     if problem:
         return {**fields, "status": FAILED, "kind": "benchmark", "metrics": metrics, "error": problem}
     return {

@@ -140,9 +140,19 @@ class Comparison:
                 out[f"restore {r.profile}"] = r.failures
         return out
 
+    def dropped(self) -> list:
+        """A line per benchmark result dropped as unsound (compare.validate): which deploy, which host, why."""
+        return [
+            f"{name} (deploy {i}/{len(runs)}) on {host}: benchmark result dropped: {why}"
+            for name, runs in self.runs.items()
+            for i, r in enumerate(runs, 1)
+            for host, why in r.dropped_benchmarks.items()
+        ]
+
     def to_dict(self) -> dict:
         return {
             "ok": self.ok,
+            "dropped": self.dropped(),
             "profiles": self.profiles,
             "repeats": self.repeats,
             "plan": self.plan,
@@ -394,7 +404,7 @@ def format_table(comp: Comparison) -> str:
         for host, rate in per_host.items():
             lines.append(f"{name} on {host}: highest rate meeting the SLA {table.fmt(rate, 2)} req/s")
     lines += [f"ranked by {text}" for text in _ranking_lines(comp)]
-    return "\n".join(lines + _failure_lines(comp))
+    return "\n".join(lines + _failure_lines(comp) + comp.dropped())
 
 
 def _target_rows(comp: Comparison, host: str, via) -> list:
@@ -484,7 +494,8 @@ def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
         out += [f"![output and decode tok/s against concurrency]({plot_name})", ""]
     for host, via in comp.targets:
         out += _markdown_target(comp, host, via)
-    out += _markdown_failures(comp) + runs_section(comp)
+    dropped = [*(f"- {text}" for text in comp.dropped()), ""] if comp.dropped() else []
+    out += _markdown_failures(comp) + dropped + runs_section(comp)
     return "\n".join(out) + "\n"
 
 
