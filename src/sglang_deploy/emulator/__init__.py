@@ -17,6 +17,8 @@ Modules (relative imports only, so the package runs under any name):
     endpoints   info endpoints (health, models, model/server info, metrics); generation: chat, completions,
                 generate (streamed or not)
     engine      what a request produces (Plan) and when each token is due (Pacer, Engine)
+    answers     the quality gate's questions (host/quality.py) answered as a good model would; logprobs: the
+                synthetic logprobs of /generate
     metrics     counters and their Prometheus text; faults: the SGLANG_EMU_FAULT behaviours
     perf        the SYNTHETIC performance model (SGLANG_EMU_PERF_MODEL): flags that scale the rates or fault
     group       multi-node groups (--nnodes > 1): rank 0's store and its members over real TCP, the stand-in
@@ -47,15 +49,29 @@ Emulation settings (environment variable, or the ``--emu-*`` flag that overrides
                                                            num_steps + 1); a fraction gives a deterministic
                                                            mix of step sizes whose mean is exact
     SGLANG_EMU_FAULT           --emu-fault           none: crash_on_load | crash_mid_stream | garbage |
-                                                           never_ready | http_500
+                                                           never_ready | http_500 | wrong | nan_logprobs |
+                                                           nondeterministic | spec_changes_tokens
     SGLANG_EMU_FAULT_MESSAGE   --emu-fault-message   text of the crash_on_load / http_500 error
+    SGLANG_EMU_WRONG_SHARE     --emu-wrong-share     0.5   the fault wrong: share of the questions answered
+                                                           wrongly (0 to 1; by each prompt's crc32)
     SGLANG_EMU_PERF_MODEL      (environment only)    JSON rules: launch flags / environment that multiply
                                                            the decode, aggregate and TTFT settings, or set
                                                            a fault (perf.py; the lab's group_vars/lab.yml)
 
 Faults: crash_on_load prints a Python traceback to stderr halfway through the load time and exits 1;
 crash_mid_stream exits the process (os._exit) halfway through a generation; garbage makes every token
-"!"; never_ready keeps /health 503 forever; http_500 answers generation endpoints with 500.
+"!"; never_ready keeps /health 503 forever; http_500 answers generation endpoints with 500. The quality gate's
+faults: wrong answers SGLANG_EMU_WRONG_SHARE of its questions fluently but wrongly (off by one, another city or
+planet, lower case, a number missing from a list), the same ones every time; nan_logprobs makes every logprob of
+/generate null (what SGLang's orjson writes for NaN); nondeterministic moves the tokens after the first 2 to 4
+differently on each request (drawn from the request's number); spec_changes_tokens, only with a speculative
+algorithm, moves every token after position 4 (a lossless mode that is not).
+
+Answers: the OpenAI routes answer the quality gate's questions (sglang_deploy.host.quality.QUESTIONS: sums, word
+problems, a few facts, two format prompts) right, as the first tokens, then EOS (after the thinking share with a
+reasoning parser and thinking on); other prompts get vocabulary words. /generate never answers; with
+return_logprob its meta_info has output_token_logprobs ([logprob, id, null] per token, from the prompt and the
+position, in [-3, 0)) and with top_logprobs_num K output_top_logprobs (K per token, the chosen one first).
 
 Timing: the first token comes TTFT after admission; then all running streams advance on one shared
 virtual clock whose speed is the per-stream rate, and token j of a stream is due when that clock has

@@ -11,7 +11,17 @@ from . import perf
 from .sglang_defaults import SPEC_DEFAULT_MAX_RUNNING
 
 BANNER = "EMULATED SGLang server: numbers are synthetic"
-FAULTS = ("crash_on_load", "crash_mid_stream", "garbage", "never_ready", "http_500")
+FAULTS = (
+    "crash_on_load",
+    "crash_mid_stream",
+    "garbage",
+    "never_ready",
+    "http_500",
+    "wrong",
+    "nan_logprobs",
+    "nondeterministic",
+    "spec_changes_tokens",
+)
 # ServerArgs fields that hold secrets (sglang/srt/server_args.py): masked in /server_info and its launch command.
 SECRET_ARGS = ("api_key", "admin_api_key", "ssl_keyfile_password")
 DEFAULT_CONTEXT_LENGTH = 32768
@@ -29,6 +39,7 @@ EMU_SETTINGS = (  # (env var, flag dest, type, default)
     ("SGLANG_EMU_NOISE_SEED", "emu_noise_seed", int, None),
     ("SGLANG_EMU_FAULT", "emu_fault", str, None),
     ("SGLANG_EMU_FAULT_MESSAGE", "emu_fault_message", str, None),
+    ("SGLANG_EMU_WRONG_SHARE", "emu_wrong_share", float, 0.5),  # the fault wrong: the share answered wrongly
 )
 
 
@@ -257,6 +268,10 @@ class Config:
             parser.error("load and warm-up times must be >= 0")
         if not 0 <= self.noise < 1 or self.noise_period_s <= 0:
             parser.error("the noise must be from 0 to below 1 (0.05: 5% run to run) and its period > 0 seconds")
+        if not 0 <= self.wrong_share <= 1:
+            parser.error(
+                f"SGLANG_EMU_WRONG_SHARE must be from 0 to 1 (0.5: half the questions; got {self.wrong_share})"
+            )
 
     def settings(self) -> dict:
         return {
@@ -269,6 +284,7 @@ class Config:
             "noise": self.noise,
             "noise_period_s": self.noise_period_s,
             "fault": self.fault,
+            "wrong_share": self.wrong_share,
             "perf_model": self.perf,
         }
 

@@ -124,26 +124,44 @@ class Plan:
         ignore_eos: bool,
         reasoning: bool,
         garbage: bool,
+        answer: tuple = (),
     ):
         self.seed = zlib.crc32(prompt.encode("utf-8", "replace"))
         self.prompt_tokens = prompt_tokens
-        stop_at = None if ignore_eos else max(EOS_MIN + self.seed % EOS_SPAN, min_new)
+        natural = EOS_MIN + self.seed % EOS_SPAN
+        share = REASONING_SHARE if reasoning else 0.0
+        # an answer (answers.py: its tokens) comes after the thinking the request would have had, then EOS
+        thought = int(natural * share)
+        stop_at = None if ignore_eos else max(thought + len(answer) if answer else natural, min_new)
         if stop_at is not None and stop_at < max_new:
             self.n, self.finish = stop_at, "stop"
         else:
             self.n, self.finish = max_new, "length"
-        self.reasoning_tokens = int(self.n * REASONING_SHARE) if reasoning else 0
+        self.reasoning_tokens = min(thought, self.n) if answer else int(self.n * share)
         self.garbage = garbage
+        self.answer = answer
+        self.moved_from, self.moved_by = 0, 0  # the token faults (faults.move_tokens): from here on, move this far
+
+    def word(self, j: int) -> int:
+        """Token j's place in VOCAB."""
+        return (self.seed + 7 * j + (self.moved_by if j >= self.moved_from else 0)) % len(VOCAB)
+
+    def _piece(self, j: int) -> str:
+        k = j - self.reasoning_tokens
+        if 0 <= k < len(self.answer):
+            return self.answer[k]
+        return (" " if self.answer and k == len(self.answer) else "") + VOCAB[self.word(j)] + " "
 
     def text(self, start: int, end: int) -> str:
         if self.garbage:
             return GARBAGE_TOKEN * (end - start)
-        return "".join(VOCAB[(self.seed + 7 * j) % len(VOCAB)] + " " for j in range(start, end))
+        return "".join(self._piece(j) for j in range(start, end))
 
     def ids(self, start: int, end: int) -> list[int]:
+        """The token ids of /generate, which never answers (no answer tokens)."""
         if self.garbage:
             return [GARBAGE_TOKEN_ID] * (end - start)
-        return [VOCAB_ID_BASE + (self.seed + 7 * j) % len(VOCAB) for j in range(start, end)]
+        return [VOCAB_ID_BASE + self.word(j) for j in range(start, end)]
 
     def finish_json(self) -> tuple:
         """(finish_reason, matched_stop) in OpenAI form."""

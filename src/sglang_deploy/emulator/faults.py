@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import sys
 import time
 
 from .protocol import HttpError, openai_error
+
+SPEC_MOVES_FROM = 5  # spec_changes_tokens: tokens after position 4 differ from the non-speculative ones
+
+
+def move_tokens(plan, fault: str | None, spec: bool, count: int) -> None:
+    """The faults that change greedy tokens (engine.Plan.word): ``nondeterministic`` moves them after the first
+    few, differently for each request (drawn from ``count``, the request's number, so runs repeat);
+    ``spec_changes_tokens`` moves them after position 4, only with a speculative algorithm (a lossless mode that
+    is not)."""
+    if fault == "nondeterministic":
+        rng = random.Random(count)
+        plan.moved_from, plan.moved_by = rng.randint(2, 4), rng.randrange(1, 64)
+    elif fault == "spec_changes_tokens" and spec:
+        plan.moved_from, plan.moved_by = SPEC_MOVES_FROM, 1
 
 
 def _sglang_site() -> str:

@@ -9,9 +9,10 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from . import answers, logprobs
 from .config import Config
 from .engine import EOS_TOKEN_ID, Plan
-from .faults import check_generation_fault
+from .faults import check_generation_fault, move_tokens
 from .protocol import HttpError, Request, Responder, openai_error
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def _int_field(body: dict, names: tuple, default, minimum: int = 0):
 
 
 def _plan(
-    cfg: Config,
+    server: Server,
     prompt: str,
     prompt_tokens: int,
     max_new,
@@ -92,7 +93,9 @@ def _plan(
 ) -> Plan:
     """The request's Plan. Without max_new: default_new, else up to the context length. A prompt or an explicit
     token budget over the context length is a 400 with SGLang's messages (TokenizerManager._validate_one_request,
-    sglang/srt/managers/tokenizer_manager.py)."""
+    sglang/srt/managers/tokenizer_manager.py). The OpenAI routes answer the quality gate's questions (answers.py);
+    /generate never does."""
+    cfg = server.cfg
     context = cfg.context_length
     if prompt_tokens >= context:
         message = f"The input ({prompt_tokens} tokens) is longer than the model's context length ({context} tokens)."
@@ -107,7 +110,12 @@ def _plan(
             f"completion to fit within the limit."
         )
         raise _bad(message) if openai else HttpError(400, {"error": {"message": message}})
-    return Plan(prompt, prompt_tokens, max_new, min_new, ignore_eos, reasoning, cfg.fault == "garbage")
+    share = cfg.wrong_share if cfg.fault == "wrong" else 0.0
+    answer = answers.tokens(prompt, share) if openai else ()
+    plan = Plan(prompt, prompt_tokens, max_new, min_new, ignore_eos, reasoning, cfg.fault == "garbage", answer)
+    server.generations += 1
+    move_tokens(plan, cfg.fault, cfg.spec, server.generations)
+    return plan
 
 
 def _usage(cfg: Config, plan: Plan, completion: int) -> dict:
@@ -142,7 +150,7 @@ async def chat(server: Server, req: Request, out: Responder) -> None:
         and _bool_field(body, "separate_reasoning", True)
     )
     plan = _plan(
-        server.cfg,
+        server,
         prompt,
         prompt_token_count(prompt),
         _int_field(body, ("max_completion_tokens", "max_tokens"), None),
@@ -278,7 +286,7 @@ async def completions(server: Server, req: Request, out: Responder) -> None:
     stream, (include_usage, continuous) = _bool_field(body, "stream"), _stream_opts(server.cfg, body)
     check_generation_fault(server.cfg.fault, server.cfg.fault_message, openai=True)
     plan = _plan(
-        server.cfg,
+        server,
         prompt_text,
         prompt_tokens,
         _int_field(body, ("max_tokens",), 16),
@@ -340,22 +348,27 @@ async def completions(server: Server, req: Request, out: Responder) -> None:
     await out.end_sse()
 
 
-async def generate(server: Server, req: Request, out: Responder) -> None:
-    body = req.json()
+def _generate_prompt(body: dict) -> tuple:
+    """/generate's prompt: (text, token count)."""
     text, input_ids = body.get("text"), body.get("input_ids")
     if isinstance(text, str):
-        prompt_text, prompt_tokens = text, prompt_token_count(text)
-    elif isinstance(input_ids, list) and input_ids and all(isinstance(t, int) for t in input_ids):
-        prompt_text, prompt_tokens = " ".join(map(str, input_ids)), len(input_ids)
-    else:
-        raise HttpError(
-            400,
-            {"error": {"message": "The emulator takes one prompt: 'text' (a string) or 'input_ids' (a list of ints)"}},
-        )
+        return text, prompt_token_count(text)
+    if isinstance(input_ids, list) and input_ids and all(isinstance(t, int) for t in input_ids):
+        return " ".join(map(str, input_ids)), len(input_ids)
+    raise HttpError(
+        400,
+        {"error": {"message": "The emulator takes one prompt: 'text' (a string) or 'input_ids' (a list of ints)"}},
+    )
+
+
+async def generate(server: Server, req: Request, out: Responder) -> None:
+    body = req.json()
+    prompt_text, prompt_tokens = _generate_prompt(body)
     stream, sp = _bool_field(body, "stream"), _object_field(body, "sampling_params")
+    with_logprobs, top_k = _bool_field(body, "return_logprob"), _int_field(body, ("top_logprobs_num",), 0)
     check_generation_fault(server.cfg.fault, server.cfg.fault_message, openai=False)
     plan = _plan(
-        server.cfg,
+        server,
         prompt_text,
         prompt_tokens,
         _int_field(sp, ("max_new_tokens",), None),
@@ -368,7 +381,7 @@ async def generate(server: Server, req: Request, out: Responder) -> None:
     rid, cfg = uuid.uuid4().hex, server.cfg
     start_time, received = time.monotonic(), time.time()
 
-    def meta(done: int, final: bool) -> dict:
+    def meta(lo: int, done: int, final: bool) -> dict:
         # the fields of SGLang 0.5.16's meta_info (tests/fixtures/sglang-0.5.16-h200/http_api.json)
         m = {
             "id": rid,
@@ -386,6 +399,8 @@ async def generate(server: Server, req: Request, out: Responder) -> None:
             "api_server_dispatch_finish_ts": received,
             "emulated": True,
         }
+        if with_logprobs:
+            m.update(logprobs.fields(plan, plan.ids(lo, done), lo, top_k, cfg.fault == "nan_logprobs"))
         if final:
             if plan.finish == "stop":
                 m["finish_reason"] = {"type": "stop", "matched": EOS_TOKEN_ID}
@@ -404,7 +419,7 @@ async def generate(server: Server, req: Request, out: Responder) -> None:
     if not stream:
         await server.engine.drain(plan)
         await out.send_json(
-            200, {"text": plan.text(0, plan.n), "output_ids": plan.ids(0, plan.n), "meta_info": meta(plan.n, True)}
+            200, {"text": plan.text(0, plan.n), "output_ids": plan.ids(0, plan.n), "meta_info": meta(0, plan.n, True)}
         )
         return
     incremental = cfg.args.incremental_streaming_output
@@ -415,9 +430,9 @@ async def generate(server: Server, req: Request, out: Responder) -> None:
             lo = start if incremental else 0
             final = end == plan.n
             await out.event(
-                {"text": plan.text(lo, end), "output_ids": plan.ids(lo, end), "meta_info": meta(end, final)}
+                {"text": plan.text(lo, end), "output_ids": plan.ids(lo, end), "meta_info": meta(lo, end, final)}
             )
             last = end
     if last != plan.n or plan.n == 0:
-        out.add({"text": "", "output_ids": [], "meta_info": meta(plan.n, True)})
+        out.add({"text": "", "output_ids": [], "meta_info": meta(plan.n, plan.n, True)})
     await out.end_sse()

@@ -58,6 +58,7 @@ class Server:
         self.draining = False  # SIGTERM came: /health* 503, exit once no request is left
         self.group_lost = False  # a node of the group is gone: requests hang until the process dies
         self.requests = 0
+        self.generations = 0  # generation requests taken: the nondeterministic fault draws from it
         self.idle = asyncio.Event()
         self.idle.set()
 
