@@ -1,6 +1,7 @@
-"""tools/gpu_lab.py, the parts that need no root and no GPU: the pins from constraints.txt, the parts round trip, the
-merged-usr upper layer (only what the host lacks), the boot script's mounts, the refusals without a booted lab, and
-the GPU session's phases: their --help, the commands their --dry-run prints, and how a phase runs and is timed."""
+"""tools/gpu_lab.py and tools/gpu_boot.py, the parts that need no root and no GPU: the pins from constraints.txt,
+the parts round trip, the merged-usr upper layer (only what the host lacks), the boot script's mounts, the refusals
+without a booted lab, and the GPU session's phases: their --help, the commands their --dry-run prints, and how a
+phase runs and is timed."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("gpu_lab", REPO / "tools" / "gpu_lab.py")
 gpu_lab = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gpu_lab)
+gpu_boot = gpu_lab.gpu_boot  # the lab's machinery (fetch, pack, boot, exec, stop), as gpu_lab loaded it
 
 
 def test_pins_decide_python_version_markers_for_the_target():
@@ -28,17 +30,17 @@ def test_pins_decide_python_version_markers_for_the_target():
         'ansible-core==2.19.14 ; python_version < "3.12"\n'
         "Jinja2==3.1.6\n"
     )
-    assert gpu_lab.pins(text, ("ansible-core", "jinja2")) == ["ansible-core==2.21.5", "Jinja2==3.1.6"]
-    assert gpu_lab.pins(text, ("ansible-core",), python=(3, 11)) == ["ansible-core==2.19.14"]
+    assert gpu_boot.pins(text, ("ansible-core", "jinja2")) == ["ansible-core==2.21.5", "Jinja2==3.1.6"]
+    assert gpu_boot.pins(text, ("ansible-core",), python=(3, 11)) == ["ansible-core==2.19.14"]
 
 
 def test_pins_name_a_package_without_a_pin():
     with pytest.raises(gpu_lab.LabError, match="pins no resolvelib for Python 3.12: pin them there"):
-        gpu_lab.pins("Jinja2==3.1.6\n", ("Jinja2", "resolvelib"))
+        gpu_boot.pins("Jinja2==3.1.6\n", ("Jinja2", "resolvelib"))
 
 
 def test_the_projects_constraints_pin_every_wheel_the_lab_fetches():
-    assert len(gpu_lab.pins((REPO / "constraints.txt").read_text())) == len(gpu_lab.WHEELS)
+    assert len(gpu_boot.pins((REPO / "constraints.txt").read_text())) == len(gpu_boot.WHEELS)
 
 
 def test_parts_round_trip_and_a_broken_part_is_refused(tmp_path):
@@ -47,14 +49,14 @@ def test_parts_round_trip_and_a_broken_part_is_refused(tmp_path):
     (work / "whl").mkdir()
     (work / "debs" / "systemd_252_amd64.deb").write_bytes(b"d" * 300)
     (work / "whl" / "x-1-py3-none-any.whl").write_bytes(b"w" * 300)
-    parts = gpu_lab.pack(work, tmp_path / "parts", part_bytes=1000)
+    parts = gpu_boot.pack(work, tmp_path / "parts", part_bytes=1000)
     assert [p.name for p in parts] == [f"part{i:02d}" for i in range(len(parts))] and len(parts) > 1
-    gpu_lab.join(tmp_path / "parts", tmp_path / "stage" / "lab.tar")
+    gpu_boot.join(tmp_path / "parts", tmp_path / "stage" / "lab.tar")
     assert (tmp_path / "stage" / "debs" / "systemd_252_amd64.deb").read_bytes() == b"d" * 300
     assert not (tmp_path / "stage" / "lab.tar").exists()
     parts[-1].write_bytes(parts[-1].read_bytes()[:-1])
     with pytest.raises(gpu_lab.LabError, match="a part is missing or broken"):
-        gpu_lab.join(tmp_path / "parts", tmp_path / "stage2" / "lab.tar")
+        gpu_boot.join(tmp_path / "parts", tmp_path / "stage2" / "lab.tar")
 
 
 def test_upper_plan_takes_only_what_the_host_lacks_under_merged_usr(tmp_path):
@@ -68,7 +70,7 @@ def test_upper_plan_takes_only_what_the_host_lacks_under_merged_usr(tmp_path):
     (host / "usr/lib/x86_64-linux-gnu/libssl.so.3").write_text("the host's own")
     (host / "etc").mkdir()
     (host / "etc/x.conf").write_text("host")
-    assert gpu_lab.upper_plan(tree, host) == [
+    assert gpu_boot.upper_plan(tree, host) == [
         "usr/bin/systemctl",
         "usr/lib/systemd/systemd",
         "usr/lib/x86_64-linux-gnu/libip4tc.so.2",
@@ -81,15 +83,15 @@ def test_fill_upper_copies_files_and_links_and_a_second_boot_keeps_what_is_there
     (tree / "lib/systemd/systemd").write_text("252")
     (tree / "lib/systemd/link").symlink_to("systemd")
     host.mkdir()
-    assert gpu_lab.fill_upper(tree, upper, host) == ["usr/lib/systemd/link", "usr/lib/systemd/systemd"]
+    assert gpu_boot.fill_upper(tree, upper, host) == ["usr/lib/systemd/link", "usr/lib/systemd/systemd"]
     assert os.readlink(upper / "usr/lib/systemd/link") == "systemd"
     (upper / "usr/lib/systemd/systemd").write_text("changed inside the lab")
-    gpu_lab.fill_upper(tree, upper, host)  # copying onto the link raised FileExistsError
+    gpu_boot.fill_upper(tree, upper, host)  # copying onto the link raised FileExistsError
     assert (upper / "usr/lib/systemd/systemd").read_text() == "changed inside the lab"
 
 
 def test_boot_script_mounts_then_execs_systemd_in_the_merged_root(tmp_path):
-    script = gpu_lab.boot_script(Path("/l/merged"), Path("/l/upper"), Path("/l/work"), ["/repo", "/out"])
+    script = gpu_boot.boot_script(Path("/l/merged"), Path("/l/upper"), Path("/l/work"), ["/repo", "/out"])
     lines = script.splitlines()
     assert lines[1] == "mount -t overlay overlay -o lowerdir=/,upperdir=/l/upper,workdir=/l/work /l/merged"
     assert "mkdir -p /l/merged/repo && mount --rbind /repo /l/merged/repo" in lines
@@ -106,7 +108,7 @@ def test_exec_and_stop_without_a_booted_lab_say_boot_first(tmp_path, capsys):
 def test_boot_refuses_a_root_that_holds_a_lab(tmp_path):
     (tmp_path / "unshare.pid").write_text("1\n")
     with pytest.raises(gpu_lab.LabError, match="stop it first"):
-        gpu_lab.boot(tmp_path / "parts", tmp_path, [], "python3")
+        gpu_boot.boot(tmp_path / "parts", tmp_path, [], "python3")
 
 
 def test_pack_keeps_only_debs_and_wheels(tmp_path):
@@ -115,8 +117,8 @@ def test_pack_keeps_only_debs_and_wheels(tmp_path):
     (work / "whl").mkdir()
     (work / "notes.txt").write_text("not carried")
     (work / "whl" / "a-1-py3-none-any.whl").write_bytes(b"a")
-    gpu_lab.pack(work, tmp_path / "parts")
-    gpu_lab.join(tmp_path / "parts", tmp_path / "stage" / "lab.tar")
+    gpu_boot.pack(work, tmp_path / "parts")
+    gpu_boot.join(tmp_path / "parts", tmp_path / "stage" / "lab.tar")
     assert sorted(p.relative_to(tmp_path / "stage").as_posix() for p in (tmp_path / "stage").rglob("*")) == [
         "whl",
         "whl/a-1-py3-none-any.whl",
@@ -127,11 +129,11 @@ def test_a_command_in_the_lab_gets_no_variable_only_the_gpu_machine_sets(monkeyp
     """The GPU machine sets PYTHONDONTWRITEBYTECODE; a GPU host's root shell does not, and with it the roles' root
     runs of the stack's Python left the image's modules without bytecode for every start of the unit."""
     seen = {}
-    monkeypatch.setattr(gpu_lab, "_pid", lambda root: 4242)
+    monkeypatch.setattr(gpu_boot, "_pid", lambda root: 4242)
     monkeypatch.setattr(gpu_lab.subprocess, "run", lambda argv, **kw: seen.update(argv=argv, env=kw["env"]))
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     monkeypatch.setenv("SGLANG_LAB_API_KEY", "k" * 24)
-    gpu_lab.nsenter(Path("/root/gpulab"), ["ansible-playbook", "site.yml"])
+    gpu_boot.nsenter(Path("/root/gpulab"), ["ansible-playbook", "site.yml"])
     assert seen["argv"][:3] == ["nsenter", "-t", "4242"] and seen["argv"][-2:] == ["ansible-playbook", "site.yml"]
     assert "PYTHONDONTWRITEBYTECODE" not in seen["env"] and seen["env"]["SGLANG_LAB_API_KEY"] == "k" * 24
 
@@ -153,7 +155,7 @@ def test_join_refuses_a_sha256_file_that_is_missing_empty_or_not_a_file(tmp_path
     (parts / "part00").write_bytes(b"x")
     make(parts / "lab.sha256")
     with pytest.raises(gpu_lab.LabError, match=f"lab.sha256.*{problem}"):
-        gpu_lab.join(parts, tmp_path / "stage" / "lab.tar")
+        gpu_boot.join(parts, tmp_path / "stage" / "lab.tar")
 
 
 def test_join_refuses_a_part_that_is_not_a_file(tmp_path):
@@ -162,7 +164,7 @@ def test_join_refuses_a_part_that_is_not_a_file(tmp_path):
     (parts / "lab.sha256").write_text("0" * 64 + "  lab.tar\n")
     (parts / "part00").symlink_to("/dev/zero")
     with pytest.raises(gpu_lab.LabError, match="part00 is not a regular file"):
-        gpu_lab.join(parts, tmp_path / "stage" / "lab.tar")
+        gpu_boot.join(parts, tmp_path / "stage" / "lab.tar")
 
 
 SESSION_PHASES = ("smoke", "suite", "parity", "up", "deploy", "restart", "restart-unit", "compare")
@@ -336,14 +338,14 @@ def test_restart_unit_empties_the_caches_when_cold_and_reports_the_start(tmp_pat
 
 def test_boot_script_quotes_its_paths_and_refuses_a_line_break(monkeypatch):
     """Root runs the script: a --bind or root path is one word, never a command (issue 48, R12)."""
-    monkeypatch.setattr(gpu_lab, "HOST_MOUNTS", ())
-    script = gpu_lab.boot_script(Path("/l/m d"), Path("/l/upper"), Path("/l/work"), ["/x;touch /pwned", "/$(id)"])
+    monkeypatch.setattr(gpu_boot, "HOST_MOUNTS", ())
+    script = gpu_boot.boot_script(Path("/l/m d"), Path("/l/upper"), Path("/l/work"), ["/x;touch /pwned", "/$(id)"])
     words = [shlex.split(line) for line in script.splitlines()]
     assert ["mount", "--rbind", "/x;touch /pwned", "/l/m d/x;touch /pwned"] == words[7][4:]
     assert ["mkdir", "-p", "/l/m d/$(id)", "&&", "mount", "--rbind", "/$(id)", "/l/m d/$(id)"] == words[8]
     assert words[-1] == ["exec", "chroot", "/l/m d", "/usr/lib/systemd/systemd", "--system"]
     with pytest.raises(gpu_lab.LabError, match="holds a line break"):
-        gpu_lab.boot_script(Path("/l/m"), Path("/l/u"), Path("/l/w"), ["/ok\nreboot"])
+        gpu_boot.boot_script(Path("/l/m"), Path("/l/u"), Path("/l/w"), ["/ok\nreboot"])
 
 
 @pytest.mark.parametrize("name", ["../../etc/cron.d/x", "a/b", "..", ".hidden", ""])

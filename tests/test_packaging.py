@@ -121,3 +121,13 @@ def test_declared_dependencies_are_the_imported_ones():
     optional = [d for extra, deps in project["optional-dependencies"].items() if extra != "test" for d in deps]
     declared = {re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0].lower() for d in [*project["dependencies"], *optional]}
     assert declared == imported_distributions() | COMMANDS
+
+
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_is_over_600_lines():
+    """Modules at most 600 lines (the project's rule): every .py file under src/, plugins/ and tools/."""
+    files = {p.resolve() for top in ("src", "plugins", "tools") for p in (REPO / top).rglob("*.py")}
+    long = {str(p.relative_to(REPO)): n for p in files if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"split these along a seam: {long}"

@@ -32,12 +32,12 @@ import sys
 import tarfile
 from pathlib import Path
 
-# The parts are cut and joined by tools/gpu_lab.py's split and join (checked against the whole's sha256).
-_spec = importlib.util.spec_from_file_location("gpu_lab", Path(__file__).resolve().parent / "gpu_lab.py")
-gpu_lab = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gpu_lab)
+# The parts are cut and joined by tools/gpu_boot.py's split and join (checked against the whole's sha256).
+_spec = importlib.util.spec_from_file_location("gpu_boot", Path(__file__).resolve().parent / "gpu_boot.py")
+gpu_boot = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gpu_boot)
 
-PART_BYTES = gpu_lab.PART_BYTES  # a transfer carries 64 MiB with the working tree: leave room for it
+PART_BYTES = gpu_boot.PART_BYTES  # a transfer carries 64 MiB with the working tree: leave room for it
 PLATFORMS = (
     "manylinux_2_34_x86_64",
     "manylinux_2_28_x86_64",
@@ -157,7 +157,7 @@ def pack(work: Path, parts: Path, part_bytes: int = PART_BYTES) -> list[Path]:
     with tarfile.open(tar_path, "w") as tar:
         for wheel in sorted((work / "whl").glob("*.whl")):
             tar.add(wheel, arcname=f"whl/{wheel.name}")
-    return gpu_lab.split(tar_path, parts, part_bytes)  # parts/partNN and parts/wheels.sha256
+    return gpu_boot.split(tar_path, parts, part_bytes)  # parts/partNN and parts/wheels.sha256
 
 
 TRANSFER_BYTES = 64 * 2**20  # what one device call carries: the working tree and the carried paths
@@ -222,8 +222,8 @@ def plan(parts: Path) -> list[str]:
 
 def install(stage: Path, site: Path) -> None:
     try:
-        gpu_lab.join(stage, stage / "wheels.tar")  # stage/part* and stage/wheels.sha256 -> stage/whl
-    except gpu_lab.LabError as exc:
+        gpu_boot.join(stage, stage / "wheels.tar")  # stage/part* and stage/wheels.sha256 -> stage/whl
+    except gpu_boot.LabError as exc:
         sys.exit(f"gpu_stage install: {exc}")
     wheels = sorted(str(w) for w in (stage / "whl").glob("*.whl"))
     subprocess.run(
