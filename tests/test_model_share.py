@@ -180,13 +180,11 @@ def test_the_round_shares_as_its_own_account_with_a_token_out_of_argv_and_always
     argv = tasks["Share the checkpoint for this round"]["ansible.builtin.command"]["argv"]
     assert "--uid={{ sglang_model_share_user }}" in argv and "--gid={{ sglang_model_group }}" in argv
     account = {t["name"]: t for t in _tasks(ROLE / "tasks" / "fanout.yml")}["Create the account the share runs as"]
-    assert account["ansible.builtin.user"] == {
-        "name": "{{ sglang_model_share_user }}",
-        "group": "{{ sglang_model_group }}",
-        "system": True,
-        "shell": "/usr/sbin/nologin",
-        "home": "/nonexistent",
-        "create_home": False,
+    # the one account task of the project (roles/sglang_service: a system account, no login, no home created)
+    assert account["ansible.builtin.import_role"] == {"name": "sglang_service", "tasks_from": "account"}
+    assert account["vars"] == {
+        "sglang_service_user": "{{ sglang_model_share_user }}",
+        "sglang_service_group": "{{ sglang_model_group }}",
     }
     assert "--property=RuntimeMaxSec={{ sglang_model_fanout_timeout }}" in argv
     assert any(a.startswith("--property=StandardInput=file:") for a in argv)
