@@ -558,3 +558,56 @@ def test_a_planted_host_record_is_refused_by_status_and_compare_and_runs_nothing
     finally:
         subprocess.run(plant, input=saved, text=True, check=True)
     assert not mark.exists()
+
+
+def _quality_profiles() -> dict:
+    """The shipped profiles plus two lab ones: fast-wrong (an FP4 GEMM backend the lab's synthetic model makes 15%
+    faster and wrong: group_vars/lab.yml) and slow-right (the baseline under another name)."""
+    from sglang_deploy.launch import profiles
+
+    shipped = profiles.load_profiles()
+    return {
+        **shipped,
+        "fast-wrong": {
+            "description": "lab: an FP4 GEMM backend that is faster and wrong (synthetic)",
+            "extends": "baseline",
+            "args": {"fp4-gemm-backend": "flashinfer_cutlass"},
+        },
+        "slow-right": {
+            "description": "lab: the baseline under another name",
+            "extends": "baseline",
+            "args": {"disable-custom-all-reduce": True},
+        },
+    }
+
+
+@lab
+def test_a_profile_that_answers_wrong_is_refused_and_rolled_back(baseline_with_key):
+    """Issue 49 on the lab: the gate fails fast-wrong (fluent wrong answers), names the failing prompt, rolls back to
+    the last good profile and records why; the deploy fails (non-zero exit)."""
+    extravars = {**SMALL, "sglang_api_key": SECRET, "sglang_profiles": _quality_profiles()}
+    r = api.deploy("fast-wrong", extravars=extravars)
+    assert not r.ok and r.benchmarks == {}
+    f = r.failures[0]
+    assert "does not answer right" in f.message and "expected" in f.message, f.message
+    assert "Rolled back: profile baseline is serving again" in f.message
+    g = r.gate[LAB_HOST]
+    assert g["passed"] is False and g["score"] < 0.8 and g["problems"][0].startswith("answers: score")
+    found = api.status()
+    assert found.hosts[LAB_HOST].profile == "baseline" and found.hosts[LAB_HOST].serving
+    assert "does not answer right" in found.hosts[LAB_HOST].rolled_back["why"]
+    ok = api.deploy("slow-right", extravars=extravars)
+    assert ok.ok and ok.gate[LAB_HOST]["passed"] is True and ok.gate[LAB_HOST]["score"] == 1.0
+
+
+@lab
+def test_compare_ranks_the_profile_that_answers_right(baseline_with_key, tmp_path):
+    """compare fast-wrong slow-right --repeats 3 on the lab: fast-wrong is refused by the gate at its first deploy and
+    never deployed again; slow-right is the fastest that answers right, and the report says why."""
+    extravars = {**SMALL, "sglang_api_key": SECRET, "sglang_profiles": _quality_profiles()}
+    comp = api.compare(["fast-wrong", "slow-right"], repeats=3, extravars=extravars, restore="baseline")
+    assert len(comp.runs["fast-wrong"]) == 1 and len(comp.runs["slow-right"]) == 3
+    text = compare_report.format_table(comp)
+    assert "fastest that answers right: slow-right" in text and "not counted: fast-wrong (it does not answer" in text
+    report = (compare_report.write_report(comp, tmp_path / "out") / "report.md").read_text()
+    assert "Fastest that answers right: slow-right" in report and "quality gate" in report.lower()

@@ -84,6 +84,7 @@ RECORD = {
     "emulated": True,
     "venv_link": "/opt/sglang/venv",
     "venv_target": "/opt/sglang/venv-a",
+    "accuracy_warnings": ["DeepGemm is enabled but ... This might cause accuracy degradation on Blackwell."],
 }
 
 
@@ -92,12 +93,14 @@ def test_the_record_after_each_event():
     assert deployed == {**RECORD, "asked": "nextn", "last_good_profile": "nextn"}
     asked = host_record.update(deployed, "asked", {"profile": "big", "service": "sglang"})
     assert asked == {**deployed, "profile": "big", "asked": "big"}
-    back = host_record.update(asked, "rolled_back", {"profile": "big", "at": "2026-12-01T12:00:00Z"})
+    why = "Profile big did not come up: the server is up but does not answer right:\n'What is 17 + 25?' ..."
+    back = host_record.update(asked, "rolled_back", {"profile": "big", "at": "2026-12-01T12:00:00Z", "why": why})
     assert back == {
         **asked,
         "profile": "nextn",
-        "rolled_back": {"from": "big", "to": "nextn", "at": "2026-12-01T12:00:00Z"},
+        "rolled_back": {"from": "big", "to": "nextn", "at": "2026-12-01T12:00:00Z", "why": why.replace("\n", " ")},
     }
+    assert host_record.check(back) is back
     # A new ask ends the rollback; a field outside the schema is not kept.
     again = host_record.update({**back, "stray": 1}, "asked", {"profile": "nextn", "service": "sglang"})
     assert "rolled_back" not in again and "stray" not in again

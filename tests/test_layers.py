@@ -28,6 +28,7 @@ DOMAIN = {
     "locks": BASE | {"launch"},
     "fleet": BASE | {"launch"},
     "compare": BASE,
+    "fingerprints": BASE,
 }
 # The other parts: the layers above the domain, what runs on hosts, the test double, the package data.
 OTHER_PARTS = {"__init__", "api", "cli", "tune", "host", "emulator", "data"}

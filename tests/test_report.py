@@ -439,3 +439,54 @@ def test_a_repeat_of_inf_is_no_verdict_where_it_was_called_better():
         r.data["sglang_benchmark"][HOST]["levels"][0]["decode_tok_s_per_request"]["mean"] = float("inf")
     v = row(compare_report.build_comparison(["a", "b"], runs), "b", 1)["vs_first"]["decode_tok_s"]
     assert v["verdict"] == "no difference" and v["n"] == 2 and v["low"] <= v["high"]
+
+
+def _gated(res: dict, passed: bool, problem: str = "") -> dict:
+    quality = {
+        "passed": passed,
+        "mode": "report",
+        "problems": [problem] if problem else [],
+        "answers": {"score": 1.0 if passed else 0.5},
+        "drift": {"agreement": 1.0},
+    }
+    return {**res, "context": {"deployed": {"quality": quality}}}
+
+
+def test_a_profile_that_does_not_answer_right_is_never_the_leader_whatever_its_speed():
+    """Issue 49: fast-wrong is the fastest, but its gate failed (report mode: its deploy went on; enforce: the deploy
+    failed and rolled back); slow-right leads, and the table, report and JSON say why."""
+    from sglang_deploy import tune
+
+    wrong = "answers: score 0.50 under the pass mark 0.80; 'What is 17 + 25?' expected '42', got '43'"
+    runs = {
+        "slow-right": [run("slow-right", _gated(result([level(4, 100.0, 0.1)]), True)) for _ in range(3)],
+        "fast-wrong": [run("fast-wrong", _gated(result([level(4, 130.0, 0.1)]), False, wrong)) for _ in range(3)],
+    }
+    objectives = [tune.Objective("output_tok_s", 4, "max")]
+    comp = compare_report.build_comparison(["fast-wrong", "slow-right"], runs, objectives=objectives)
+    ranked = comp.rankings["output_tok_s @ c=4"]
+    assert [(r["profile"], r["rank"]) for r in ranked] == [("slow-right", 1), ("fast-wrong", None)]
+    assert ranked[1]["not_ranked"].startswith(f"it does not answer right (quality gate on {HOST}: answers: score 0.50")
+    text = compare_report.format_table(comp)
+    assert "fastest that answers right: slow-right (" in text and "not counted: fast-wrong (it does not answer" in text
+    assert f"quality gate fast-wrong: repeat 1: {HOST}: FAILED (answers 0.50, agreement 1.00)" in text
+    assert "- Fastest that answers right: slow-right" in compare_report.markdown(comp)
+    d = comp.to_dict()
+    assert d["fastest_that_answers_right"].startswith("fastest that answers right: slow-right")
+    assert [g[HOST]["passed"] for g in d["quality"]["fast-wrong"]] == [False] * 3
+    # enforce: the gate failed the deploy (rescued, then the rollback's failure); the reason still comes through
+    failed = run("fast-wrong", None, failure="Profile fast-wrong did not come up: ...")
+    failed.rescued = [
+        Failure(
+            HOST,
+            "Check that the server answers right",
+            "...",
+            "sglang_quality",
+            quality=figures.gate.summary({"passed": False, "problems": [wrong]}),
+        )
+    ]
+    comp = compare_report.build_comparison(
+        ["fast-wrong", "slow-right"], {**runs, "fast-wrong": [failed]}, objectives=objectives
+    )
+    assert comp.rankings["output_tok_s @ c=4"][1]["not_ranked"].startswith("it does not answer right")
+    assert "not counted: fast-wrong (it does not answer right" in compare_report.format_table(comp)

@@ -305,3 +305,15 @@ def test_the_cache_folders_are_never_made_through_a_link(tmp_path):
     assert out.returncode != 0
     st = os.stat(target)
     assert (st.st_uid, oct(st.st_mode & 0o777)) == (0, "0o700") and not (target / "no-stack").exists()
+
+
+def test_sglangs_accuracy_warnings_are_collected_from_any_rank():
+    """Issue 49: the operator's log warned that DeepGemm might degrade accuracy on Blackwell; the gate shows it."""
+    line = (
+        "DeepGemm is enabled but the scale_fmt of checkpoint is not ue8m0. This might cause accuracy degradation on"
+        " Blackwell."
+    )
+    log = f"[2026-12-01 13:42:46] server_args=x\n[2026-12-01 13:42:47 TP3] {line}\n[2026-12-01 13:42:48 TP0] {line}\n"
+    report = startup.parse(startup.log_entries(log))
+    assert report["accuracy_warnings"] == [line]
+    assert startup.parse(startup.log_entries("[2026-12-01 13:42:46] server_args=x\n"))["accuracy_warnings"] == []

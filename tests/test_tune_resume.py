@@ -58,7 +58,7 @@ class Lab:
         done = SimpleNamespace(
             status="successful", ok=True, emulated=True, artifacts="", elapsed_s=0.1, failures=[], error=None, rc=0
         )
-        done.benchmarks, done.dropped_benchmarks = {}, {}
+        done.benchmarks, done.dropped_benchmarks, done.gate = {}, {}, {}
         if benchmark:
             p = next(q for q in self.planned if q.profile == profile)
             fields = self.model(p, None, "full", 0)

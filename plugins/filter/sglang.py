@@ -123,6 +123,7 @@ def fleet_summary(hosts: list, hostvars, profile: str, routed: bool) -> list[dic
             results[host] = {
                 "restarted": bool(hv.get("sglang_fleet_restarted", True)),
                 "startup": (hv.get("sglang_server_deployed") or {}).get("startup"),
+                "quality": (hv.get("sglang_server_deployed") or {}).get("quality"),
             }
         elif "sglang_fleet_failed" in hv:
             results[host] = {

@@ -48,8 +48,16 @@ options:
   venv_target:
     description: Where that symlink points (deployed).
     type: str
+  accuracy_warnings:
+    description: SGLang's warnings at the start that its output may be wrong (deployed).
+    type: list
+    elements: str
+    default: []
   at:
     description: When the rollback happened, UTC ISO 8601 (rolled_back).
+    type: str
+  why:
+    description: Why the profile failed, on one line (rolled_back).
     type: str
   path:
     description: The record's file.
@@ -107,7 +115,9 @@ def main() -> None:
             "emulated": {"type": "bool"},
             "venv_link": {"type": "str"},
             "venv_target": {"type": "str"},
+            "accuracy_warnings": {"type": "list", "elements": "str", "default": []},
             "at": {"type": "str"},
+            "why": {"type": "str"},
             "path": {"type": "path", "default": "/etc/ansible/facts.d/sglang_server.fact"},
         },
         supports_check_mode=True,

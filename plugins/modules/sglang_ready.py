@@ -149,7 +149,9 @@ startup:
       (spawn and imports done), weights_begin, weights_loaded, kv_cache_allocated, cuda_graphs_begin,
       cuda_graphs_captured, http_up, ready); C(phases) the seconds per phase (imports, weights and cuda_graphs
       as SGLang reports them, kv_cache, warmup, total, other); C(jit_builds) the DeepGEMM and late Triton
-      compile lines (FlashInfer logs none); C(emulated) when the lab's emulator wrote them; C(summary) in words.
+      compile lines (FlashInfer logs none); C(accuracy_warnings) SGLang's lines, of any rank, that say its
+      output may be wrong (accuracy degradation, precision loss); C(emulated) when the lab's emulator wrote them;
+      C(summary) in words.
     - Only C(error), saying why, when systemd or the journal cannot say.
   returned: with unit, on success or timeout
   type: dict
@@ -157,7 +159,7 @@ startup:
            "milestones": {"process_start": 0.0, "first_model_line": 46.2, "cuda_graphs_captured": 125.0, "ready": 135.3},
            "phases": {"imports": 46.2, "weights": 0.2, "kv_cache": 0.1, "cuda_graphs": 62.9, "warmup": 8.3,
                       "total": 135.3, "other": 17.6},
-           "jit_builds": {"count": 0, "lines": []},
+           "jit_builds": {"count": 0, "lines": []}, "accuracy_warnings": [],
            "summary": "ready 135.3 s after its start: imports 46.2 s, weights 0.2 s, ..."}
 """
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from sglang_deploy.compare import validate
+from sglang_deploy.compare import gate, validate
 from sglang_deploy.fleet import fleet
 from sglang_deploy.host import host_record
 from sglang_deploy.host.readiness import parse_systemctl_show
@@ -49,6 +49,7 @@ class Failure:
     # not a broken host): the name asked for and the names there are.
     unknown_profile: str | None = None
     available_profiles: list | None = None
+    quality: dict | None = None  # the quality gate's result when the gate failed it (compare.gate.summary)
 
 
 @dataclass
@@ -76,6 +77,17 @@ class RunResult:
         """host -> benchmark result dict (bench.run_benchmark's), from set_stats `sglang_benchmark`: the sound ones
         (compare.validate; the others: dropped_benchmarks)."""
         return validate.sound(self.data.get("sglang_benchmark"))[0]
+
+    @property
+    def gate(self) -> dict:
+        """host -> the quality gate's result (compare.gate.summary): a failed gate's, else the one in the deployed
+        context of the host's benchmark; hosts without one left out."""
+        out = {
+            h: gate.summary(((r.get("context") or {}).get("deployed") or {}).get("quality"))
+            for h, r in self.benchmarks.items()
+        }
+        out.update({f.host: f.quality for f in (*self.rescued, *self.failures) if f.quality})
+        return {h: g for h, g in out.items() if g}
 
     @property
     def dropped_benchmarks(self) -> dict:
@@ -213,6 +225,7 @@ def parse_events(events: list) -> tuple[dict, list, list, dict]:
                     unreachable=kind == "runner_on_unreachable",
                     unknown_profile=res.get("unknown_profile"),
                     available_profiles=res.get("available_profiles"),
+                    quality=gate.summary(res.get("quality")),
                 )
             )
         elif kind == "playbook_on_stats":

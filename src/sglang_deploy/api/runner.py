@@ -36,10 +36,6 @@ DEFAULT_INVENTORY = REPO / "inventory" / "lab.yml"
 EventHandler = Callable[[dict], object]
 
 
-class _UnsafeDumper(yaml.SafeDumper):
-    """YAML whose every string value is tagged !unsafe (Ansible never templates it); keys stay plain names."""
-
-
 def _unsafe_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
     return dumper.represent_scalar("!unsafe", value, style='"')
 
@@ -55,8 +51,10 @@ def _plain_keys(dumper: yaml.SafeDumper, value: dict) -> yaml.Node:
     return yaml.MappingNode("tag:yaml.org,2002:map", pairs)
 
 
-_UnsafeDumper.add_representer(str, _unsafe_str)
-_UnsafeDumper.add_representer(dict, _plain_keys)
+class _UnsafeDumper(yaml.SafeDumper):
+    """YAML whose every string value is tagged !unsafe (Ansible never templates it); keys stay plain names."""
+
+    yaml_representers = {**yaml.SafeDumper.yaml_representers, str: _unsafe_str, dict: _plain_keys}
 
 
 def write_vars(path: Path, variables: dict) -> None:

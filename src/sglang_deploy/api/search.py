@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from sglang_deploy.compare import noise
+from sglang_deploy.compare import gate, noise
 from sglang_deploy.tune import (
     FAILED,
     OK,
@@ -252,13 +252,16 @@ def _watching_readiness(on_event, ready_failed: list):
 def candidate_fields(r: RunResult, ready_failed: list) -> dict:
     """The run record's fields from a candidate's deploy: its figures per host, or how it failed."""
     fields = {"emulated": r.emulated, "artifacts": r.artifacts, "deploy_s": round(r.elapsed_s, 3)}
+    wrong = gate.problem(r.gate)
     if not r.ok:
-        kind, journal = failure_kind(ready_failed)
+        kind, journal = ("quality", []) if wrong else failure_kind(ready_failed)
         message = "\n".join(f"{f.host}: {f.task}: {f.message}" for f in r.failures) or r.error or "deploy failed"
-        return {**fields, "status": FAILED, "kind": kind, "error": message, "journal": journal}
+        return {**fields, "status": FAILED, "kind": kind, "error": wrong or message, "journal": journal}
     metrics = {host: level_metrics(res) for host, res in r.benchmarks.items()}
     dropped = "; ".join(f"{host}: {why}" for host, why in r.dropped_benchmarks.items())
-    problem = f"benchmark result dropped ({dropped})" if dropped else measurement_problem(r.ok, r.benchmarks)
+    problem = (
+        f"benchmark result dropped ({dropped})" if dropped else measurement_problem(gate.deployed([r]), r.benchmarks)
+    )
     if problem:
         return {**fields, "status": FAILED, "kind": "benchmark", "metrics": metrics, "error": problem}
     return {

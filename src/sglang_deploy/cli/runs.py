@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from sglang_deploy import api
-from sglang_deploy.compare import compare_report, noise
+from sglang_deploy.compare import compare_report, gate, noise
 from sglang_deploy.host import bench
 from sglang_deploy.host.files import check_folder
 from sglang_deploy.cli import workload
@@ -241,14 +241,23 @@ def _exit_code(result: api.RunResult) -> int:
 
 
 def _outcomes(result: api.RunResult) -> list[str]:
-    """Per host what the run did there (deployed, unchanged, rolled back, ...), what it serves, and for a server the
-    run restarted where its start went."""
-    return [
-        f"{r['host']}: {r['state']}"
-        + (f" (serves {r['serves']})" if r.get("serves") else "")
-        + (f"; {r['startup']['summary']}" if (r.get("startup") or {}).get("summary") else "")
-        for r in result.outcomes
-    ]
+    """Per host what the run did there (deployed, unchanged, rolled back, ...), what it serves, for a server the
+    run restarted where its start went, the quality gate's result and SGLang's warnings that its output may be wrong."""
+    lines = []
+    for r in result.outcomes:
+        startup = r.get("startup") or {}
+        lines.append(
+            f"{r['host']}: {r['state']}"
+            + (f" (serves {r['serves']})" if r.get("serves") else "")
+            + (f"; {startup['summary']}" if startup.get("summary") else "")
+        )
+        checked = gate.summary(r.get("quality")) or result.gate.get(r["host"])
+        if checked:
+            lines.append(
+                f"{r['host']}: quality gate {gate.text(checked)}" + "".join(f"; {p}" for p in checked["problems"])
+            )
+        lines += [f"{r['host']}: SGLang warned: {w}" for w in (startup.get("accuracy_warnings") or [])[:5]]
+    return lines
 
 
 def _recap(result: api.RunResult) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from sglang_deploy.compare import noise
+from sglang_deploy.compare import gate, noise
 from sglang_deploy.compare.figures import comparable, first_difference
 from sglang_deploy.compare.profile_ranking import rank_profiles, ratio
 from sglang_deploy.host.bench import table
@@ -166,6 +166,8 @@ class Comparison:
             "objectives": [o.name for o in self.objectives],
             "limits": [lim.text for lim in self.limits],
             "rankings": self.rankings,
+            "quality": {name: [r.gate for r in runs] for name, runs in self.runs.items()},
+            "fastest_that_answers_right": gate.leader_line(self.rows, self.runs),
             "rows": self.rows,
             "runs": {name: [r.to_dict() for r in runs] for name, runs in self.runs.items()},
             "restores": [r.to_dict() for r in self.restores],
@@ -299,7 +301,7 @@ def build_comparison(
             results,
             objectives,
             limits,
-            {n: all(r.ok for r in rs) and all(s.ok for s in setups if s.profile == n) for n, rs in runs.items()},
+            {n: gate.deployed([*rs, *(s for s in setups if s.profile == n)]) for n, rs in runs.items()},
             floor,
         )
         if workload["same_for_all"]
@@ -404,6 +406,7 @@ def format_table(comp: Comparison) -> str:
         for host, rate in per_host.items():
             lines.append(f"{name} on {host}: highest rate meeting the SLA {table.fmt(rate, 2)} req/s")
     lines += [f"ranked by {text}" for text in _ranking_lines(comp)]
+    lines += gate.lines(comp.runs) + [line for line in [gate.leader_line(comp.rows, comp.runs)] if line]
     return "\n".join(lines + _failure_lines(comp) + comp.dropped())
 
 
@@ -488,6 +491,8 @@ def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
         f"- Repeats: {repeats_note(comp)}.",
         *([f"- Plan: {comp.plan['text']}."] if comp.plan.get("text") else []),
         *(f"- Ranked by {text}" for text in _ranking_lines(comp)),
+        *(f"- {line[:1].upper()}{line[1:]}" for line in [gate.leader_line(comp.rows, comp.runs)] if line),
+        *(f"- {line[:1].upper()}{line[1:]}" for line in gate.lines(comp.runs)),
         "",
     ]
     if plot_name:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from . import gate
+
 # metric -> (key of a benchmark level, statistic or None, default goal)
 METRICS = {
     "output_tok_s": ("output_throughput_tok_s", None, "max"),
@@ -103,14 +105,18 @@ def unanswered(level: dict) -> int:
 
 
 def measurement_problem(ok: bool, benchmarks: dict, level: str | None = None) -> str | None:
-    """Why a deploy (``ok``: it succeeded) and its benchmarks (host -> bench result) are no measurement, None when
-    they are one: the deploy failed, no benchmark, or requests without an answer (at ``level``, a level key, where
+    """Why a deploy (``ok``: True when it succeeded, else False or why not: compare.gate.deployed) and its
+    benchmarks (host -> bench result) are no measurement, None when they are one: the deploy failed, no benchmark, a
+    server that does not answer right (its quality gate failed in report mode), or requests without an answer (at ``level``, a level key, where
     SLA_LEVEL is every probe of the SLA search; None: at any level). tune records such a run FAILED, compare does
     not rank it: the one rule of both."""
-    if not ok:
-        return "the deploy failed"
+    if ok is not True:
+        return ok if isinstance(ok, str) and ok else "the deploy failed"
     if not benchmarks:
         return "no benchmark"
+    wrong = gate.problem({host: gate.of_result(res) for host, res in benchmarks.items()})
+    if wrong:
+        return wrong
     failed = {}
     for host, res in sorted(benchmarks.items()):
         n = sum(

@@ -104,7 +104,8 @@ def router_argv(args: dict) -> list[str]:
 def summary(hosts: list[str], previous: dict, results: dict, profile: str, routed: bool) -> list[dict]:
     """What each host serves after a (possibly stopped) run of ``profile`` and what the run did there: rows of
     {"host", "serves", "outcome" (deployed, unchanged, rolled back, failed, untouched), "state" (in words)}, and
-    "startup" (where the start went: sglang_deploy.host.startup's report) for a host this run restarted.
+    "startup" (where the start went: sglang_deploy.host.startup's report) for a host this run restarted, and
+    "quality" (the quality gate's result) where the gate ran.
     ``previous``: host -> profile before the run (its host record, read from the host); ``results``: host ->
     {"restarted": bool, "startup": report or None} for a host that passed, {"failed": True, "rolled_back_to":
     profile or None, "serves": profile or None, "restarted": bool} for one that failed (after_failure: restarted
@@ -121,6 +122,8 @@ def summary(hosts: list[str], previous: dict, results: dict, profile: str, route
             rows.append({"host": host, "serves": profile, "outcome": outcome, "state": state})
             if outcome == "deployed" and result.get("startup"):
                 rows[-1]["startup"] = result["startup"]
+            if result.get("quality"):
+                rows[-1]["quality"] = result["quality"]
         else:
             back, serves = result.get("rolled_back_to"), result.get("serves")
             state = f"{profile} failed here" + (f", rolled back to {back}" if back else "")

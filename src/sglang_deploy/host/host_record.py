@@ -16,6 +16,8 @@ import os
 import re
 import tempfile
 
+from .text import CONTROL
+
 PATH = "/etc/ansible/facts.d/sglang_server.fact"
 
 # field -> what it holds
@@ -23,7 +25,7 @@ FIELDS = {
     "profile": "the profile of the installed unit",
     "asked": "the profile the last run asked for",
     "last_good_profile": "the last profile that passed the readiness wait",
-    "rolled_back": "{from, to, at} when the profile asked for failed and the last good one serves again",
+    "rolled_back": "{from, to, at, why} when the profile asked for failed and the last good one serves again",
     "service": "the systemd unit of the server",
     "url": "where the running server listens",
     "sglang_version": "the SGLang release the launch was rendered for",
@@ -31,14 +33,13 @@ FIELDS = {
     "emulated": "whether the lab's emulated server runs",
     "venv_link": "the stack's venv symlink the last good profile ran on ('' when it was none)",
     "venv_target": "where that symlink pointed",
+    "accuracy_warnings": "SGLang's warnings at the start of the last good profile that its output may be wrong",
 }
 # Profile names: the profile-name rule (launch.profiles uses this one).
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 # A systemd service name, never an option (it goes to systemctl's argv).
 SERVICE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9@_.:-]*\Z")
-# Text a record holds: no control character, no bidirectional override, bounded.
-TEXT_RE = re.compile(r"[^\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]*\Z")
-MAX_TEXT = 4096
+MAX_TEXT = 4096  # characters of one text field (no control or bidirectional character: text.CONTROL)
 MAX_ARGV = 1024
 NAME_FIELDS = ("profile", "asked", "last_good_profile")
 EVENTS = ("asked", "deployed", "rolled_back")
@@ -93,7 +94,7 @@ def _field_problem(name: str, value: object) -> str | None:
         return None if ok else f"is {_shown(value)}, not a systemd service name"
     if name == "emulated":
         return None if isinstance(value, bool) else f"is {_shown(value)}, not true or false"
-    if name == "argv":
+    if name in ("argv", "accuracy_warnings"):
         ok = isinstance(value, list) and len(value) <= MAX_ARGV and all(_text(v) for v in value)
         return None if ok else f"is not a list of at most {MAX_ARGV} printable strings"
     if name == "rolled_back":
@@ -107,11 +108,16 @@ def _rolled_back_problem(value: object) -> str | None:
     names = [value.get("from"), value.get("to")]
     if not all(isinstance(n, str) and NAME_RE.match(n) for n in names) or not _text(value.get("at")):
         return "needs 'from' and 'to' profile names and 'at' a time"
-    return None
+    return None if value.get("why") is None or _text(value["why"]) else "has a 'why' that is not printable text"
+
+
+def printable(text: str) -> str:
+    """``text`` on one line, without control or bidirectional characters, at most MAX_TEXT characters."""
+    return re.sub(r"\s+", " ", CONTROL.sub(" ", str(text))).strip()[:MAX_TEXT]
 
 
 def _text(value: object) -> bool:
-    return isinstance(value, str) and len(value) <= MAX_TEXT and bool(TEXT_RE.match(value))
+    return isinstance(value, str) and len(value) <= MAX_TEXT and not CONTROL.search(value)
 
 
 def _shown(value: object) -> str:
@@ -146,11 +152,14 @@ def update(record: dict, event: str, values: dict) -> dict:
         return {**known, "profile": values["profile"], "service": values["service"], "asked": values["profile"]}
     if event == "deployed":
         fields = {name: values[name] for name in EVENT_FIELDS["deployed"]}
+        fields["accuracy_warnings"] = [printable(w) for w in values.get("accuracy_warnings") or []][:MAX_ARGV]
         return {**fields, "last_good_profile": values["profile"], "asked": values["profile"]}
     last_good = known.get("last_good_profile")
     if not last_good:
         raise RecordError("no last good profile is recorded on this host to roll back to")
     back = {"from": values["profile"], "to": last_good, "at": values["at"]}
+    if values.get("why"):
+        back["why"] = printable(values["why"])
     return {**known, "profile": last_good, "rolled_back": back}
 
 

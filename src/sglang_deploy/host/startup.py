@@ -54,6 +54,10 @@ _JIT = re.compile(
     r"^(?:Try DeepGEMM JIT Compiling for |Entering DeepGEMM JIT Pre-Compile session|Triton kernel '.*' took )"
 )
 JIT_LINES = 20  # JIT lines kept in the report
+# SGLang's own warnings that the output may be wrong (e.g. "DeepGemm is enabled but the scale_fmt of checkpoint is
+# not ue8m0. This might cause accuracy degradation on Blackwell."), any rank: the quality gate shows them.
+ACCURACY = re.compile(r"accuracy|precision loss|incorrect (?:results|output)|wrong (?:results|output)", re.I)
+ACCURACY_LINES = 10
 LINE_CHARS = 200
 
 
@@ -97,6 +101,9 @@ def parse(entries, started: float | None = None, ready_at: float | None = None) 
     entries = list(entries)
     emulated = any(EMULATOR_BANNER in line for _unused, line in entries)
     origin, at, weights, graphs, jit = _scan(entries, started)
+    warned = dict.fromkeys(
+        _PREFIX.sub("", t)[:LINE_CHARS] for _w, t in entries if isinstance(t, str) and ACCURACY.search(t)
+    )
     if "ready" not in at and ready_at is not None:
         at["ready"] = ready_at
     report: dict = {
@@ -108,6 +115,7 @@ def parse(entries, started: float | None = None, ready_at: float | None = None) 
             "count": len(jit),
             "lines": [{"at_s": _since(origin, w), "line": t[:LINE_CHARS]} for w, t in jit[:JIT_LINES]],
         },
+        "accuracy_warnings": list(warned)[:ACCURACY_LINES],
     }
     if origin is None:
         report["summary"] = "no SGLang log lines"

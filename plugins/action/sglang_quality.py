@@ -1,0 +1,56 @@
+"""Action plugin sglang_quality: read the reference fingerprint on the controller, run the module's checks on the
+host, judge by the mode, and keep a fingerprint that passed. Documentation: plugins/modules/sglang_quality.py; the
+checks are in sglang_deploy.host.quality, the store in sglang_deploy.fingerprints."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.sglang.deploy.plugins.plugin_utils import package
+
+try:
+    from sglang_deploy import fingerprints
+except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
+    package.missing(exc)
+
+SHOWN_PROBLEMS = 5
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        package.require()
+        result = super().run(tmp, task_vars)
+        args = dict(self._task.args)
+        if args.get("mode", "enforce") == "off":
+            result.update(changed=False, skipped=True, quality={"passed": None, "mode": "off", "problems": []})
+            return result
+        store, model, profile = args.get("store"), args.get("model") or "", args.get("profile") or ""
+        try:
+            ref = fingerprints.reference(store, model, profile) if store else None
+        except fingerprints.FingerprintError as exc:
+            raise AnsibleActionFail(f"sglang_quality: {exc}") from exc
+        module_args = {**args, "reference": (ref or {}).get("fingerprint")}
+        found = self._execute_module(
+            module_name="sglang.deploy.sglang_quality", module_args=module_args, task_vars=task_vars
+        )
+        if found.get("failed"):
+            return {**result, **found}
+        quality = {**found["quality"], "reference": (ref or {}).get("file"), "kept": None}
+        if quality["passed"] and store and not self._task.check_mode:
+            try:
+                quality["kept"] = fingerprints.save(
+                    store, model, args.get("stack") or "", profile, found["fingerprint"], args.get("sglang_version")
+                )
+            except ValueError as exc:  # FingerprintError too
+                raise AnsibleActionFail(f"sglang_quality: the fingerprint was not kept: {exc}") from exc
+        result.update(changed=False, quality=quality)
+        if not quality["passed"]:
+            text = "; ".join(quality["problems"][:SHOWN_PROBLEMS])
+            if quality["mode"] == "enforce":
+                result.update(failed=True, msg=f"the server is up but does not answer right: {text}")
+            else:
+                result["warnings"] = [f"quality gate (report only): {text}"]
+        return result
