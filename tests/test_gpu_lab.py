@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -234,21 +235,22 @@ def test_parity_passes_its_arguments_and_collects_the_record(tmp_path, monkeypat
 def test_up_boots_the_lab_over_the_carried_tree_and_deploys_with_the_key_unprinted(tmp_path, monkeypatch, capsys):
     out, py = tmp_path / "out", sys.executable
     lines = dry_run(tmp_path, monkeypatch, capsys, "up", "--profile", "dense")
-    assert lines[:6] == [
+    assert lines[:7] == [
         "+ rm -rf /root/gpu-src",
         "+ cp -r build/gpu-src /root/gpu-src",
+        f"+ {py} /root/gpu-src/tools/fetch_collections.py --self-only",
         f"+ {py} tools/gpu_stage.py install /root/stage {tmp_path}/site > /root/labout/install.log 2>&1",
         "+ a new API key into /root/gpulab.key (0600)",
         f"+ {py} /root/gpu-src/tools/make_models.py /data/models > /root/labout/models.log 2>&1",
         f"+ {py} tools/gpu_lab.py boot build/gpu-lab /root/gpulab --bind /root/labout > /root/labout/boot.txt 2>&1",
     ]
-    assert lines[6] == (
+    assert lines[7] == (
         "+ SGLANG_LAB_API_KEY=$(cat /root/gpulab.key) SGLANG_DEPLOY_RESULTS=/root/labout/results "
-        f"ANSIBLE_CONFIG=/root/gpu-src/ansible.cfg {py} tools/gpu_lab.py exec /root/gpulab -- bash -c 'cd "
+        f"ANSIBLE_CONFIG=/root/gpu-src/ansible.cfg PYTHONPATH=/root/gpu-src/src {py} tools/gpu_lab.py exec /root/gpulab -- bash -c 'cd "
         "/root/gpu-src && /root/gpulab/ansible/bin/ansible-playbook -i inventory/gpu-lab.yml site.yml -e profile=dense'"
         " > /root/labout/deploy-first.log 2>&1"
     )
-    assert lines[7:] == [
+    assert lines[8:] == [
         f"+ cp -r /root/labout/. {out}",
         f"+ {py} tools/gpu_lab.py exec /root/gpulab -- journalctl -u sglang --no-pager -o short-iso 2>&1 | gzip > "
         f"{out}/journal-sglang.txt.gz",
@@ -357,3 +359,20 @@ def test_deploy_refuses_a_name_that_is_no_plain_file_name(tmp_path, monkeypatch,
         argv[-1] = "../dense"  # the default name, deploy-PROFILE, is checked too
     assert gpu_lab.main(argv) == 2
     assert "no plain file name" in capsys.readouterr().err
+
+
+def test_a_checkout_without_the_collection_link_gets_it_and_ansible_finds_the_modules(tmp_path):
+    """Issue 52: the GPU lab's checkout (a git archive: no collections/ link) failed its first deploy with
+    "couldn't resolve module/action 'sglang.deploy.sglang_profile'"; `up` now makes the link there first."""
+    tree = tmp_path / "gpu-src"
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    env = {**os.environ, "ANSIBLE_CONFIG": str(tree / "ansible.cfg")}
+    doc = [str(Path(sys.executable).parent / "ansible-doc"), "-t", "module", "sglang.deploy.sglang_quality"]
+    missing = subprocess.run(doc, cwd=tree, env=env, capture_output=True, text=True)
+    assert "sglang.deploy.sglang_quality was not found" in missing.stderr
+    subprocess.run([sys.executable, str(tree / "tools" / "fetch_collections.py"), "--self-only"], check=True)
+    found = subprocess.run(doc, cwd=tree, env=env, capture_output=True, text=True)
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", found.stdout)
+    assert found.returncode == 0 and f"sglang.deploy.sglang_quality ({tree}" in shown, found.stderr

@@ -5,7 +5,8 @@ molecule run the repository's own modules and plugins by their FQCN), and the on
 driver need.
 
 Those come out of the `ansible` community wheel on PyPI, which bundles them; only the ones named in
-WANTED are extracted. Idempotent: re-extracts only when the bundle version changes.
+WANTED are extracted. Idempotent: re-extracts only when the bundle version changes. `--self-only` makes the link
+and nothing else (an offline checkout that needs no other collection: the GPU lab's).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ def link_self() -> None:
 
 
 def main() -> int:
+    if sys.argv[1:] == ["--self-only"]:
+        link_self()
+        return 0
     stamp = DEST / ".bundle"
     if stamp.exists() and stamp.read_text().strip() == ANSIBLE_BUNDLE and all(_manifest(c).exists() for c in WANTED):
         link_self()

@@ -102,6 +102,9 @@ LAB_ENV = {
     "SGLANG_LAB_API_KEY": FileText(KEYFILE),
     "SGLANG_DEPLOY_RESULTS": f"{LAB_OUT}/results",
     "ANSIBLE_CONFIG": f"{LAB_SRC}/ansible.cfg",
+    # The package of the lab's own checkout, whatever tree boot ran from (its .pth names that one, gone by a later
+    # call): sglang-deploy compare, restart-unit.
+    "PYTHONPATH": f"{LAB_SRC}/src",
 }
 
 
@@ -244,6 +247,8 @@ def up(s: Session, profile: str, tree: str, parts: str) -> int:
     s.run(["rm", "-rf", LAB_SRC])
     if s.run(["cp", "-r", tree, LAB_SRC]):
         raise LabError(f"no {tree} to copy: carry it (a git archive of the commit to run)")
+    # The playbooks name their modules sglang.deploy.*: the lab's checkout is that collection (a git archive has no link).
+    s.run([sys.executable, LAB_SRC / "tools" / "fetch_collections.py", "--self-only"])
     ensure_site(s)
 
     def new_key() -> None:
@@ -270,7 +275,7 @@ def restart(s: Session, caches: list[str], repeats: int) -> int:
     for i in range(1, repeats + 1):
         for kind in caches:
             name = f"{kind}-{i}"
-            shell = f"PYTHONPATH={LAB_SRC}/src python3 tools/gpu_lab.py restart-unit {name} {kind}"
+            shell = f"python3 tools/gpu_lab.py restart-unit {name} {kind}"
             log, errors = s.logs / "restarts.jsonl", s.logs / f"{name}.err"
             if s.run(in_checkout(shell), phase=name, log=log, append=True, errors=errors, env=LAB_ENV, tail=1):
                 failed += 1
