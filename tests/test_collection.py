@@ -214,7 +214,7 @@ def untracked(repo: Path) -> str:
 
 # Where a link in roles/r/files leads: (what makes it, the refusal); /dev/null stands for /dev/zero (endless).
 LINKS = {
-    "environ": (lambda repo: "/proc/self/environ", r"leads to /proc/\d+/environ, outside the repository"),
+    "environ": (lambda repo: "/proc/self/environ", "leads to /proc/self/environ, outside the repository"),
     "device": (lambda repo: "/dev/null", "leads to /dev/null, outside the repository"),
     "key": (outside_file, "leads to .*/key, outside the repository"),
     "folder": (outside_folder, "leads to .*/ssh, outside the repository"),
@@ -234,12 +234,75 @@ def test_the_stage_refuses_a_link_out_of_the_repository_or_to_what_git_does_not_
         collection.stage()
 
 
-def test_the_stage_refuses_a_fifo_naming_it(source):
-    """A tracked file that became a FIFO (read, it would never end) stops the build (issue 48, R18)."""
+def staged(stage: Path) -> dict:
+    return {p.relative_to(stage).as_posix(): p.read_bytes() for p in stage.rglob("*") if p.is_file()}
+
+
+def hard_link(repo: Path, rel: str) -> None:
+    (repo.parent / "token").write_text("hf_outsidesecret\n")
+    (repo / rel).unlink()
+    os.link(repo.parent / "token", repo / rel)
+
+
+def sparse(repo: Path, rel: str) -> None:
+    with (repo / rel).open("r+b") as handle:
+        handle.truncate(8 << 20)
+
+
+def fifo(repo: Path, rel: str) -> None:
+    (repo / rel).unlink()
+    os.mkfifo(repo / rel)
+
+
+def relinked(repo: Path, rel: str) -> None:
+    """The tracked link plugins/module_utils turned, in the work tree only, towards the build's environment."""
+    (repo / "plugins/module_utils").unlink()
+    (repo / "plugins/module_utils").symlink_to("/proc/self/environ")
+
+
+# What becomes of a tracked file in the work tree after git add (issue 48, red-team of R2 and R18).
+WORK_TREE = {"hard link": hard_link, "sparse": sparse, "fifo": fifo, "relinked link": relinked}
+
+
+@pytest.mark.parametrize("kind", WORK_TREE)
+def test_the_stage_ships_what_git_holds_not_the_work_tree_and_names_what_differs(source, kind, capsys):
+    """A tracked file swapped for a hard link to an outside token, grown into a sparse file or a FIFO, or a tracked
+    link turned elsewhere: the stage holds git's content, and the build names the file."""
     track(source)
-    (source / "roles/r/tasks/main.yml").unlink()
-    os.mkfifo(source / "roles/r/tasks/main.yml")
-    with pytest.raises(SystemExit, match="collection build: roles/r/tasks/main.yml is a FIFO: remove it"):
+    before = staged(collection.stage())
+    WORK_TREE[kind](source, "roles/r/tasks/main.yml")
+    capsys.readouterr()
+    after = staged(collection.stage())
+    assert after == before
+    assert b"hf_outsidesecret" not in b"".join(after.values())
+    changed = "plugins/module_utils" if kind == "relinked link" else "roles/r/tasks/main.yml"
+    assert f"not as the work tree does: {changed}" in capsys.readouterr().err
+
+
+def test_the_stage_refuses_a_collection_over_its_size_bound_naming_the_file(source, monkeypatch):
+    monkeypatch.setattr(collection, "MAX_BYTES", 1000)
+    (source / "roles/r/files").mkdir()
+    (source / "roles/r/files/big").write_bytes(b"x" * 1001)
+    track(source)
+    with pytest.raises(SystemExit, match=r"roles/r/files/big would take the collection over MAX_BYTES \(1000 bytes"):
+        collection.stage()
+
+
+def test_the_stage_refuses_a_submodule(source):
+    sub = source.parent / "sub"
+    subprocess.run(["git", "init", "-q", sub], check=True)
+    subprocess.run(
+        ["git", "-C", sub, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x"],
+        check=True,
+    )
+    head = subprocess.run(
+        ["git", "-C", sub, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    track(source)
+    subprocess.run(
+        ["git", "-C", source, "update-index", "--add", "--cacheinfo", f"160000,{head},roles/r/sub"], check=True
+    )
+    with pytest.raises(SystemExit, match="collection build: roles/r/sub is a link loop or a git submodule"):
         collection.stage()
 
 
@@ -250,6 +313,7 @@ def test_the_stage_refuses_another_collection_name_and_an_empty_collection(sourc
     with pytest.raises(SystemExit, match="galaxy.yml names the collection other.deploy: set namespace: sglang"):
         collection.stage()
     (source / "galaxy.yml").write_text(GALAXY)
+    subprocess.run(["git", "-C", source, "add", "galaxy.yml"], check=True)
     subprocess.run(["git", "-C", source, "rm", "-rq", "--cached", "plugins", "roles"], check=True)
     with pytest.raises(SystemExit, match="holds no plugin or role git tracks: git add them"):
         collection.stage()

@@ -10,10 +10,12 @@ The repository is the collection's source (galaxy.yml at its root) but holds mor
 the Python CLI) and links (plugins/module_utils -> the host package, roles' files/ -> host programs). `build` copies
 what the collection is made of (COLLECTION) into build/collection/ansible_collections/sglang/deploy with every link
 resolved, vendors the part of the sglang_deploy package the controller plugins import (vendor/ at the collection's root,
-found by following their imports), then runs `ansible-galaxy collection build` on that copy. Only files git tracks
-are copied; a link that leaves the repository or leads to a file git does not track, and anything that is neither a
-regular file nor a folder (a FIFO, a device), stop the build naming the path. The tarball holds no link; `build`
-checks it.
+found by following their imports), then runs `ansible-galaxy collection build` on that copy. A build reads git's
+index, never the work tree: each tracked file's content is its blob (`git cat-file`), each link the target git
+records for it (mode 120000), so a work-tree file swapped for a hard link, a sparse file or a FIFO ships what git
+holds (the files that differ are named). A link that leaves the repository or leads to what git does not track, a
+submodule, and a collection over MAX_BYTES stop the build naming the path. The tarball holds no link; `build` checks
+it.
 """
 
 from __future__ import annotations
@@ -23,11 +25,10 @@ import ast
 import inspect
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tarfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "sglang_deploy"
@@ -72,81 +73,143 @@ def _refuse(rel: str, why: str) -> SystemExit:
     return SystemExit(f"collection build: {rel} {why}")
 
 
-def _tracked() -> set:
-    """The paths git tracks in REPO (a link as itself): the only files a build copies."""
-    try:
-        listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise _refuse(str(REPO), f"is no git checkout git can list ({exc}): build from a clone") from exc
-    return {os.fsdecode(name) for name in listed.split(b"\0") if name}
+def _outside(rel: str, where: str) -> SystemExit:
+    return _refuse(rel, f"leads to {where}, outside the repository: git add what it needs, or remove the link")
 
 
-# What a path is, for a refusal: anything but a regular file or a folder.
-KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+# At most this much is written into the stage: a build is a few MiB.
+MAX_BYTES = 64 * 1024 * 1024
+LINK, SUBMODULE = "120000", "160000"
 
 
-def _copy_file(src: Path, rel: str, dest: Path) -> None:
-    """Copy the regular file src (rel in the repository) to dest, read without following a link or blocking."""
-    before = os.lstat(src)
-    if not stat.S_ISREG(before.st_mode):
-        raise _refuse(rel, f"is {KINDS.get(stat.S_IFMT(before.st_mode), 'no regular file')}: remove it")
-    try:
-        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        raise _refuse(rel, f"cannot be read ({exc.strerror}): make it readable or remove it") from exc
-    with open(fd, "rb") as handle:
-        if os.fstat(handle.fileno())[:2] != before[:2]:  # mode and inode: swapped since the look
-            raise _refuse(rel, "changed while the build read it: build again")
+class Index:
+    """What git's index records in REPO: each tracked path's mode and blob, and the blobs' contents (read from git,
+    never from the work tree). Counts the bytes written into the stage against MAX_BYTES."""
+
+    def __init__(self) -> None:
+        self.entries: dict = {}  # path -> (mode, blob id)
+        try:
+            listed = subprocess.run(["git", "-C", REPO, "ls-files", "-s", "-z"], capture_output=True, check=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise _refuse(str(REPO), f"is no git checkout git can list ({exc}): build from a clone") from exc
+        for line in listed.stdout.split(b"\0"):
+            if line:
+                meta, _tab, name = line.partition(b"\t")
+                mode, blob, merge_stage = meta.decode().split()
+                if merge_stage != "0":
+                    raise _refuse(os.fsdecode(name), "is in a merge conflict: resolve it, then build")
+                self.entries[os.fsdecode(name)] = (mode, blob)
+        self.folders = {p.as_posix() for name in self.entries for p in PurePosixPath(name).parents}
+        self.written = 0
+        self.shipped: set = set()  # the tracked files, and links followed, that the stage holds
+        self._cache: dict = {}
+        self._cat = subprocess.Popen(
+            ["git", "-C", REPO, "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+
+    def close(self) -> None:
+        self._cat.kill()
+        self._cat.wait()
+
+    def _check(self, rel: str, size: int) -> None:
+        """Refuse size bytes more of rel when they take the stage over MAX_BYTES."""
+        if self.written + size > MAX_BYTES:
+            raise _refuse(rel, f"would take the collection over MAX_BYTES ({MAX_BYTES} bytes): git rm it")
+
+    def blob(self, rel: str) -> bytes:
+        """The content git records for rel; one over what is left of MAX_BYTES is refused before it is read."""
+        oid = self.entries[rel][1]
+        if oid not in self._cache:
+            self._cat.stdin.write(oid.encode() + b"\n")
+            self._cat.stdin.flush()
+            size = int(self._cat.stdout.readline().split()[2])
+            self._check(rel, size)
+            self._cache[oid] = self._cat.stdout.read(size + 1)[:-1]  # the content, then a newline
+        return self._cache[oid]
+
+    def resolve(self, rel: str) -> str:
+        """rel with each link on its way replaced by the target git records for it (mode 120000: the link's text),
+        as the kernel would follow it; refused when it leaves the repository or loops."""
+        done: list = []
+        todo = rel.split("/")
+        hops = 0
+        while todo:
+            part = todo.pop(0)
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if not done:
+                    raise _outside(rel, os.path.normpath(REPO / "/".join(["..", *todo])))
+                done.pop()
+                continue
+            here = "/".join([*done, part])
+            if self.entries.get(here, ("",))[0] != LINK:
+                done.append(part)
+                continue
+            hops += 1
+            if hops > 40:
+                raise _refuse(rel, "is a link that cannot be followed (a loop of links): remove it")
+            target = os.fsdecode(self.blob(here))
+            self.shipped.add(here)
+            if target.startswith("/"):
+                raise _outside(rel, target)
+            todo = [*target.split("/"), *todo]
+        return "/".join(done)
+
+    def follow(self, rel: str) -> str:
+        """The tracked file or folder rel is or leads to; a submodule, or a link to what git does not track, is
+        refused."""
+        real = self.resolve(rel)
+        mode = self.entries.get(real, ("",))[0]
+        if mode == SUBMODULE:
+            raise _refuse(rel, "is a link loop or a git submodule: the collection holds neither")
+        if not mode and real not in self.folders:
+            raise _refuse(rel, f"leads to {real}, which git does not track: git add it or remove the link")
+        return real
+
+    def write(self, rel: str, dest: Path) -> None:
+        """The regular file rel as git records it, written to dest (mode 0755 or 0644, as git keeps it)."""
+        content = self.blob(rel)
+        self._check(rel, len(content))
+        self.written += len(content)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        with dest.open("wb") as out:
-            shutil.copyfileobj(handle, out)
-    dest.chmod(stat.S_IMODE(before.st_mode))
+        dest.write_bytes(content)
+        dest.chmod(0o755 if self.entries[rel][0] == "100755" else 0o644)
+        self.shipped.add(rel)
 
 
-def _copy(tracked: set, rel: str, dest: str, chain: tuple = ()) -> None:
-    """Copy the tracked files at or under REPO/rel into STAGE/dest, links resolved (a link to a folder becomes the
-    copy of that folder's tracked files); chain: the folders links led through, against a loop."""
-    for entry in sorted(t for t in tracked if t == rel or t.startswith(f"{rel}/")):
+def _copy(index: Index, rel: str, dest: str, chain: tuple = ()) -> None:
+    """Copy the tracked files at or under rel into STAGE/dest as git records them, links resolved (a link to a folder
+    becomes the copy of that folder's tracked files); chain: the folders links led through, against a loop."""
+    for entry in sorted(t for t in index.entries if t == rel or t.startswith(f"{rel}/")):
         out = dest + entry[len(rel) :]
         if out in LEFT_OUT or any(out.startswith(f"{left}/") for left in LEFT_OUT):
             continue
-        try:
-            real = (REPO / entry).resolve()
-        except (OSError, RuntimeError) as exc:  # RuntimeError: a loop of links, before Python 3.13
-            raise _refuse(entry, f"is a link that cannot be followed ({exc}): remove it") from exc
-        if not real.is_relative_to(REPO.resolve()):
-            raise _refuse(entry, f"leads to {real}, outside the repository: git add what it needs, or remove the link")
-        if not os.path.lexists(real):
-            continue  # deleted in the work tree
-        real_rel = real.relative_to(REPO.resolve()).as_posix()
-        if real.is_dir():
-            if real in chain or real_rel in tracked:
-                raise _refuse(entry, "is a link loop or a git submodule: the collection holds neither")
-            _copy(tracked, real_rel, out, (*chain, real))
-        elif real_rel not in tracked:
-            raise _refuse(entry, f"leads to {real_rel}, which git does not track: git add it or remove the link")
+        real = index.follow(entry)
+        if real in chain:
+            raise _refuse(entry, "is a link loop or a git submodule: the collection holds neither")
+        if real in index.folders:
+            _copy(index, real, out, (*chain, real))
         else:
-            _copy_file(real, entry, STAGE / out)
+            index.write(real, STAGE / out)
 
 
-def _module_file(name: str) -> Path | None:
-    """The source file of sglang_deploy.a.b (a module or a package's __init__), None if there is none."""
+def _module_file(index: Index, name: str) -> str | None:
+    """The tracked source file of sglang_deploy.a.b (a module or a package's __init__), None if there is none."""
+    package = PACKAGE.relative_to(REPO).as_posix()
     parts = name.split(".")[1:]
-    if not parts:
-        return PACKAGE / "__init__.py"
-    for candidate in (PACKAGE.joinpath(*parts, "__init__.py"), PACKAGE.joinpath(*parts[:-1], parts[-1] + ".py")):
-        if candidate.is_file():
-            return candidate
-    return None
+    candidates = [f"{package}/{'/'.join(parts)}/__init__.py", f"{package}/{'/'.join(parts)}.py"]
+    return next((c for c in candidates if c in index.entries), None) if parts else f"{package}/__init__.py"
 
 
-def _imports(path: Path) -> set:
-    """The sglang_deploy modules a file imports (absolute or relative), as dotted names."""
+def _imports(index: Index, rel: str) -> set:
+    """The sglang_deploy modules a tracked file imports (absolute or relative), as dotted names."""
     package = []  # the package a relative import starts from: the file's folder (an __init__'s too)
-    if path.resolve().is_relative_to(PACKAGE.resolve()):
-        package = ["sglang_deploy", *path.resolve().relative_to(PACKAGE.resolve()).parent.parts]
+    path, root = PurePosixPath(rel), PurePosixPath(PACKAGE.relative_to(REPO).as_posix())
+    if path.is_relative_to(root):
+        package = ["sglang_deploy", *path.relative_to(root).parent.parts]
     names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(index.blob(index.follow(rel)).decode("utf-8"))):
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names if a.name.split(".")[0] == "sglang_deploy")
         elif isinstance(node, ast.ImportFrom):
@@ -162,16 +225,16 @@ def _imports(path: Path) -> set:
     return names
 
 
-def vendored_files() -> list:
-    """Every module of sglang_deploy the controller plugins need: their imports followed through the package, with the
-    __init__ of each package on the way (the package's data files are vendored whole)."""
-    todo = [p for folder in PLUGIN_FOLDERS for p in sorted((REPO / folder).glob("*.py"))]
+def vendored_files(index: Index) -> list:
+    """Every module of sglang_deploy the controller plugins need (paths in the repository): their imports followed
+    through the package, with the __init__ of each package on the way (the package's data files are vendored whole)."""
+    todo = sorted(r for r in index.entries if str(PurePosixPath(r).parent) in PLUGIN_FOLDERS and r.endswith(".py"))
     seen: set = set()
     while todo:
-        for name in _imports(todo.pop()):
+        for name in _imports(index, todo.pop()):
             parts = name.split(".")
             for i in range(1, len(parts) + 1):
-                found = _module_file(".".join(parts[:i]))
+                found = _module_file(index, ".".join(parts[:i]))
                 if found and found not in seen:
                     seen.add(found)
                     todo.append(found)
@@ -203,22 +266,32 @@ def _check_stage() -> None:
 
 
 def stage() -> Path:
-    """Write the collection's files into STAGE (fresh); return it."""
+    """Write the collection's files into STAGE (fresh) from git's index, never the work tree; return it. Names, on
+    stderr, the files it ships whose work-tree copy differs from the index (git add them to ship them)."""
     shutil.rmtree(WORK / "ansible_collections", ignore_errors=True)
     STAGE.mkdir(parents=True)
-    tracked = _tracked()
-    for rel in COLLECTION:
-        _copy(tracked, rel, rel)
-    vendor = f"{VENDOR}/sglang_deploy"
-    for path in vendored_files():
-        rel = path.relative_to(REPO).as_posix()
-        _copy(tracked, rel, f"{vendor}/{path.relative_to(PACKAGE).as_posix()}")
-    data = (PACKAGE / "data").relative_to(REPO).as_posix()
-    _copy(tracked, data, f"{vendor}/data")
-    links = [p for p in STAGE.rglob("*") if p.is_symlink()]
-    if links:
-        raise SystemExit(f"the staged collection holds links: {links[:5]}")
+    index = Index()
+    try:
+        for rel in COLLECTION:
+            _copy(index, rel, rel)
+        package = PACKAGE.relative_to(REPO).as_posix()
+        vendor = f"{VENDOR}/sglang_deploy"
+        for rel in vendored_files(index):
+            _copy(index, rel, f"{vendor}/{rel[len(package) + 1 :]}")
+        _copy(index, f"{package}/data", f"{vendor}/data")
+    finally:
+        index.close()
     _check_stage()
+    changed = subprocess.run(
+        ["git", "--no-optional-locks", "-C", REPO, "diff", "--name-only", "-z"], capture_output=True
+    ).stdout
+    differ = sorted(index.shipped & {os.fsdecode(n) for n in changed.split(b"\0") if n})
+    if differ:
+        print(
+            f"collection build: shipped as git's index holds them, not as the work tree does: {', '.join(differ)}"
+            " (git add them to ship your changes)",
+            file=sys.stderr,
+        )
     return STAGE
 
 
