@@ -19,16 +19,22 @@ def prints(ids=(5, 6, 7, 8), logprobs=(-0.1, -0.2, -0.3, -0.4), prompt=PROMPT) -
     return [{"prompt": prompt, "ids": list(ids), "logprobs": list(logprobs), "top": [[i] for i in ids]}]
 
 
-def test_a_kept_fingerprint_is_the_reference_of_the_same_model_and_profile_first(tmp_path):
+def test_a_kept_fingerprint_is_the_reference_of_the_same_host_model_and_profile_first(tmp_path):
     store = str(tmp_path)
-    fingerprints.save(store, "qwen", "stack-a", "baseline", prints())
-    other = fingerprints.save(store, "qwen", "stack-a", "nextn", prints(ids=(9, 9, 9, 1)))
-    assert fingerprints.reference(store, "qwen", "baseline")["fingerprint"] == prints()
+    fingerprints.save(store, "qwen", "gpu-1", "stack-a", "baseline", prints())
+    other = fingerprints.save(store, "qwen", "gpu-1", "stack-a", "nextn", prints(ids=(9, 9, 9, 1)))
+    assert fingerprints.reference(store, "qwen", "gpu-1", "baseline")["fingerprint"] == prints()
     # a profile with none of its own is held against the newest of the model; another model has none
-    assert fingerprints.reference(store, "qwen", "dense")["file"] == other
-    assert fingerprints.reference(store, "llama", "baseline") is None
+    assert fingerprints.reference(store, "qwen", "gpu-1", "dense")["file"] == other
+    assert fingerprints.reference(store, "llama", "gpu-1", "baseline") is None
     # a candidate stack's deploy of baseline is held against the one it replaces
-    assert fingerprints.reference(store, "qwen", "baseline")["stack"] == "stack-a"
+    assert fingerprints.reference(store, "qwen", "gpu-1", "baseline")["stack"] == "stack-a"
+
+
+def test_one_host_never_becomes_another_hosts_reference(tmp_path):
+    """Red-team: a hostile host that passes its own gate with wrong tokens would have failed every honest host."""
+    fingerprints.save(str(tmp_path), "qwen", "evil", "s", "baseline", prints(ids=(1, 1, 2, 2)))
+    assert fingerprints.reference(str(tmp_path), "qwen", "gpu-1", "baseline") is None
 
 
 @pytest.mark.parametrize(
@@ -40,30 +46,32 @@ def test_a_kept_fingerprint_is_the_reference_of_the_same_model_and_profile_first
         {"fingerprint": [{"prompt": PROMPT, "ids": [1, 2], "logprobs": [-1.0]}]},
         {"fingerprint": [{"prompt": PROMPT, "ids": ["1"], "logprobs": [-1.0]}]},
         {"fingerprint": [{"prompt": PROMPT, "ids": [1], "logprobs": [None]}]},
+        {"fingerprint": [{"prompt": PROMPT, "ids": [1], "logprobs": [-1.0], "top": [list(range(21))]}]},
+        {"fingerprint": [{"prompt": PROMPT, "ids": [1] * 257, "logprobs": [-1.0] * 257, "top": []}]},
     ],
 )
 def test_a_stored_fingerprint_that_is_not_one_is_refused_naming_the_file(tmp_path, entry):
-    path = tmp_path / "qwen" / "s" / "baseline.json"
+    path = tmp_path / "qwen" / "gpu-1" / "s" / "baseline.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(entry))
     with pytest.raises(fingerprints.FingerprintError, match=f"{path}.*remove"):
-        fingerprints.reference(str(tmp_path), "qwen", "baseline")
+        fingerprints.reference(str(tmp_path), "qwen", "gpu-1", "baseline")
 
 
 def test_names_from_a_host_stay_inside_the_store(tmp_path):
-    kept = fingerprints.save(str(tmp_path), "../../etc", "../x", "p/../../q", prints())
+    kept = fingerprints.save(str(tmp_path), "../../etc", "..", "../x", "p/../../q", prints())
     parts = Path(kept).relative_to(tmp_path).parts
-    assert len(parts) == 3 and not {"..", "."} & set(parts)
+    assert len(parts) == 4 and not {"..", "."} & set(parts)
 
 
 def test_a_link_planted_at_the_fingerprint_is_refused_and_not_followed(tmp_path):
     target = tmp_path / "target"
     target.write_text("keep")
-    dest = fingerprints.path_for(str(tmp_path / "store"), "qwen", "s", "baseline")
+    dest = fingerprints.path_for(str(tmp_path / "store"), "qwen", "gpu-1", "s", "baseline")
     dest.parent.mkdir(parents=True)
     dest.symlink_to(target)
     with pytest.raises(ValueError, match="not a regular file"):
-        fingerprints.save(str(tmp_path / "store"), "qwen", "s", "baseline", prints())
+        fingerprints.save(str(tmp_path / "store"), "qwen", "gpu-1", "s", "baseline", prints())
     assert target.read_text() == "keep"
 
 
@@ -100,7 +108,13 @@ def test_drift_against_the_reference_and_the_tolerances():
 
 @pytest.mark.parametrize(
     ("given", "named"),
-    [({"pass_mark": 1.5}, "from 0 to 1"), ({"pass_mark": "x"}, "pass_mark"), ({"bogus": 1}, "unknown quality")],
+    [
+        ({"pass_mark": 1.5}, "from 0 to 1"),
+        ({"pass_mark": "x"}, "pass_mark"),
+        ({"bogus": 1}, "unknown quality"),
+        ({"top_k": 1000}, "from 0 to 20"),
+        ({"fingerprint_tokens": 10**6}, "from 0 to 256"),
+    ],
 )
 def test_quality_settings_are_checked(given, named):
     with pytest.raises(ValueError, match=named):
@@ -133,5 +147,5 @@ def test_a_folder_of_the_store_that_is_a_link_is_refused(tmp_path):
     (tmp_path / "store").mkdir()
     (tmp_path / "store" / "qwen").symlink_to(elsewhere)
     with pytest.raises(ValueError, match="link"):
-        fingerprints.save(str(tmp_path / "store"), "qwen", "s", "baseline", prints())
+        fingerprints.save(str(tmp_path / "store"), "qwen", "gpu-1", "s", "baseline", prints())
     assert list(elsewhere.iterdir()) == []

@@ -28,8 +28,9 @@ class ActionModule(ActionBase):
             result.update(changed=False, skipped=True, quality={"passed": None, "mode": "off", "problems": []})
             return result
         store, model, profile = args.get("store"), args.get("model") or "", args.get("profile") or ""
+        host = task_vars.get("inventory_hostname") or ""
         try:
-            ref = fingerprints.reference(store, model, profile) if store else None
+            ref = fingerprints.reference(store, model, host, profile) if store else None
         except fingerprints.FingerprintError as exc:
             raise AnsibleActionFail(f"sglang_quality: {exc}") from exc
         module_args = {**args, "reference": (ref or {}).get("fingerprint")}
@@ -41,9 +42,8 @@ class ActionModule(ActionBase):
         quality = {**found["quality"], "reference": (ref or {}).get("file"), "kept": None}
         if quality["passed"] and store and not self._task.check_mode:
             try:
-                quality["kept"] = fingerprints.save(
-                    store, model, args.get("stack") or "", profile, found["fingerprint"], args.get("sglang_version")
-                )
+                stack, version = args.get("stack") or "", args.get("sglang_version")
+                quality["kept"] = fingerprints.save(store, model, host, stack, profile, found["fingerprint"], version)
             except ValueError as exc:  # FingerprintError too
                 raise AnsibleActionFail(f"sglang_quality: the fingerprint was not kept: {exc}") from exc
         result.update(changed=False, quality=quality)

@@ -1,9 +1,11 @@
 """The quality gate's fingerprints, kept on the controller (the action plugin sglang_quality reads and writes them).
 
-One file per (model, stack, profile): STORE/<model>/<stack>/<profile>.json, written when that deploy passed the gate
-(host/quality.py runs the gate on the host). The reference of a deploy is the newest fingerprint of the same model
-and profile, on any stack (so a candidate stack is held against the one it replaces), else the newest of the same
-model. A fingerprint file came from a host: it is validated on read (FingerprintError naming the file and the fix).
+One file per (model, host, stack, profile): STORE/<model>/<host>/<stack>/<profile>.json, written when that deploy
+passed the gate (host/quality.py runs the gate on the host). The reference of a deploy is the newest fingerprint of
+the same model on the same host and profile, on any stack (so a candidate stack is held against the one it
+replaces), else the newest of the same model on that host. A host is held only against its own history: what one
+host reports (it may be hostile, or broken) never becomes another host's reference. A fingerprint file came from a
+host: it is bounded and validated on read (FingerprintError naming the file and the fix).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from .host.files import check_folder, write_file
 from .host.quality import FINGERPRINT_PROMPTS
 
 MAX_FILE_BYTES = 1 << 20
-MAX_TOKENS = 4096
+MAX_TOKENS = 256  # quality.MAX_FINGERPRINT_TOKENS
+MAX_TOP = 20  # quality.MAX_TOP_K
 
 
 class FingerprintError(ValueError):
@@ -31,13 +34,13 @@ def part(name: object) -> str:
     return text[:100]
 
 
-def path_for(store: str, model: str, stack: str, profile: str) -> Path:
-    return Path(store) / part(model) / part(stack) / f"{part(profile)}.json"
+def path_for(store: str, model: str, host: str, stack: str, profile: str) -> Path:
+    return Path(store) / part(model) / part(host) / part(stack) / f"{part(profile)}.json"
 
 
-def reference(store: str, model: str, profile: str) -> dict | None:
-    """The stored entry a deploy of ``profile`` is held against (see the module's docstring), or None."""
-    folder = Path(store) / part(model)
+def reference(store: str, model: str, host: str, profile: str) -> dict | None:
+    """The stored entry a deploy of ``profile`` on ``host`` is held against (see the module's docstring), or None."""
+    folder = Path(store) / part(model) / part(host)
     if not folder.is_dir():
         return None
     files = [p for p in folder.glob("*/*.json") if p.is_file() and not p.is_symlink()]
@@ -75,28 +78,40 @@ def _problem(entry: object) -> str | None:
         ids, lps = p.get("ids"), p.get("logprobs")
         if not isinstance(ids, list) or not isinstance(lps, list) or len(ids) != len(lps) or len(ids) > MAX_TOKENS:
             return f"the ids and logprobs of {p['prompt']!r} are not two lists of one length"
-        if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        if not _ids(ids, MAX_TOKENS):
             return f"a token id of {p['prompt']!r} is not a whole number"
         if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in lps):
             return f"a logprob of {p['prompt']!r} is not a finite number"
+        top = p.get("top")
+        if not isinstance(top, list) or len(top) > MAX_TOKENS or not all(_ids(row, MAX_TOP) for row in top):
+            return f"the top tokens of {p['prompt']!r} are not at most {MAX_TOKENS} lists of at most {MAX_TOP} ids"
     return None
 
 
-def save(store: str, model: str, stack: str, profile: str, prints: list, sglang_version: str | None = None) -> str:
+def _ids(row: object, most: int) -> bool:
+    return (
+        isinstance(row, list) and len(row) <= most and all(isinstance(i, int) and not isinstance(i, bool) for i in row)
+    )
+
+
+def save(
+    store: str, model: str, host: str, stack: str, profile: str, prints: list, sglang_version: str | None = None
+) -> str:
     """Keep a fingerprint that passed the gate; returns the file written. A link at the file or a folder on the way
     that is a link: ValueError naming it (nothing is written through a link)."""
     entry = {
         "model": model,
+        "host": host,
         "stack": stack,
         "profile": profile,
         "sglang_version": sglang_version,
         "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "fingerprint": [{k: p[k] for k in ("prompt", "ids", "logprobs", "top")} for p in prints],
+        "fingerprint": [{k: p.get(k) for k in ("prompt", "ids", "logprobs", "top")} for p in prints],
     }
     problem = _problem(entry)
     if problem:
         raise FingerprintError(f"the fingerprint to keep is not one: {problem}")
-    dest = path_for(store, model, stack, profile)
-    for folder in (dest.parents[2], dest.parents[1], dest.parent):  # the store, the model's, the stack's
+    dest = path_for(store, model, host, stack, profile)
+    for folder in (dest.parents[3], dest.parents[2], dest.parents[1], dest.parent):  # store, model, host, stack
         check_folder(str(folder), [dest.name] if folder == dest.parent else [])
     return write_file(json.dumps(entry, indent=1) + "\n", str(dest), 0o644)

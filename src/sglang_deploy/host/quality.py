@@ -62,6 +62,10 @@ DEFAULTS = {
     "timeout": 120.0,  # per request
 }
 SHARES = ("pass_mark", "min_agreement", "lossless_min_agreement")
+# Bounds of what the gate asks for (and so of what a fingerprint holds): a server may answer more, it is cut.
+MAX_FINGERPRINT_TOKENS = 256
+MAX_TOP_K = 20
+MOST = {"max_tokens": 4096, "fingerprint_tokens": MAX_FINGERPRINT_TOKENS, "top_k": MAX_TOP_K, "timeout": 3600}
 COUNTS = ("max_tokens", "fingerprint_tokens", "top_k")
 REPEAT_MIN = 8  # a fingerprint of at least this many tokens, all one token: a broken backend
 SHOWN = 200  # characters of an answer kept in the result
@@ -84,8 +88,9 @@ def checked_settings(given: dict | None) -> dict:
             number = float(value)
         except (TypeError, ValueError):
             number = math.nan
-        if not math.isfinite(number) or number < 0 or (name in SHARES and number > 1):
-            bound = "from 0 to 1" if name in SHARES else "a finite number, 0 or more"
+        most = 1 if name in SHARES else MOST.get(name, math.inf)
+        if not math.isfinite(number) or number < 0 or number > most:
+            bound = f"from 0 to {most:g}" if math.isfinite(most) else "a finite number, 0 or more"
             raise ValueError(f"quality setting {name} is {value!r}: give {bound}")
         out[name] = int(number) if name in COUNTS else number
     return out
@@ -148,10 +153,11 @@ def _one_print(endpoint: Endpoint, prompt: str, api_key, s: dict) -> dict:
         raise QualityError(f"POST /generate for {prompt!r}: HTTP {resp.status}")
     try:
         meta = json.loads(resp.body)["meta_info"]
-        pairs = meta["output_token_logprobs"]
+        n, k = s["fingerprint_tokens"], s["top_k"]
+        pairs = meta["output_token_logprobs"][:n]
         ids = [int(p[1]) for p in pairs]
         logprobs = [p[0] for p in pairs]
-        top = [[int(t[1]) for t in (row or [])] for row in meta.get("output_top_logprobs") or []]
+        top = [[int(t[1]) for t in (row or [])[:k]] for row in (meta.get("output_top_logprobs") or [])[:n]]
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise QualityError(f"POST /generate for {prompt!r}: no output_token_logprobs in its meta_info") from exc
     return {"prompt": prompt, "ids": ids, "logprobs": logprobs, "top": top}
