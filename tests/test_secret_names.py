@@ -189,8 +189,21 @@ GH = "ghp_" + "x1" * 18
         ("Authorization: Bearer eyJhbGciOi.J9x-y_z", ["eyJhbGciOi.J9x-y_z"]),
         ("key sk-proj-" + "Ab3" * 8 + " and " + GH, ["sk-proj-" + "Ab3" * 8, GH]),
         ("github_pat_" + "11A" * 12, ["github_pat_" + "11A" * 12]),
+        # other schemes, any case, and an Authorization value whatever its scheme (issue 48, red-team of R16)
+        ("Authorization: Basic dXNlcjpwYXNzd29yZA==", ["dXNlcjpwYXNzd29yZA=="]),
+        (
+            "curl -H 'authorization: bearer eyJabc.def-ghi' -H 'AUTHORIZATION: Token 0123abcd4567'",
+            ["eyJabc.def-ghi", "0123abcd4567"],
+        ),
+        (
+            '{"headers": {"Proxy-Authorization": "basic dXNlcjpwYXNz", "authorization": "s3cr3t-v4lue"}}',
+            ["dXNlcjpwYXNz", "s3cr3t-v4lue"],
+        ),
+        ('"{\\"headers\\": {\\"Authorization\\": \\"Digest 5ccc069c403ebaf9\\"}}"', ["5ccc069c403ebaf9"]),
+        ("BASIC dXNlcjpwYXNzd29yZA==, bearer abc.def.ghi", ["dXNlcjpwYXNzd29yZA==", "abc.def.ghi"]),
         # words and placeholders are not credentials
         ("hf_quant_config.json, hf_transfer, ask-me, Bearer <admin key>, Bearer token", []),
+        ("basic authentication failed; token generation; Authorization: Bearer <admin key>", []),
     ],
 )
 def test_credential_shapes_are_found_whatever_names_them(text, found):

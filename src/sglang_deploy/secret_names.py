@@ -140,17 +140,35 @@ def value_secrets(text: str) -> list[str]:
     return url_passwords(text) + _query_secrets(text) + _json_secrets(text)
 
 
-# Values shaped like a credential, whatever names them: a bearer token (an Authorization header's value), a
-# Hugging Face token, an OpenAI-style key, a GitHub token. The lengths keep words (hf_quant_config) out.
+# Values shaped like a credential, whatever names them (any case): an Authorization header's value, as a header line
+# or a JSON key (`Authorization: Token xxx`, `"authorization": "xxx"`, Proxy-Authorization too), its scheme kept; a
+# Bearer or Basic credential anywhere; a Hugging Face token, an OpenAI-style key, a GitHub token. The lengths keep
+# words (hf_quant_config) out.
+_CREDENTIAL_CHARS = r"([A-Za-z0-9._~+/=-]{8,})"
 _CREDENTIAL = re.compile(
-    r"\bBearer\s+([A-Za-z0-9._~+/=-]{8,})"
-    r"|\b(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})\b"
+    r"authorization(?:\\?[\"'])?\s*[:=]\s*(?:\\?[\"'])?(?:[a-z-]+\s+)?"
+    + _CREDENTIAL_CHARS
+    + r"|\b(?:bearer|basic)\s+"
+    + _CREDENTIAL_CHARS
+    + r"|\b(hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})\b",
+    re.IGNORECASE,
 )
 
 
+def _is_word(value: str) -> bool:
+    """A word (authentication, Required, NONE), not a credential: letters only, in one case or capitalised."""
+    return value.isalpha() and (value.islower() or value.isupper() or value.istitle())
+
+
 def credentials(text: str) -> list[str]:
-    """Each value in ``text`` shaped like a credential (``Bearer xxx``'s token, hf_..., sk-..., ghp_...)."""
-    return [m.group(1) or m.group(2) for m in _CREDENTIAL.finditer(text)]
+    """Each value in ``text`` shaped like a credential: an Authorization value, the credential after Bearer or Basic
+    (unless a word: "basic authentication"), hf_..., sk-..., ghp_...."""
+    found = []
+    for match in _CREDENTIAL.finditer(text):
+        header, scheme, token = match.groups()
+        if not (scheme and _is_word(scheme)):
+            found.append(header or scheme or token)
+    return found
 
 
 def _masked(text: str, secrets: list) -> str:
