@@ -490,3 +490,16 @@ def test_a_profile_that_does_not_answer_right_is_never_the_leader_whatever_its_s
     )
     assert comp.rankings["output_tok_s @ c=4"][1]["not_ranked"].startswith("it does not answer right")
     assert "not counted: fast-wrong (it does not answer right" in compare_report.format_table(comp)
+
+
+@pytest.mark.parametrize(
+    "context", [{"deployed": "a string"}, {"deployed": {"quality": ["a", "list"]}}, {"deployed": None}]
+)
+def test_a_deployed_context_that_is_no_mapping_counts_as_no_gate(context):
+    """A host's result whose context.deployed is a string crashed compare and tune at the end (issue 48, red-team
+    of R7): a part that is no mapping is read as absent, the gate as not checked."""
+    runs = {name: [run(name, {**result([level(4, 100.0, 0.1)]), "context": context})] for name in ("a", "b")}
+    comp = compare_report.build_comparison(["a", "b"], runs)
+    assert runs["a"][0].gate == {} and figures.gate.of_result(runs["a"][0].benchmarks[HOST]) is None
+    assert "quality gate a: repeat 1: not checked" in compare_report.format_table(comp)
+    assert figures.measurement_problem(True, runs["a"][0].benchmarks) is None

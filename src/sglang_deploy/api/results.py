@@ -82,10 +82,7 @@ class RunResult:
     def gate(self) -> dict:
         """host -> the quality gate's result (compare.gate.summary): a failed gate's, else the one in the deployed
         context of the host's benchmark; hosts without one left out."""
-        out = {
-            h: gate.summary(((r.get("context") or {}).get("deployed") or {}).get("quality"))
-            for h, r in self.benchmarks.items()
-        }
+        out = {h: gate.of_result(r) for h, r in self.benchmarks.items()}
         out.update({f.host: f.quality for f in (*self.rescued, *self.failures) if f.quality})
         return {h: g for h, g in out.items() if g}
 

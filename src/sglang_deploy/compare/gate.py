@@ -50,9 +50,12 @@ def text(g: dict | None) -> str:
     return ("passed" if g["passed"] else "FAILED") + (f" ({figures})" if figures else "")
 
 
-def of_result(result: dict) -> dict | None:
-    """The gate's summary kept in a benchmark result (its context's deployed quality)."""
-    return summary(((result.get("context") or {}).get("deployed") or {}).get("quality"))
+def of_result(result: object) -> dict | None:
+    """The gate's summary kept in a benchmark result (its context's deployed quality); a part that is not a mapping
+    (a host's string) counts as absent."""
+    for key in ("context", "deployed", "quality"):
+        result = result.get(key) if isinstance(result, dict) else None
+    return summary(result)
 
 
 def deployed(runs: list) -> bool | str:
