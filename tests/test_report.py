@@ -503,3 +503,18 @@ def test_a_deployed_context_that_is_no_mapping_counts_as_no_gate(context):
     assert runs["a"][0].gate == {} and figures.gate.of_result(runs["a"][0].benchmarks[HOST]) is None
     assert "quality gate a: repeat 1: not checked" in compare_report.format_table(comp)
     assert figures.measurement_problem(True, runs["a"][0].benchmarks) is None
+
+
+def test_a_hosts_control_characters_are_escaped_in_the_table_and_the_report(tmp_path):
+    """A host's failure message and a gate's problem went raw into report.md and the table: an escape sequence
+    retitled or cleared the terminal that showed them, an override reordered them (issue 48, red-team)."""
+    hostile = "\x1b]0;pwned\x07\x1b[2J\u202egpj.exe\x9b"
+    runs = {
+        "a": [run("a", _gated(result([level(4, 100.0, 0.1)]), False, f"answers: {hostile}"))],
+        "b": [run("b", None, failure=f"exited 1: {hostile}\nnext line {hostile}")],
+    }
+    comp = compare_report.build_comparison(["a", "b"], runs)
+    folder = compare_report.write_report(comp, tmp_path / "cmp")
+    for text in (compare_report.format_table(comp), (folder / "report.md").read_text()):
+        assert not any(c in text for c in "\x1b\x07\u202e\x9b")
+        assert "\\x1b]0;pwned\\x07\\x1b[2J\\u202egpj.exe\\x9b" in text and "\n" in text

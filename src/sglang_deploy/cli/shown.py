@@ -8,20 +8,16 @@ A value shaped like a credential (a flag's `Authorization: Bearer ...`) is maske
 
 from __future__ import annotations
 
-import re
 from typing import TextIO
 
 from sglang_deploy.host import text as host_text
 from sglang_deploy.secret_names import mask_shown
 
-# host/text.py's control characters, tab and newline aside (printed lines hold them).
-_CONTROL = re.compile("(?![\t\n])" + host_text.CONTROL.pattern)
-
 
 def shown(text: str) -> str:
     """``text`` with each credential masked (secret_names.mask_shown) and each control character written as its
     escape (ESC as \\x1b, RLO as \\u202e)."""
-    return host_text.escaped(mask_shown(text), _CONTROL)
+    return host_text.escaped(mask_shown(text), host_text.IN_LINES)
 
 
 class Shown:

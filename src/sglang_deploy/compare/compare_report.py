@@ -18,6 +18,7 @@ from sglang_deploy.compare.figures import comparable, first_difference
 from sglang_deploy.compare.profile_ranking import rank_profiles, ratio
 from sglang_deploy.host.bench import table
 from sglang_deploy.host.files import write_files
+from sglang_deploy.host.text import IN_LINES, escaped
 from sglang_deploy.secret_names import mask_shown
 
 SYNTHETIC_NOTE = "LAB: emulated SGLang server, these numbers are synthetic"
@@ -384,7 +385,8 @@ def repeats_note(comp: Comparison) -> str:
 
 
 def format_table(comp: Comparison) -> str:
-    """Text table: per host, each concurrency level with one line per profile."""
+    """Text table: per host, each concurrency level with one line per profile; a host's control characters (in a
+    failure, a gate's problem) escaped (host/text.py)."""
     lines = []
     if comp.emulated:
         lines.append(SYNTHETIC_NOTE)
@@ -407,7 +409,7 @@ def format_table(comp: Comparison) -> str:
             lines.append(f"{name} on {host}: highest rate meeting the SLA {table.fmt(rate, 2)} req/s")
     lines += [f"ranked by {text}" for text in _ranking_lines(comp)]
     lines += gate.lines(comp.runs) + [line for line in [gate.leader_line(comp.rows, comp.runs)] if line]
-    return "\n".join(lines + _failure_lines(comp) + comp.dropped())
+    return escaped("\n".join(lines + _failure_lines(comp) + comp.dropped()), IN_LINES)
 
 
 def _target_rows(comp: Comparison, host: str, via) -> list:
@@ -464,7 +466,7 @@ def runs_section(comp: Comparison) -> list:
 
 
 def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
-    """The Markdown report."""
+    """The Markdown report; a host's control characters (in a failure, a gate's problem) escaped (host/text.py)."""
     w = comp.workload
     out = [f"# SGLang profile comparison: {' vs '.join(comp.profiles)}", ""]
     if comp.emulated:
@@ -501,7 +503,7 @@ def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
         out += _markdown_target(comp, host, via)
     dropped = [*(f"- {text}" for text in comp.dropped()), ""] if comp.dropped() else []
     out += _markdown_failures(comp) + dropped + runs_section(comp)
-    return "\n".join(out) + "\n"
+    return escaped("\n".join(out) + "\n", IN_LINES)
 
 
 def _markdown_target(comp: Comparison, host: str, via) -> list:

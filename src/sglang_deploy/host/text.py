@@ -9,6 +9,8 @@ import re
 # isolates (Unicode's Bidi_Control): an escape sequence retitles, clears or rewrites a terminal, an override reorders
 # what is read (U+202E shows "evil\u202egpj.exe" as "evilexe.jpg").
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# CONTROL but tab and newline: for text of many lines (what the command line prints, compare's table and report).
+IN_LINES = re.compile("(?![\t\n])" + CONTROL.pattern)
 
 
 def escaped(text: object, control: re.Pattern = CONTROL) -> str:
