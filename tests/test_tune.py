@@ -184,10 +184,11 @@ def test_unknown_base_stops_before_anything():
 
 def test_store_writes_atomically_and_ignores_damaged_records(tmp_path):
     store = tune.Store(tmp_path)
-    store.put("k1", {"a": 1})
-    assert store.get("k1") == {"a": 1} and store.get("nope") is None
+    record = {"candidate_key": "c1", "candidate": 1, "stage": "full", "status": tune.OK}
+    store.put("k1", record)
+    assert store.get("k1") == record and store.get("nope") is None
     (tmp_path / "runs" / "k2.json").write_text('{"half')
-    assert store.get("k2") is None and store.records() == [{"a": 1}]
+    assert store.get("k2") is None and store.records() == [record]
     assert not list((tmp_path / "runs").glob(".*"))  # no temp file left
 
 

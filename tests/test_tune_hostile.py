@@ -3,6 +3,8 @@ with the reason; nothing written through a link; no secret or control character 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -367,3 +369,46 @@ def test_a_credential_in_a_flags_json_value_is_masked_wherever_it_is_shown(tmp_p
     assert all(
         "Bearer ***" in texts[n] for n in ("report.md", "outcome.json", "compare report.md", "compare comparison.json")
     )
+
+
+def _tamper_meta(store_dir):
+    (store_dir / "search.json").write_text('{"spent_s": "abc"}')
+    return r"search.json: spent_s is \"abc\", not a finite number >= 0: remove or fix it"
+
+
+def _tamper_record(change):
+    def tamper(store_dir):
+        path = sorted((store_dir / "runs").glob("*.json"))[0]
+        path.write_text(json.dumps(change(json.loads(path.read_text()))))
+        return rf"runs/{path.name}: .* remove or fix it"
+
+    return tamper
+
+
+def _bad_metric(rec):
+    host = next(iter(rec["metrics"]))
+    level = next(iter(rec["metrics"][host]))
+    rec["metrics"][host][level] = {**rec["metrics"][host][level], "decode_tok_s": "fast"}
+    return rec
+
+
+TAMPERED = {
+    "spent_s": _tamper_meta,
+    "no status": _tamper_record(lambda rec: {k: v for k, v in rec.items() if k != "status"}),
+    "stage": _tamper_record(lambda rec: {**rec, "stage": ["full"]}),
+    "metric": _tamper_record(_bad_metric),
+    "not an object": _tamper_record(lambda rec: [rec]),
+}
+
+
+@pytest.mark.parametrize("how", TAMPERED)
+def test_a_tampered_store_is_refused_on_resume_naming_the_file_and_the_field(tmp_path, how):
+    """search.json's spent_s "abc" ended a resumed search in a ValueError traceback, a stored run without status in
+    a KeyError (issue 48, red-team): each is read checked, and refused naming the file, the field and the fix, before
+    any playbook (api.search._store) and in the loop."""
+    outcome_with(tmp_path)
+    needle = TAMPERED[how](tmp_path / "store")
+    with pytest.raises(tune.SearchError, match=needle):
+        outcome_with(tmp_path)
+    with pytest.raises(tune.SearchError, match=needle):
+        api.search._store(tune.parse_search(SEARCH), tmp_path / "store")

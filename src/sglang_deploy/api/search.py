@@ -157,6 +157,7 @@ def _store(search: Search, out_dir) -> Store:
 
     store = Store(Path(out_dir) if out_dir else RESULTS / f"tune-{search.name}")
     store.check()
+    store.meta(), store.records()  # a tampered search.json or run is refused before any playbook
     try:
         report.check(store.report_dir)
     except ValueError as exc:

@@ -21,7 +21,7 @@ def _shown(value) -> str:
     return repr(value)[:40]
 
 
-def _number(value) -> bool:
+def number(value) -> bool:
     """A finite number >= 0 (not a bool)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
@@ -36,10 +36,10 @@ def _figure_problem(level: dict, key: str) -> str | None:
     if value is None:
         return None
     if None in stats:
-        return None if _number(value) else f"{key} is {_shown(value)}, not a finite number >= 0"
+        return None if number(value) else f"{key} is {_shown(value)}, not a finite number >= 0"
     if not isinstance(value, dict):
         return f"{key} is {_shown(value)}, not a mapping of statistics"
-    bad = next((s for s in sorted(stats) if value.get(s) is not None and not _number(value[s])), None)
+    bad = next((s for s in sorted(stats) if value.get(s) is not None and not number(value[s])), None)
     return None if bad is None else f"{key}.{bad} is {_shown(value[bad])}, not a finite number >= 0"
 
 
@@ -50,7 +50,7 @@ def level_problem(level) -> str | None:
     concurrency = level.get("concurrency", "missing")
     if not (concurrency is None or (_count(concurrency) and concurrency >= 1)):
         return f"concurrency is {_shown(concurrency)}, not a whole number >= 1 or null"
-    if level.get("request_rate") is not None and not (_number(level["request_rate"]) and level["request_rate"] > 0):
+    if level.get("request_rate") is not None and not (number(level["request_rate"]) and level["request_rate"] > 0):
         return f"request_rate is {_shown(level['request_rate'])}, not a finite number > 0 or null"
     requests, completed = level.get("requests"), level.get("completed")
     if not (_count(requests) and _count(completed) and completed <= requests):
@@ -82,7 +82,7 @@ def result_problem(result) -> str | None:
     if search is not None and not (
         isinstance(search, dict)
         and isinstance(search.get("probes") or [], list)
-        and (search.get("best_rate") is None or _number(search["best_rate"]))
+        and (search.get("best_rate") is None or number(search["best_rate"]))
     ):
         return f"sla_search is {_shown(search)}, not an SLA search (best_rate a finite number >= 0 or null, probes)"
     return None
