@@ -242,7 +242,8 @@ def test_a_file_name_that_is_not_utf8_is_refused_and_no_lock_is_written(tmp_path
 
 
 # R15 (issue 48): characters that act on the terminal that shows a lock's paths.
-CONTROLS = ["\u202e", "\x85", "\x9b", "\u2066", "\x1b"]
+# Red-team of R15: the line and paragraph separators and the zero-width characters too.
+CONTROLS = ["\u202e", "\x85", "\x9b", "\u2066", "\x1b", "\u2028", "\u2029", "\u200b", "\u200d", "\u2060", "\ufeff"]
 
 
 @pytest.mark.parametrize("char", CONTROLS)

@@ -397,7 +397,7 @@ def test_line_breaks_helpers_and_spaced_extras_are_refused(bundle, problem):
     assert [p for p in stack.validate(bundle) if p.startswith(problem)], stack.validate(bundle)
 
 
-@pytest.mark.parametrize("char", ["\u202e", "\x85", "\x9b", "\u2066"])
+@pytest.mark.parametrize("char", ["\u202e", "\x85", "\x9b", "\u2066", "\u2028", "\u200b", "\ufeff"])
 def test_a_lock_entry_or_a_bundle_value_with_a_bidi_override_or_a_c1_control_is_refused(char):
     """A stack lock's file names and URLs reach the role's loop labels and the errors ansible-playbook prints; only
     C0 and DEL were refused in a bundle's values, nothing in a lock's URL (issue 48, R15)."""
