@@ -350,6 +350,14 @@ def test_boot_script_quotes_its_paths_and_refuses_a_line_break(monkeypatch):
         gpu_boot.boot_script(Path("/l/m"), Path("/l/u"), Path("/l/w"), ["/ok\nreboot"])
 
 
+@pytest.mark.parametrize("root", ["/l,upperdir=/etc", "/l:x", "/l\\,x"])
+def test_boot_script_refuses_a_root_the_overlay_options_would_read_otherwise(root):
+    """A comma in the root path added overlay mount options (lowerdir=/,upperdir=/l,upperdir=/etc/upper,...): shell
+    quoting does not guard inside -o (issue 48, red-team of R12)."""
+    with pytest.raises(gpu_lab.LabError, match=f"{re.escape(repr(root + '/upper'))} holds a comma, colon or backslash"):
+        gpu_boot.boot_script(Path(f"{root}/merged"), Path(f"{root}/upper"), Path(f"{root}/work"), [])
+
+
 @pytest.mark.parametrize("name", ["../../etc/cron.d/x", "a/b", "..", ".hidden", ""])
 def test_deploy_refuses_a_name_that_is_no_plain_file_name(tmp_path, monkeypatch, capsys, name):
     """The phase's log stays in the lab's output folder (issue 48, R12)."""

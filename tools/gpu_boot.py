@@ -238,10 +238,17 @@ def fill_upper(tree: Path, upper: Path, host: Path = Path("/")) -> list[str]:
 
 def boot_script(merged: Path, upper: Path, work: Path, binds: list[str]) -> str:
     """The script unshare runs (as root): overlay, mounts, then exec systemd as the namespace's PID 1. Every path is
-    shell-quoted; LabError names one with a line break."""
+    shell-quoted; LabError names one with a line break, and an overlay layer with a character the overlay's options
+    read as a separator or an escape (shell quoting does not guard inside -o: a comma adds an option)."""
     for path in (merged, upper, work, *binds):
         if "\n" in str(path) or "\r" in str(path):
             raise LabError(f"{str(path)!r} holds a line break: give the root and --bind paths without one")
+    for path in (upper, work):
+        if any(c in str(path) for c in ",:\\"):
+            raise LabError(
+                f"{str(path)!r} holds a comma, colon or backslash, which the overlay mount would read as part of its "
+                "options: give a root path without one"
+            )
     q = shlex.quote
     lines = [
         "set -e",
