@@ -10,13 +10,13 @@ module: sglang_quality
 short_description: Check that an SGLang server answers right (the quality gate)
 description:
   - Asks a shipped set of questions with checkable answers (arithmetic, word problems, facts, format following)
-    greedily over C(/v1/chat/completions) and scores them against O(settings.pass_mark); skipped when
+    greedily over C(/v1/chat/completions) and scores them against the pass mark (O(settings) C(pass_mark)); skipped when
     C(/server_info) says C(load_format) C(dummy) (random weights know nothing).
   - Takes a fingerprint over C(/generate) (greedy token ids and top-k logprobs of a fixed set of prompts) and fails
     it at once on a NaN, infinite, missing or positive logprob, no token, or one token repeated throughout.
   - With O(reference) (the last good fingerprint of the same model, which the action plugin reads on the
-    controller), measures token agreement and logprob drift and holds them to O(settings.min_agreement) and
-    O(settings.max_logprob_drift); with O(lossless) (speculative decoding) to O(settings.lossless_min_agreement).
+    controller), measures token agreement and logprob drift and holds them to O(settings) C(min_agreement) and
+    C(max_logprob_drift); with O(lossless) (speculative decoding) to C(lossless_min_agreement).
   - O(mode=enforce) fails the task when the gate fails (the role then rolls back); O(mode=report) only reports;
     O(mode=off) checks nothing. The checks themselves are in C(sglang_deploy.host.quality).
 version_added: "0.2.0"
@@ -65,9 +65,11 @@ options:
     type: str
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Reads the server only; in check mode the fingerprint is not kept.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
 """
 
