@@ -465,6 +465,17 @@ def test_deploy_with_an_api_key_leaves_no_secret_on_disk(baseline_with_key):
 
 
 @lab
+def test_a_rerun_that_changes_nothing_skips_the_benchmark_unless_asked(baseline_with_key):
+    """Issue 52: the server did not restart and the controller keeps a result of this profile on this launch, unit
+    and stack: the benchmark is skipped and the run says which result; sglang_benchmark_again measures anyway."""
+    again = api.deploy("baseline", extravars={**SMALL, "sglang_api_key": SECRET})
+    assert again.ok and again.benchmarks == {} and again.hosts[LAB_HOST].changed == 0
+    assert again.data["sglang_benchmark_skipped"][LAB_HOST] == baseline_with_key.result_files[LAB_HOST]
+    forced = api.deploy("baseline", extravars={**SMALL, "sglang_api_key": SECRET, "sglang_benchmark_again": True})
+    assert forced.ok and list(forced.benchmarks) == [LAB_HOST] and "sglang_benchmark_skipped" not in forced.data
+
+
+@lab
 def test_unknown_profile_fails_with_the_list_of_profiles(baseline_with_key):
     r = api.deploy("no-such-profile", extravars=SMALL)
     assert not r.ok and r.hosts[LAB_HOST].state == "failed"

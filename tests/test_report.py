@@ -505,6 +505,28 @@ def test_a_deployed_context_that_is_no_mapping_counts_as_no_gate(context):
     assert figures.measurement_problem(True, runs["a"][0].benchmarks) is None
 
 
+def test_a_kept_result_of_the_same_deploy_is_found_and_nothing_else(tmp_path):
+    """Issue 52: a re-run that changes nothing skips its benchmark when the controller keeps a result of the same
+    profile on the same launch, unit and stack (the result's context.deployed.identity)."""
+    import json
+
+    from sglang_deploy.compare import measured
+
+    host = tmp_path / "gpu-1"
+    host.mkdir()
+    for stamp, profile, identity in [
+        ("20261206T010000+0000", "baseline", "a"),
+        ("20261206T020000+0000", "baseline", "b"),
+        ("20261206T030000+0000", "nextn-baseline", "c"),
+    ]:
+        (host / f"{stamp}-{profile}.json").write_text(json.dumps({"context": {"deployed": {"identity": identity}}}))
+    (host / "20261206T040000+0000-baseline.json").write_text('{"context": "not a mapping"}')
+    assert measured.measured(str(tmp_path), "gpu-1", "baseline", "a").endswith("010000+0000-baseline.json")
+    assert measured.measured(str(tmp_path), "gpu-1", "baseline", "c") == ""  # another profile's file, by its identity
+    assert measured.measured(str(tmp_path), "gpu-1", "baseline", "") == ""  # no identity: nothing skipped on a guess
+    assert measured.measured(str(tmp_path), "gpu-2", "baseline", "a") == ""
+
+
 def test_a_hosts_control_characters_are_escaped_in_the_table_and_the_report(tmp_path):
     """A host's failure message and a gate's problem went raw into report.md and the table: an escape sequence
     retitled or cleared the terminal that showed them, an override reordered them (issue 48, red-team)."""

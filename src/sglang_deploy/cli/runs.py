@@ -62,6 +62,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("profile", help="launch profile, a key of sglang_profiles (see `sglang-deploy profiles`)")
     workload.add_options(p, playbook=True)
     p.add_argument(
+        "--bench-again",
+        action="store_true",
+        help="benchmark a server this run did not restart although the controller keeps a result of its profile, "
+        "launch, unit and stack (skipped by default: -e sglang_benchmark_again=true)",
+    )
+    p.add_argument(
         "--tags",
         type=_phases,
         metavar="PHASES",
@@ -270,8 +276,34 @@ def _recap(result: api.RunResult) -> str:
     )
 
 
+def _print_deploy(result: api.RunResult, profile: str) -> None:
+    """A deploy's benchmarks (or why they were skipped), what each host serves, and the recap."""
+    for host, path in sorted((result.data.get("sglang_benchmark_skipped") or {}).items()):
+        print(f"{host}: benchmark skipped: nothing changed since {path} measured it (--bench-again runs it)")
+    for host, res in sorted(result.benchmarks.items()):
+        print(f"\n{host}: profile {profile}")
+        print(bench.format_table(res))
+        path = result.result_files.get(host)
+        if path:
+            print(f"result: {path}")
+    for host, res in sorted(result.router_benchmarks.items()):
+        replicas = ", ".join(sorted((res.get("context") or {}).get("replicas") or {}))
+        print(f"\nthrough router {host} (the aggregate its clients see; replicas {replicas}): profile {profile}")
+        print(bench.format_table(res))
+        path = result.router_result_files.get(host)
+        if path:
+            print(f"result: {path}")
+    if result.emulated:
+        print(compare_report.SYNTHETIC_NOTE)
+    for line in _outcomes(result):
+        print(line)
+    print(_recap(result), file=sys.stderr)
+
+
 def deploy(args: argparse.Namespace) -> int:
     extravars = _extravars(args)
+    if args.bench_again:
+        extravars["sglang_benchmark_again"] = True
     try:
         workload.check(extravars, args.inventory, args.limit)
     except ValueError as exc:
@@ -289,26 +321,7 @@ def deploy(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(result.to_dict())
     else:
-        for host, res in sorted(result.benchmarks.items()):
-            print(f"\n{host}: profile {args.profile}")
-            print(bench.format_table(res))
-            path = result.result_files.get(host)
-            if path:
-                print(f"result: {path}")
-        for host, res in sorted(result.router_benchmarks.items()):
-            replicas = ", ".join(sorted((res.get("context") or {}).get("replicas") or {}))
-            print(
-                f"\nthrough router {host} (the aggregate its clients see; replicas {replicas}): profile {args.profile}"
-            )
-            print(bench.format_table(res))
-            path = result.router_result_files.get(host)
-            if path:
-                print(f"result: {path}")
-        if result.emulated:
-            print(compare_report.SYNTHETIC_NOTE)
-        for line in _outcomes(result):
-            print(line)
-        print(_recap(result), file=sys.stderr)
+        _print_deploy(result, args.profile)
     if usage:
         raise UsageError(usage)
     _print_failures(result)
