@@ -149,3 +149,8 @@ def test_a_folder_of_the_store_that_is_a_link_is_refused(tmp_path):
     with pytest.raises(ValueError, match="link"):
         fingerprints.save(str(tmp_path / "store"), "qwen", "gpu-1", "s", "baseline", prints())
     assert list(elsewhere.iterdir()) == []
+
+
+def test_two_names_never_share_a_segment():
+    assert fingerprints.part("gpu_1") == "gpu_1" and fingerprints.part("gpu/1") != "gpu_1"
+    assert len({fingerprints.part(n) for n in ("gpu/1", "gpu 1", "gpu_1", "../gpu_1", "gpu-1")}) == 5

@@ -10,6 +10,7 @@ host: it is bounded and validated on read (FingerprintError naming the file and 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -29,9 +30,11 @@ class FingerprintError(ValueError):
 
 
 def part(name: object) -> str:
-    """A model, stack or profile name as one safe path segment."""
-    text = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name or "none")).strip(".") or "none"
-    return text[:100]
+    """A model, host, stack or profile name as one safe path segment; a name that had to change gets a hash of
+    itself, so two names never share a segment ('gpu/1' and 'gpu_1')."""
+    raw = str(name or "none")
+    text = re.sub(r"[^A-Za-z0-9_.-]+", "_", raw).strip(".")[:100] or "none"
+    return text if text == raw else f"{text}-{hashlib.sha256(raw.encode()).hexdigest()[:12]}"
 
 
 def path_for(store: str, model: str, host: str, stack: str, profile: str) -> Path:
