@@ -337,3 +337,14 @@ def test_the_get_pip_stand_in_and_each_pip_conf_are_private(tmp_path, monkeypatc
     assert stat.S_IMODE(stand_in.stat().st_mode) == 0o600
     assert stat.S_IMODE((venv / "pip.conf").stat().st_mode) == 0o600
     assert "u:pw@index.example" in (venv / "pip.conf").read_text()
+
+
+def test_the_build_refuses_a_work_folder_that_is_a_link_or_tracked(source, tmp_path):
+    """Red team: build/collection committed as a link to an outside folder made the build empty and write there."""
+    outside = tmp_path / "outside" / "ansible_collections"
+    outside.mkdir(parents=True)
+    (outside / "keep").write_text("x")
+    collection.WORK.symlink_to(outside.parent)
+    with pytest.raises(SystemExit, match="is a link"):
+        collection.stage()
+    assert (outside / "keep").read_text() == "x"

@@ -154,3 +154,29 @@ def test_a_folder_of_the_store_that_is_a_link_is_refused(tmp_path):
 def test_two_names_never_share_a_segment():
     assert fingerprints.part("gpu_1") == "gpu_1" and fingerprints.part("gpu/1") != "gpu_1"
     assert len({fingerprints.part(n) for n in ("gpu/1", "gpu 1", "gpu_1", "../gpu_1", "gpu-1")}) == 5
+
+
+def test_a_hostile_hosts_fingerprint_is_not_kept_whatever_it_sends(tmp_path):
+    """Red team: token ids of 4,300 digits made a 92 MB file; the ids are bounded and the file is checked before it is
+    written; a logprob of 400 digits is refused (float() cannot take it)."""
+    huge = int("9" * 4299)
+    with pytest.raises(fingerprints.FingerprintError, match="whole number"):
+        fingerprints.save(str(tmp_path), "qwen", "evil", "s", "p", prints(ids=(huge, 1, 2, 3)))
+    with pytest.raises(fingerprints.FingerprintError, match="finite"):
+        fingerprints.save(str(tmp_path), "qwen", "evil", "s", "p", prints(logprobs=(10**400, -0.2, -0.3, -0.4)))
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_a_benchmark_result_is_written_only_up_to_a_bound():
+    """Red team: 1 MB of nested lists from a host became a 405 MB indented file on the controller."""
+    from sglang_deploy.compare import validate
+
+    deep = [0] * 10
+    for _ in range(200):
+        deep = [deep]
+    with pytest.raises(ValueError, match="deeper"):
+        validate.result_text({"started_at": "x", "x": deep})
+    with pytest.raises(ValueError, match="over"):
+        validate.result_text({"x": "y" * (validate.MAX_RESULT_BYTES + 1)})
+    assert json.loads(validate.result_text({"levels": [{"concurrency": 1}]})) == {"levels": [{"concurrency": 1}]}
+    assert validate.number(10**400) is False and validate.number(3) is True

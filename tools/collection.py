@@ -265,9 +265,22 @@ def _check_stage() -> None:
         raise _refuse(str(REPO), "holds no plugin or role git tracks: git add them (a build copies tracked files only)")
 
 
+def check_work() -> None:
+    """Refuse a work folder that is a link, or has a link or a tracked file on its way: the build empties it."""
+    for path in (WORK.parent, WORK, WORK / "ansible_collections"):
+        if path.is_symlink():
+            raise _refuse(str(path), "is a link: the build would empty and write where it points; remove it")
+    tracked = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "--", str(WORK)], capture_output=True, text=True, check=False
+    ).stdout
+    if tracked.strip():
+        raise _refuse(str(WORK), "holds files git tracks: the build empties it; untrack them (git rm --cached)")
+
+
 def stage() -> Path:
     """Write the collection's files into STAGE (fresh) from git's index, never the work tree; return it. Names, on
     stderr, the files it ships whose work-tree copy differs from the index (git add them to ship them)."""
+    check_work()
     shutil.rmtree(WORK / "ansible_collections", ignore_errors=True)
     STAGE.mkdir(parents=True)
     index = Index()

@@ -39,7 +39,15 @@ class ActionModule(ActionBase):
         )
         if found.get("failed"):
             return {**result, **found}
+        if not isinstance(found.get("quality"), dict) or not isinstance(found.get("fingerprint"), list):
+            raise AnsibleActionFail(
+                "sglang_quality: the host's answer is not the module's result (quality, fingerprint)"
+            )
         quality = {**found["quality"], "reference": (ref or {}).get("file"), "kept": None}
+        problems = quality.get("problems")
+        quality["problems"] = [str(p) for p in problems] if isinstance(problems, list) else ["a malformed answer"]
+        quality["passed"] = quality.get("passed") is True and not (problems and quality["problems"])
+        quality["mode"] = args.get("mode", "enforce")
         if quality["passed"] and store and not self._task.check_mode:
             try:
                 stack, version = args.get("stack") or "", args.get("sglang_version")

@@ -15,7 +15,7 @@ try:
     from sglang_deploy.fleet import fleet
     from sglang_deploy.rules import rules
     from sglang_deploy import secret_names
-    from sglang_deploy.compare import measured
+    from sglang_deploy.compare import measured, validate
     from sglang_deploy.host import gpu, host_record, text
 except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
     package.missing(exc)
@@ -55,6 +55,16 @@ def _format(func):
         try:
             return func(*args)
         except formats.FormatError as exc:
+            raise AnsibleFilterError(str(exc)) from exc
+
+    return run
+
+
+def _checked(func):
+    def run(*args):
+        try:
+            return func(*args)
+        except ValueError as exc:
             raise AnsibleFilterError(str(exc)) from exc
 
     return run
@@ -213,6 +223,7 @@ class FilterModule:
             "sglang_fleet_replicas": fleet_replicas,
             "sglang_mask_secrets": secret_names.mask,
             "sglang_benchmark_measured": measured.measured,
+            "sglang_result_text": _checked(validate.result_text),
             "sglang_key_problems": key_problems,
             "sglang_router_flag_problems": router_flag_problems,
             "sglang_router_key_mismatch": router_key_mismatch,

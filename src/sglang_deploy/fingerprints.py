@@ -83,7 +83,7 @@ def _problem(entry: object) -> str | None:
             return f"the ids and logprobs of {p['prompt']!r} are not two lists of one length"
         if not _ids(ids, MAX_TOKENS):
             return f"a token id of {p['prompt']!r} is not a whole number"
-        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in lps):
+        if not all(isinstance(x, float) and math.isfinite(x) for x in lps):
             return f"a logprob of {p['prompt']!r} is not a finite number"
         top = p.get("top")
         if not isinstance(top, list) or len(top) > MAX_TOKENS or not all(_ids(row, MAX_TOP) for row in top):
@@ -92,9 +92,9 @@ def _problem(entry: object) -> str | None:
 
 
 def _ids(row: object, most: int) -> bool:
-    return (
-        isinstance(row, list) and len(row) <= most and all(isinstance(i, int) and not isinstance(i, bool) for i in row)
-    )
+    """A list of at most ``most`` token ids (whole numbers from 0 to below 2**31)."""
+    ok = isinstance(row, list) and len(row) <= most
+    return ok and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 2**31 for i in row)
 
 
 def save(
@@ -117,4 +117,7 @@ def save(
     dest = path_for(store, model, host, stack, profile)
     for folder in (dest.parents[3], dest.parents[2], dest.parents[1], dest.parent):  # store, model, host, stack
         check_folder(str(folder), [dest.name] if folder == dest.parent else [])
-    return write_file(json.dumps(entry, indent=1) + "\n", str(dest), 0o644)
+    text = json.dumps(entry, indent=1) + "\n"
+    if len(text) > MAX_FILE_BYTES:
+        raise FingerprintError(f"the fingerprint to keep is over {MAX_FILE_BYTES} bytes: not kept")
+    return write_file(text, str(dest), 0o644)

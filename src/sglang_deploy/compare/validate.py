@@ -3,6 +3,7 @@ compare_report read results unchecked): a result that is not sound is dropped wi
 
 from __future__ import annotations
 
+import json
 import math
 
 from sglang_deploy.compare.figures import METRICS
@@ -22,8 +23,34 @@ def _shown(value) -> str:
 
 
 def number(value) -> bool:
-    """A finite number >= 0 (not a bool)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    """A finite number >= 0 (not a bool; an int past 2**63, which float() cannot take, is none)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return 0 <= value < 2**63 if isinstance(value, int) else math.isfinite(value) and value >= 0
+
+
+# What the controller writes of a host's result (roles/sglang_benchmark): a real one is a few hundred KB.
+MAX_RESULT_BYTES = 16 << 20
+MAX_RESULT_DEPTH = 16
+
+
+def result_text(result) -> str:
+    """A benchmark result as the controller writes it (indented JSON); ValueError when it is over MAX_RESULT_BYTES or
+    nests deeper than MAX_RESULT_DEPTH: a host's answer is not written whatever its size (indentation multiplies a
+    deep one)."""
+    compact = json.dumps(result, separators=(",", ":"))
+    if len(compact) > MAX_RESULT_BYTES:
+        raise ValueError(f"the benchmark result is over {MAX_RESULT_BYTES} bytes: not written")
+    if _depth(result) > MAX_RESULT_DEPTH:
+        raise ValueError(f"the benchmark result nests deeper than {MAX_RESULT_DEPTH}: not written")
+    return json.dumps(result, indent=1) + "\n"
+
+
+def _depth(value, level: int = 0) -> int:
+    if level > MAX_RESULT_DEPTH or not isinstance(value, (dict, list)):
+        return level
+    items = value.values() if isinstance(value, dict) else value
+    return max((_depth(v, level + 1) for v in items), default=level + 1)
 
 
 def _count(value) -> bool:

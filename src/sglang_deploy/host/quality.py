@@ -156,9 +156,11 @@ def _one_print(endpoint: Endpoint, prompt: str, api_key, s: dict) -> dict:
         n, k = s["fingerprint_tokens"], s["top_k"]
         pairs = meta["output_token_logprobs"][:n]
         ids = [int(p[1]) for p in pairs]
-        logprobs = [p[0] for p in pairs]
+        logprobs = [
+            float(p[0]) if isinstance(p[0], (int, float)) and not isinstance(p[0], bool) else None for p in pairs
+        ]
         top = [[int(t[1]) for t in (row or [])[:k]] for row in (meta.get("output_top_logprobs") or [])[:n]]
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
+    except (ValueError, KeyError, IndexError, TypeError, OverflowError) as exc:
         raise QualityError(f"POST /generate for {prompt!r}: no output_token_logprobs in its meta_info") from exc
     return {"prompt": prompt, "ids": ids, "logprobs": logprobs, "top": top}
 
