@@ -108,7 +108,7 @@ def test_an_extra_variable_is_data_never_a_template(tmp_path):
     templates extra variables, so `{{ lookup('pipe', ...) }}` there ran a command on the controller."""
     marks = [tmp_path / "public-ran", tmp_path / "secret-ran"]
     planted = {
-        "echo": {"profile": f"{{{{ lookup('pipe', 'touch {marks[0]}; echo baseline') }}}}", "n": 1},
+        "echo": {"profile": f"{{{{ lookup('pipe', 'touch {marks[0]}; echo baseline') }}}}", "n": 1, "empty": ""},
         "probe_api_key": f"{{{{ lookup('pipe', 'touch {marks[1]}') }}}}",
     }
     r = runner.run_playbook(LOCAL_PLAY, inventory=LOCAL_HOSTS, limit="local-a", kind="test", extravars=planted)
@@ -596,7 +596,7 @@ def _quality_profiles() -> dict:
 def test_a_profile_that_answers_wrong_is_refused_and_rolled_back(baseline_with_key):
     """Issue 49 on the lab: the gate fails fast-wrong (fluent wrong answers), names the failing prompt, rolls back to
     the last good profile and records why; the deploy fails (non-zero exit)."""
-    extravars = {**SMALL, "sglang_api_key": SECRET, "sglang_profiles": _quality_profiles()}
+    extravars = {**SMALL, "sglang_profiles": _quality_profiles()}  # no key: the lab serves without one after
     r = api.deploy("fast-wrong", extravars=extravars)
     assert not r.ok and r.benchmarks == {}
     f = r.failures[0]
@@ -615,7 +615,7 @@ def test_a_profile_that_answers_wrong_is_refused_and_rolled_back(baseline_with_k
 def test_compare_ranks_the_profile_that_answers_right(baseline_with_key, tmp_path):
     """compare fast-wrong slow-right --repeats 3 on the lab: fast-wrong is refused by the gate at its first deploy and
     never deployed again; slow-right is the fastest that answers right, and the report says why."""
-    extravars = {**SMALL, "sglang_api_key": SECRET, "sglang_profiles": _quality_profiles()}
+    extravars = {**SMALL, "sglang_profiles": _quality_profiles()}  # no key: the lab serves without one after
     comp = api.compare(["fast-wrong", "slow-right"], repeats=3, extravars=extravars, restore="baseline")
     assert len(comp.runs["fast-wrong"]) == 1 and len(comp.runs["slow-right"]) == 3
     text = compare_report.format_table(comp)

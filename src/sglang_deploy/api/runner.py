@@ -37,7 +37,8 @@ EventHandler = Callable[[dict], object]
 
 
 def _unsafe_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    return dumper.represent_scalar("!unsafe", value, style='"')
+    # ansible-core reads `!unsafe ""` as None; an empty string holds no template.
+    return dumper.represent_scalar("!unsafe" if value else "tag:yaml.org,2002:str", value, style='"')
 
 
 def _plain_keys(dumper: yaml.SafeDumper, value: dict) -> yaml.Node:
