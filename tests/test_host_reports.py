@@ -97,3 +97,16 @@ def test_a_restore_from_a_tampered_search_file_deploys_nothing(monkeypatch, befo
 def test_a_unit_whose_main_pid_is_not_a_number_is_no_process():
     state = fleet.after_failure(GOOD, {"ActiveState": "active", "MainPID": "x"}, 12, None, False, False)
     assert state == {"serves": None, "restarted": True}
+
+
+def test_tune_refuses_profiles_a_host_reports_with_a_template():
+    """Red team: a host fact named sglang_profiles shadows the inventory's; tune promoted the host's profiles into
+    group_vars/all, where the next run evaluated `{{ lookup('pipe', ...) }}` on the controller."""
+    from sglang_deploy.api import search
+
+    raw = {"profiles": {"baseline": {"description": LOOKUP, "args": {}, "env": {}}}, "settings": {}}
+    with pytest.raises(api.HostReportError, match="gpu-1.*profiles.baseline.description.*Jinja template"):
+        search.tune_host_facts({"sglang_tune_facts": {"gpu-1": raw}})
+    raw = {"profiles": {"baseline": {"description": "x", "args": {"port-x": LOOKUP}, "env": {}}}, "settings": {}}
+    with pytest.raises(api.HostReportError, match="profiles.baseline.args.port-x"):
+        search.tune_host_facts({"sglang_tune_facts": {"gpu-1": raw}})

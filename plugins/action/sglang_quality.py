@@ -15,6 +15,8 @@ except ImportError as exc:  # a Python need of the collection is missing: packag
     package.missing(exc)
 
 SHOWN_PROBLEMS = 5
+# The variables that name the controller's files: a host fact of one of these names would shadow the inventory's.
+SHADOWED = {"sglang_quality_store", "sglang_quality"}
 
 
 class ActionModule(ActionBase):
@@ -27,6 +29,9 @@ class ActionModule(ActionBase):
         if args.get("mode", "enforce") == "off":
             result.update(changed=False, skipped=True, quality={"passed": None, "mode": "off", "problems": []})
             return result
+        shadowed = sorted(SHADOWED & set(task_vars.get("ansible_facts") or {}))
+        if shadowed:  # a host's fact would set where the controller writes
+            raise AnsibleActionFail(f"sglang_quality: the host reports facts named {', '.join(shadowed)}: refused")
         store, model, profile = args.get("store"), args.get("model") or "", args.get("profile") or ""
         host = task_vars.get("inventory_hostname") or ""
         try:

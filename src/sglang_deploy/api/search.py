@@ -31,10 +31,11 @@ from sglang_deploy.tune import (
 )
 
 from sglang_deploy.compare.figures import comparable, level_metrics, measurement_problem
+from sglang_deploy.tune import searchfile
 
 from . import runner
 from .results import RunResult
-from .rollout import Rollout
+from .rollout import HostReportError, Rollout
 
 TUNE_FACTS_PLAYBOOK = "playbooks/tune_facts.yml"
 TUNE_READY_ACTION = "sglang_ready"
@@ -187,9 +188,18 @@ def _read_facts(rollout: Rollout, search: Search, result: TuneResult) -> list:
 
 
 def tune_host_facts(data: dict) -> list:
-    """tune.HostFacts per host from the set_stats data of playbooks/tune_facts.yml."""
+    """tune.HostFacts per host from the set_stats data of playbooks/tune_facts.yml. What a host reports is data: a
+    Jinja template in its profiles (which candidates and a promoted profile would carry into files
+    Ansible evaluates on the controller) is refused naming the host (HostReportError)."""
     out = []
     for host, raw in sorted((data.get("sglang_tune_facts") or {}).items()):
+        where = searchfile.template_at({"profiles": raw.get("profiles")})
+        if where is not None:
+            raise HostReportError(
+                f"host {host!r} reports {where} holding a Jinja template, which a candidate or a promoted profile"
+                " would carry to where Ansible evaluates it on the controller: nothing was deployed; check that host"
+                " (a host fact can shadow the inventory's variables)"
+            )
         facts = {k: v for k, v in (raw.get("rule_facts") or {}).items() if v not in (None, "")}
         out.append(
             HostFacts(

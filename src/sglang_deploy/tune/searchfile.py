@@ -315,8 +315,8 @@ def _check_var(key: str, value: Any) -> None:
         _need(isinstance(value, bool), f"{where}: true or false")
 
 
-def _check_no_template(doc: Any) -> None:
-    """SearchError naming the place of the first Jinja template in a key or value of ``doc``."""
+def template_at(doc: Any) -> str | None:
+    """The place of the first Jinja template in a key or value of ``doc``, or None."""
     todo = [("", doc)]
     while todo:
         where, node = todo.pop()
@@ -327,10 +327,18 @@ def _check_no_template(doc: Any) -> None:
         elif isinstance(node, list):
             todo += [(f"{where}[{i}]", v) for i, v in enumerate(node)]
         elif isinstance(node, str) and _TEMPLATE.search(node):
-            raise SearchError(
-                f"{where}: holds a Jinja template ('{{{{', '{{%' or '{{#'), which Ansible would evaluate on the "
-                "controller (a lookup runs commands there): write the value itself"
-            )
+            return where
+    return None
+
+
+def _check_no_template(doc: Any) -> None:
+    """SearchError naming the place of the first Jinja template in a key or value of ``doc``."""
+    where = template_at(doc)
+    if where is not None:
+        raise SearchError(
+            f"{where}: holds a Jinja template ('{{{{', '{{%' or '{{#'), which Ansible would evaluate on the "
+            "controller (a lookup runs commands there): write the value itself"
+        )
 
 
 # Work limits checked as the file is read: every combination is expanded and rendered for every host (about 3 ms
