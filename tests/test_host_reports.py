@@ -110,3 +110,53 @@ def test_tune_refuses_profiles_a_host_reports_with_a_template():
     raw = {"profiles": {"baseline": {"description": "x", "args": {"port-x": LOOKUP}, "env": {}}}, "settings": {}}
     with pytest.raises(api.HostReportError, match="profiles.baseline.args.port-x"):
         search.tune_host_facts({"sglang_tune_facts": {"gpu-1": raw}})
+
+
+def test_a_host_fact_does_not_shadow_the_inventorys_variables(tmp_path):
+    """Red team: with ansible-core's default a fact a host reports becomes a variable above group_vars, and some pick
+    what the controller reads, writes or sends (a stack bundle folder, a model source, a Hub endpoint). The project's
+    ansible.cfg keeps facts under ansible_facts (ansible_local is still promoted)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from sglang_deploy.paths import REPO
+
+    library = tmp_path / "library"
+    library.mkdir()
+    (library / "hostile.py").write_text(
+        "#!/usr/bin/python\nimport json\nprint(json.dumps({'ansible_facts': {'sglang_stack_bundles_dir': '/etc'}, 'changed': False}))\n"
+    )
+    play = tmp_path / "play.yml"
+    play.write_text(
+        "- hosts: all\n  gather_facts: false\n  tasks:\n    - hostile:\n"
+        '    - ansible.builtin.debug:\n        msg: "{{ sglang_stack_bundles_dir }}|{{ ansible_local is defined }}"\n'
+    )
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        json.dumps(
+            {
+                "all": {
+                    "hosts": {
+                        "h": {
+                            "ansible_connection": "local",
+                            "ansible_python_interpreter": sys.executable,
+                            "sglang_stack_bundles_dir": "/srv/stacks",
+                        }
+                    }
+                }
+            }
+        )
+    )
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_LIBRARY": str(library)}
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), str(play)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert run.returncode == 0, run.stdout[-2000:]
+    assert "/srv/stacks|True" in run.stdout and "/etc|" not in run.stdout
