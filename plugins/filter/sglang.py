@@ -16,7 +16,7 @@ try:
     from sglang_deploy.rules import rules
     from sglang_deploy import secret_names
     from sglang_deploy.compare import measured, validate
-    from sglang_deploy.host import gpu, host_record, text
+    from sglang_deploy.host import gpu, host_record, stack, text
 except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
     package.missing(exc)
 
@@ -223,6 +223,7 @@ class FilterModule:
             "sglang_fleet_replicas": fleet_replicas,
             "sglang_mask_secrets": secret_names.mask,
             "sglang_benchmark_measured": measured.measured,
+            "sglang_stack_lock_files": stack.lock_files,
             "sglang_result_text": _checked(validate.result_text),
             "sglang_key_problems": key_problems,
             "sglang_router_flag_problems": router_flag_problems,

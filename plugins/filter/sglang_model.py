@@ -1,4 +1,5 @@
-"""Filter sglang_model_fanout_rounds: the rounds of a host-to-host fetch (sglang_deploy.fleet.model_fanout.fanout_rounds)."""
+"""Filters sglang_model_fanout_rounds: the rounds of a host-to-host fetch (sglang_deploy.fleet.model_fanout.fanout_rounds);
+sglang_model_lock_id: a lock's id as the controller computes it (sglang_deploy.host.model.lock_id)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from ansible_collections.sglang.deploy.plugins.plugin_utils import package
 
 try:
     from sglang_deploy.fleet import model_fanout
+    from sglang_deploy.host import model
 except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
     package.missing(exc)
 
@@ -14,5 +16,6 @@ class FilterModule:
     def filters(self):
         package.require()
         return {
-            "sglang_model_fanout_rounds": lambda hosts, holding: model_fanout.fanout_rounds(list(hosts), list(holding))
+            "sglang_model_fanout_rounds": lambda hosts, holding: model_fanout.fanout_rounds(list(hosts), list(holding)),
+            "sglang_model_lock_id": model.lock_id,
         }
