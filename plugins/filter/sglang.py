@@ -50,17 +50,10 @@ def host_rule_facts(gpu: dict | None, model_files: list[dict] | None = None) -> 
     return facts
 
 
-def _format(func):
-    def run(*args):
-        try:
-            return func(*args)
-        except formats.FormatError as exc:
-            raise AnsibleFilterError(str(exc)) from exc
-
-    return run
-
-
 def _checked(func):
+    """``func`` as a filter whose refusal (ValueError: formats.FormatError, validate's) fails the task with its
+    message."""
+
     def run(*args):
         try:
             return func(*args)
@@ -212,9 +205,9 @@ class FilterModule:
     def filters(self):
         package.require()
         return {
-            "sglang_exec_start": _format(formats.exec_start),
-            "sglang_unit_value": _format(formats.unit_value),
-            "sglang_env_file": _format(formats.env_file),
+            "sglang_exec_start": _checked(formats.exec_start),
+            "sglang_unit_value": _checked(formats.unit_value),
+            "sglang_env_file": _checked(formats.env_file),
             "sglang_env_problems": formats.env_problems,
             "sglang_server_command": formats.server_command,
             "sglang_env_file_path": formats.env_file_path,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .host.files import check_folder, write_file
 from .host.quality import FINGERPRINT_PROMPTS
+from .paths import read_bounded
 
 MAX_FILE_BYTES = 1 << 20
 MAX_TOKENS = 256  # quality.MAX_FINGERPRINT_TOKENS
@@ -56,12 +57,12 @@ def load(path: Path) -> dict:
     """A stored entry, checked: {"model", "stack", "profile", "saved_at", "fingerprint": [...]}."""
     fix = f"remove {path} (the next deploy that passes the gate writes it anew)"
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise FingerprintError(f"{path} is over {MAX_FILE_BYTES} bytes: {fix}")
-        entry = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
-        if isinstance(exc, FingerprintError):
-            raise
+        data = read_bounded(path, MAX_FILE_BYTES, "a fingerprint")
+    except (OSError, ValueError) as exc:
+        raise FingerprintError(f"{exc}: {fix}") from None
+    try:
+        entry = json.loads(data)
+    except (ValueError, RecursionError) as exc:
         raise FingerprintError(f"{path} cannot be read as JSON ({type(exc).__name__}): {fix}") from None
     problem = _problem(entry)
     if problem:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sglang_deploy.paths import read_bounded
+
 NEWEST = 50  # result files of a host looked at, newest first
 MAX_BYTES = 16 << 20
 
@@ -30,9 +32,7 @@ def measured(results_dir: str, host: str, profile: str, identity: str) -> str:
 
 def _identity(path: Path) -> str | None:
     try:
-        if path.stat().st_size > MAX_BYTES:
-            return None
-        result = json.loads(path.read_text(encoding="utf-8"))
+        result = json.loads(read_bounded(path, MAX_BYTES, "a benchmark result"))
     except (OSError, ValueError, RecursionError):
         return None
     context = result.get("context") if isinstance(result, dict) else None
