@@ -29,6 +29,7 @@ DOMAIN = {
     "fleet": BASE | {"launch"},
     "compare": BASE,
     "fingerprints": BASE,
+    "traffic": BASE,
 }
 # The other parts: the layers above the domain, what runs on hosts, the test double, the package data.
 OTHER_PARTS = {"__init__", "api", "cli", "tune", "host", "emulator", "data"}
