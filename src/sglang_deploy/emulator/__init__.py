@@ -50,7 +50,8 @@ Emulation settings (environment variable, or the ``--emu-*`` flag that overrides
                                                            mix of step sizes whose mean is exact
     SGLANG_EMU_FAULT           --emu-fault           none: crash_on_load | crash_mid_stream | garbage |
                                                            never_ready | http_500 | wrong | nan_logprobs |
-                                                           nondeterministic | spec_changes_tokens
+                                                           nondeterministic | spec_changes_tokens |
+                                                           stall | slow
     SGLANG_EMU_FAULT_MESSAGE   --emu-fault-message   text of the crash_on_load / http_500 error
     SGLANG_EMU_WRONG_SHARE     --emu-wrong-share     0.5   the fault wrong: share of the questions answered
                                                            wrongly (0 to 1; by each prompt's crc32)
@@ -60,7 +61,9 @@ Emulation settings (environment variable, or the ``--emu-*`` flag that overrides
 
 Faults: crash_on_load prints a Python traceback to stderr halfway through the load time and exits 1;
 crash_mid_stream exits the process (os._exit) halfway through a generation; garbage makes every token
-"!"; never_ready keeps /health 503 forever; http_500 answers generation endpoints with 500. The quality gate's
+"!"; never_ready keeps /health 503 forever; http_500 answers generation endpoints with 500; stall admits every
+request (running, /health 200) and never sends it a token (the warm-up passes); slow runs every rate at a tenth and
+the first token ten times as late (faults.SLOW_SHARE). The quality gate's
 faults: wrong answers SGLANG_EMU_WRONG_SHARE of its questions fluently but wrongly (off by one, another city or
 planet, lower case, a number missing from a list), the same ones every time; nan_logprobs makes every logprob of
 /generate null (what SGLang's orjson writes for NaN); nondeterministic moves the tokens after the first 2 to 4

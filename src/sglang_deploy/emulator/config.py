@@ -21,6 +21,8 @@ FAULTS = (
     "nan_logprobs",
     "nondeterministic",
     "spec_changes_tokens",
+    "stall",
+    "slow",
 )
 # ServerArgs fields that hold secrets (sglang/srt/server_args.py): masked in /server_info and its launch command.
 SECRET_ARGS = ("api_key", "admin_api_key", "ssl_keyfile_password")

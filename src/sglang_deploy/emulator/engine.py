@@ -10,7 +10,7 @@ import random
 import zlib
 
 from .config import Config
-from .faults import crash_mid_stream
+from .faults import crash_mid_stream, rate_share, stalls
 from .metrics import Stats
 
 VOCAB = tuple(
@@ -172,7 +172,8 @@ class Engine:
     def __init__(self, cfg: Config):
         self.cfg = cfg
         self.loop = asyncio.get_running_loop()
-        self.pacer = Pacer(cfg.decode_tok_s, cfg.aggregate_tok_s)
+        self.share = rate_share(cfg.fault)
+        self.pacer = Pacer(cfg.decode_tok_s * self.share, cfg.aggregate_tok_s * self.share)
         self.slots = asyncio.Semaphore(cfg.max_running) if cfg.max_running else None
         self.stats = Stats()
         if cfg.noise > 0:
@@ -198,7 +199,9 @@ class Engine:
         self.pacer.add_running(+1)
         finished = False
         try:
-            await asyncio.sleep(cfg.ttft_ms / 1000.0 / self.pacer.factor)
+            if stalls(cfg.fault, internal):
+                await loop.create_future()  # never done: the scheduler is gone, the request stays running
+            await asyncio.sleep(cfg.ttft_ms / 1000.0 / self.pacer.factor / self.share)
             # The decode steps count from the first token's real time, not its due time: after a late first token
             # (a busy host) they must not catch up, which would read faster than the configured rate.
             first_at = loop.time()

@@ -11,6 +11,18 @@ import time
 from .protocol import HttpError, openai_error
 
 SPEC_MOVES_FROM = 5  # spec_changes_tokens: tokens after position 4 differ from the non-speculative ones
+SLOW_SHARE = 0.1  # slow: every rate at this share of the configured one (the first token 1 / SLOW_SHARE as late)
+
+
+def rate_share(fault: str | None) -> float:
+    """The share of the configured speed the engine runs at: SLOW_SHARE with the fault slow, else 1."""
+    return SLOW_SHARE if fault == "slow" else 1.0
+
+
+def stalls(fault: str | None, internal: bool) -> bool:
+    """stall: a client's request is admitted (running, /health still 200) and never gets a token; the warm-up's own
+    requests pass, so the server comes up as a stalled SGLang does (sgl-project/sglang#6624)."""
+    return fault == "stall" and not internal
 
 
 def move_tokens(plan, fault: str | None, spec: bool, count: int) -> None:
