@@ -7,6 +7,7 @@ and a record that breaks the schema is refused naming the field (RecordError), n
 - asked: a run wrote the unit of ``profile`` (its rollback, if any, is the past);
 - deployed: that profile passed the wait: it is the last good one, with the launch and the venv it ran on;
 - rolled_back: ``profile`` failed and the last good profile serves again (``from``, ``to``, ``at``).
+The stall watchdog (host/watchdog.py) keeps its last restart in the field ``watchdog`` (with_watchdog); a deploy keeps it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 import re
 import tempfile
 
-from .text import CONTROL
+from .text import CONTROL, escaped
 
 PATH = "/etc/ansible/facts.d/sglang_server.fact"
 
@@ -34,6 +35,7 @@ FIELDS = {
     "venv_link": "the stack's venv symlink the last good profile ran on ('' when it was none)",
     "venv_target": "where that symlink pointed",
     "accuracy_warnings": "SGLang's warnings at the start of the last good profile that its output may be wrong",
+    "watchdog": "{at, reason, excerpt, restarts, failures, rate_limited}: the stall watchdog's last restart or refusal",
 }
 # Profile names: the profile-name rule (launch.profiles uses this one).
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
@@ -41,6 +43,10 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 SERVICE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9@_.:-]*\Z")
 MAX_TEXT = 4096  # characters of one text field (no control or bidirectional character: text.CONTROL)
 MAX_ARGV = 1024
+# The watchdog's entry: the journal excerpt's lines (escaped, each cut to MAX_LINE) and its counts.
+MAX_EXCERPT_LINES = 50
+MAX_LINE = 512
+WATCHDOG_COUNTS = ("restarts", "failures")
 NAME_FIELDS = ("profile", "asked", "last_good_profile")
 EVENTS = ("asked", "deployed", "rolled_back")
 # The fields each event takes from its caller.
@@ -99,6 +105,8 @@ def _field_problem(name: str, value: object) -> str | None:
         return None if ok else f"is not a list of at most {MAX_ARGV} printable strings"
     if name == "rolled_back":
         return _rolled_back_problem(value)
+    if name == "watchdog":
+        return _watchdog_problem(value)
     return None if _text(value) else f"is {_shown(value)}, not printable text of at most {MAX_TEXT} characters"
 
 
@@ -109,6 +117,37 @@ def _rolled_back_problem(value: object) -> str | None:
     if not all(isinstance(n, str) and NAME_RE.match(n) for n in names) or not _text(value.get("at")):
         return "needs 'from' and 'to' profile names and 'at' a time"
     return None if value.get("why") is None or _text(value["why"]) else "has a 'why' that is not printable text"
+
+
+def _watchdog_problem(value: object) -> str | None:
+    if not isinstance(value, dict) or not _text(value.get("at")) or not _text(value.get("reason")):
+        return f"is {_shown(value)}, not a mapping with 'at' a time and 'reason' text"
+    excerpt = value.get("excerpt")
+    lines_ok = isinstance(excerpt, list) and len(excerpt) <= MAX_EXCERPT_LINES
+    if not lines_ok or not all(_text(line) and len(line) <= MAX_LINE for line in excerpt):
+        return f"has an 'excerpt' that is not a list of at most {MAX_EXCERPT_LINES} printable lines"
+    if not all(isinstance(value.get(k), int) and not isinstance(value[k], bool) for k in WATCHDOG_COUNTS):
+        return "needs whole numbers 'restarts' and 'failures'"
+    return None if value.get("rate_limited") is None or _text(value["rate_limited"]) else "has a bad 'rate_limited'"
+
+
+def with_watchdog(record: dict, entry: dict) -> dict:
+    """The record with the watchdog's ``entry`` (at, reason, excerpt: journal lines, restarts, failures,
+    rate_limited), bounded and escaped as the schema wants; RecordError when ``entry`` breaks it still."""
+    lines = [escaped(line)[:MAX_LINE] for line in entry.get("excerpt") or []][-MAX_EXCERPT_LINES:]
+    limited = entry.get("rate_limited")
+    field = {
+        "at": str(entry["at"]),
+        "reason": printable(entry["reason"]),
+        "excerpt": lines,
+        "restarts": entry.get("restarts", 0),
+        "failures": entry.get("failures", 0),
+        "rate_limited": None if limited is None else printable(limited),
+    }
+    problem = _watchdog_problem(field)
+    if problem:
+        raise RecordError(f"field 'watchdog' {problem}")
+    return {**{k: v for k, v in record.items() if k in FIELDS}, "watchdog": field}
 
 
 def printable(text: str) -> str:
@@ -153,7 +192,8 @@ def update(record: dict, event: str, values: dict) -> dict:
     if event == "deployed":
         fields = {name: values[name] for name in EVENT_FIELDS["deployed"]}
         fields["accuracy_warnings"] = [printable(w) for w in values.get("accuracy_warnings") or []][:MAX_ARGV]
-        return {**fields, "last_good_profile": values["profile"], "asked": values["profile"]}
+        kept = {"watchdog": known["watchdog"]} if known.get("watchdog") else {}
+        return {**kept, **fields, "last_good_profile": values["profile"], "asked": values["profile"]}
     last_good = known.get("last_good_profile")
     if not last_good:
         raise RecordError("no last good profile is recorded on this host to roll back to")

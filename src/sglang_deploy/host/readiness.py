@@ -89,10 +89,10 @@ class SanityError(Exception):
 # systemd (the two functions tests monkeypatch)
 
 
-def run_systemctl_show(unit: str) -> dict:
+def run_systemctl_show(unit: str, properties: tuple = UNIT_PROPERTIES) -> dict:
     """`systemctl show -p ActiveState,... UNIT` as a dict of strings."""
     proc = subprocess.run(
-        ["systemctl", "show", "-p", ",".join(UNIT_PROPERTIES), unit],
+        ["systemctl", "show", "-p", ",".join(properties), unit],
         capture_output=True,
         text=True,
         timeout=10,

@@ -1,0 +1,57 @@
+"""The stall watchdog's steps at the smg router (host/watchdog.py): take the host out before it restarts, put it back
+once it answers. Stdlib only; never raises: the restart goes ahead whatever the router says (a stalled server serves
+nobody), and each step returns the line the watchdog logs.
+
+smg's control plane (the same calls docs/fleet.md names): GET /workers lists the workers (fleet_probes.worker_states:
+the file-discovery id, smg's own id, status), DELETE /workers/{smg id} takes one out, POST /workers {"url"} adds one;
+each with the admin key. The roll's file discovery may list the host again by itself: rejoin adds it only where the
+router does not list it.
+"""
+
+from __future__ import annotations
+
+from .fleet_probes import FleetError, router_workers, wait_router
+from .server_http import Endpoint, request
+
+TIMEOUT_S = 10.0  # one control-plane request
+
+
+def _call(settings, method: str, path: str, body=None) -> int:
+    resp = request(Endpoint.parse(settings.router_url), method, path, body, settings.router_key or None, TIMEOUT_S)
+    return resp.status
+
+
+def leave(settings) -> str:
+    """Take ``settings.worker_id`` out of the router and wait (drain_timeout_s at most) until it sends it nothing new."""
+    try:
+        states = router_workers(settings.router_url, settings.router_key or None)
+        worker = states.get(settings.worker_id)
+        if worker is None:
+            return f"the router at {settings.router_url} does not list {settings.worker_id}: nothing to take out"
+        status = _call(settings, "DELETE", f"/workers/{worker.get('worker_id')}")
+        if status not in (200, 202, 204):
+            return f"the router answered DELETE /workers with HTTP {status}: restarting {settings.worker_id} in it"
+        wait_router(
+            settings.router_url, settings.router_key or None, out=[settings.worker_id], timeout=settings.drain_timeout_s
+        )
+    except (FleetError, OSError, ValueError) as exc:
+        return f"could not take {settings.worker_id} out of the router ({str(exc)[:300]}): restarting anyway"
+    return f"took {settings.worker_id} out of the router at {settings.router_url}"
+
+
+def rejoin(settings) -> str:
+    """Put the host back into the router where it does not list it (by its id or its URL)."""
+    try:
+        states = router_workers(settings.router_url, settings.router_key or None)
+        if settings.worker_id in states or any(w.get("url") == settings.worker_url for w in states.values()):
+            return f"{settings.worker_id} is in the router's list again"
+        if not settings.worker_url:
+            return (
+                f"{settings.worker_id} is not in the router's list and no worker_url is set: run playbooks/router.yml"
+            )
+        status = _call(settings, "POST", "/workers", {"url": settings.worker_url})
+    except (FleetError, OSError, ValueError) as exc:
+        return f"could not put {settings.worker_id} back into the router ({str(exc)[:300]}): run playbooks/router.yml"
+    if status not in (200, 201, 202):
+        return f"the router answered POST /workers with HTTP {status}: run playbooks/router.yml to put it back"
+    return f"put {settings.worker_id} back into the router at {settings.router_url}"
