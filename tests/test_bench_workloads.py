@@ -329,7 +329,7 @@ def test_the_emulator_counts_prompt_tokens_as_the_benchmark_plans_them():
 def test_dataset_settings_are_checked():
     with pytest.raises(ValueError, match="needs --dataset-path"):
         dataset.load("custom", **LOAD)
-    with pytest.raises(ValueError, match="is for the sharegpt and custom"):
+    with pytest.raises(ValueError, match="is for the sharegpt, custom and trace datasets"):
         dataset.load("random", path="x", **LOAD)
     with pytest.raises(
         ValueError, match="dataset_name must be one of random, sharegpt, custom, generated-shared-prefix"

@@ -47,14 +47,17 @@ options:
         - sharegpt
         - custom
         - generated-shared-prefix
+        - trace
         description: 'the prompts, by bench_serving''s names: random (common-word prompts of input_len), sharegpt
           (the ShareGPT JSON list at dataset_path), custom (JSONL at dataset_path, one {"messages": [...], "max_tokens":
-          N} a line, max_tokens optional), generated-shared-prefix (groups sharing a long system prompt: gsp)'
+          N} a line, max_tokens optional), generated-shared-prefix (groups sharing a long system prompt: gsp), trace
+          (bench_serving''s Mooncake trace JSONL at dataset_path replayed at its timestamps: trace_time_scale, trace_loops;
+          requests cuts it)'
       dataset_path:
         type: path
         default: null
-        description: the sharegpt or custom file, its sha256 recorded (the role copies it from the controller to
-          each host)
+        description: the sharegpt, custom or trace file, its sha256 recorded (the role copies it from the controller
+          to each host)
       input_len:
         type: int
         default: 256
@@ -101,6 +104,16 @@ options:
             type: int
             default: 128
             description: gsp's question_len
+      trace_time_scale:
+        type: float
+        default: 1.0
+        description: 'trace: its arrival times x this (bench_serving''s --mooncake-slowdown-factor: 2 replays twice
+          as slow)'
+      trace_loops:
+        type: int
+        default: 1
+        description: 'trace: replayed this many times in a row, each loop after the last one''s span and one mean
+          gap'
       slo:
         type: dict
         default: null

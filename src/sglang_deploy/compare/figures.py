@@ -36,6 +36,8 @@ COMPARABLE = (
     "input_len",
     "output_len",
     "random_range_ratio",
+    "trace_time_scale",
+    "trace_loops",
     "forced_length",
     "mode",
     "request_rates",

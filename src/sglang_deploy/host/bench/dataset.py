@@ -1,7 +1,8 @@
 """The benchmark's workloads, named as sglang.bench_serving names them: `random` (deterministic common-word
 prompts of the given lengths), `sharegpt` (the ShareGPT JSON format), `custom` (JSONL of OpenAI chat messages, a
 user's own traffic) and `generated-shared-prefix` (groups of prompts sharing a long system prompt: the radix
-cache's case). A Dataset hands out request i as a Row; file datasets cycle when a sweep needs more requests
+cache's case), and `trace` (bench_serving's Mooncake trace: prompts of its lengths sharing its prefix blocks, sent at
+its arrival times). A Dataset hands out request i as a Row; file datasets cycle when a sweep needs more requests
 than they hold. Every problem with a file is a ValueError naming the file, the line and the fix."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import random
 from dataclasses import dataclass, field, replace
 
+from . import trace
 from .workload import GSP_DEFAULTS, MAX_LEN_TOKENS, build_prompt, words
 
 MIN_TOKENS_PER_SIDE = 2  # bench_serving prunes shorter prompts and answers
@@ -61,10 +63,11 @@ def _answer_row(messages, answer: str) -> Row:
 class Dataset:
     """Request i of a workload (row(i)); `info` is what the result records about it."""
 
-    def __init__(self, info: dict, rows: list | None = None, make=None, longest: tuple = (0, 0)):
+    def __init__(self, info: dict, rows: list | None = None, make=None, longest: tuple = (0, 0), arrival=None):
         self.info = info
         self.rows = rows
         self.make = make
+        self.arrival = arrival  # a trace's: request i's send time in seconds after the level's start
         self.longest = longest  # (prompt, output) tokens at most, of a generated dataset
         self.tokens_per_word = 1.0
         self.answer_tokens: dict = {}  # row index -> its recorded answer's length in the server's tokens
@@ -298,6 +301,9 @@ def load(
     seed: int,
     sharegpt_output_len: int | None = None,
     gsp: dict | None = None,
+    requests: int | None = None,
+    trace_time_scale: float = 1.0,
+    trace_loops: int = 1,
 ) -> Dataset:
     """The dataset `name` (one of workload.DATASETS, the settings within their bounds: workload.check_settings);
     ValueError (before any request) for a file that is missing, unreadable, of the wrong format or empty, and for
@@ -305,8 +311,10 @@ def load(
     info = {"dataset_name": name, "dataset_path": None, "dataset_sha256": None, "seed": seed}
     if name in ("sharegpt", "custom"):
         return _from_file(info, path, output_len, sharegpt_output_len)
+    if name == "trace":
+        return _trace(info, path, trace_time_scale, trace_loops, requests)
     if path:
-        raise ValueError(f"--dataset-path is for the sharegpt and custom datasets, not {name}")
+        raise ValueError(f"--dataset-path is for the sharegpt, custom and trace datasets, not {name}")
     if name == "random":
         return _random(info, input_len, output_len, range_ratio)
     return _shared_prefix(info, _gsp(gsp), output_len, range_ratio)
@@ -361,4 +369,43 @@ def _shared_prefix(info: dict, g: dict, output_len: int, range_ratio: float) -> 
 
     info["rows"] = len(order)
     data = Dataset(info, make=make, longest=(g["system_prompt_len"] + g["question_len"], output_len))
+    return data
+
+
+def _trace(info: dict, path: str | None, scale: float, loops: int, requests: int | None) -> Dataset:
+    """The trace at path replayed: request i is record i (looped `loops` times, cut to `requests`), its prompt
+    input_length tokens whose block j is the text of its hash id j (one text per id: shared ids, shared prefix),
+    the rest its own words; its output length forced; sent at its timestamp x scale from the level's start (each
+    loop after the last one's span and one mean gap)."""
+    if not path:
+        raise ValueError("the trace dataset needs --dataset-path (a Mooncake trace JSONL: sglang-deploy traffic)")
+    records, sha = trace.read(path)
+    start = records[0].timestamp / 1000
+    span = records[-1].timestamp / 1000 - start
+    period = span + (span / (len(records) - 1) if len(records) > 1 else 0.0)
+    total = min(requests or len(records) * loops, len(records) * loops)
+    info.update(dataset_path=os.path.abspath(path), dataset_sha256=sha, rows=total, trace_records=len(records))
+    info.update(trace_time_scale=scale, trace_loops=loops)
+    seed = info["seed"]
+
+    def block_text(hash_id: int, tokens: int) -> str:
+        block = words(random.Random(f"{seed}:block:{hash_id}"), data.words(trace.BLOCK_TOKENS)).split()
+        return " ".join(block[: data.words(tokens)])
+
+    def make(i: int) -> Row:
+        r = records[i % len(records)]
+        parts = [
+            block_text(h, min(trace.BLOCK_TOKENS, r.input_length - j * trace.BLOCK_TOKENS))
+            for j, h in enumerate(r.hash_ids)
+        ]
+        rest = r.input_length - len(r.hash_ids) * trace.BLOCK_TOKENS
+        if rest > 0:
+            parts.append(words(random.Random(f"{seed}:request:{i}"), data.words(rest)))
+        return _row([{"role": "user", "content": " ".join(parts)}], r.output_length)
+
+    def arrival(i: int) -> float:
+        return (i // len(records) * period + records[i % len(records)].timestamp / 1000 - start) * scale
+
+    biggest = max(records, key=lambda r: r.input_length + r.output_length)
+    data = Dataset(info, make=make, longest=(biggest.input_length, biggest.output_length), arrival=arrival)
     return data

@@ -40,6 +40,7 @@ TOKENIZE_SAMPLE_WORDS = 1000  # common words tokenized once to count generated p
 MIN_TOKENS_PER_WORD = 0.25  # fewer for the sample is no tokenizer's count (prompts would grow words / tokens_per_word)
 ANSWERS_PER_TOKENIZE = 64  # recorded answers counted per POST /v1/tokenize (its token ids stay under the body cap)
 RATE_PREOPEN = 32  # connections opened before a rate level without a concurrency cap (more open on demand)
+TRACE_ARRIVALS = "trace: its timestamps x trace_time_scale from the level's start"
 
 
 class ServerUnusable(Exception):
@@ -209,7 +210,7 @@ class _Level:
         self.run, self.level, self.bodies, self.lens = run, level, bodies, lens
         n = len(bodies)
         self.timelines: list = [None] * n  # each request's Timeline from its dispatch on; None: never sent
-        preopen = level.concurrency or (n if math.isinf(level.rate) else RATE_PREOPEN)
+        preopen = level.concurrency or (n if math.isinf(level.rate) and not level.trace else RATE_PREOPEN)
         self.idle = [Connection(run.target) for _unused in range(min(n, preopen))]
         self.used = set(self.idle)
         self.slots = asyncio.Semaphore(level.concurrency) if level.concurrency else None
@@ -247,8 +248,12 @@ class _Level:
 
     async def dispatch(self, seed: int) -> None:
         gaps = None if math.isinf(self.level.rate) else arrival_gaps(seed, self.level.rate)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
         for i in range(len(self.bodies)):
-            if i and gaps:
+            if self.level.trace:  # the trace's times from the level's start, not gaps: a late send does not drift on
+                await asyncio.sleep(start + self.run.data.arrival(i) - loop.time())
+            elif i and gaps:
                 await asyncio.sleep(next(gaps))
             self.tasks.append(asyncio.create_task(self.one(i)))
 
@@ -375,6 +380,8 @@ class _Sweep:
         self.stopped: str | None = None
 
     async def measure(self, level: Level) -> dict:
+        if level.trace:  # each replay of a trace from its first request
+            self.run.next_index = 0
         bodies, lens = self.run.bodies(self.requests or level.default_requests())
         if self.stopped:
             m = _not_run(level, lens, self.stopped, self.slo)
@@ -432,7 +439,12 @@ def check_workload(**settings) -> tuple:
         seed=w["seed"],
         sharegpt_output_len=w["sharegpt_output_len"],
         gsp=w["gsp"],
+        requests=w["requests"],
+        trace_time_scale=w["trace_time_scale"],
+        trace_loops=w["trace_loops"],
     )
+    if w["dataset_name"] == "trace":
+        levels = [Level(w["max_concurrency"], trace=data.info["rows"])]
     return w, levels, data
 
 
@@ -530,7 +542,7 @@ async def _warm_up(run: _Run, w: dict, levels: list) -> list:
 
 def _workload_record(w: dict, data: Dataset, fixed_levels: list, warm_failed: list, levels: list) -> dict:
     """The result's `workload`: what the sweep sent and how (the dataset's info, the settings, the levels' requests)."""
-    rated = w["request_rate"] is not None
+    rated, trace = w["request_rate"] is not None, w["dataset_name"] == "trace"
     return {
         "endpoint": "/v1/chat/completions (stream, stream_options.include_usage)",
         **data.info,
@@ -541,10 +553,10 @@ def _workload_record(w: dict, data: Dataset, fixed_levels: list, warm_failed: li
             "min_tokens": "the request's output length" if w["min_tokens"] else None,
         },
         "temperature": 0.0,
-        "mode": "sla_search" if w["sla_search"] else "request_rate" if rated else "concurrency",
+        "mode": "sla_search" if w["sla_search"] else "request_rate" if rated else "trace" if trace else "concurrency",
         "request_rates": [lv.rate if math.isfinite(lv.rate) else "inf" for lv in fixed_levels] if rated else None,
         # Results made before ARRIVALS drew other gaps for the same seed (none recorded).
-        "arrivals": arrivals([lv.rate for lv in fixed_levels], w["sla_search"]),
+        "arrivals": TRACE_ARRIVALS if trace else arrivals([lv.rate for lv in fixed_levels], w["sla_search"]),
         "warmup_requests": w["warmup"],
         "warmup_failed": len(warm_failed),
         "requests_per_level": {m["label"]: m["requests"] for m in levels},

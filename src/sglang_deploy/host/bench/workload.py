@@ -15,7 +15,8 @@ from .metrics import slo_name
 SEED_MAX = 2**32 - 1  # numpy's legacy seeding (bench_serving's np.random.seed) takes 0 to 2**32 - 1
 MAX_LEN_TOKENS = 1 << 21  # a prompt or an output length: twice the longest context served (1M tokens)
 MAX_TIMEOUT_S = 7 * 24 * 3600  # a week; 1e10 s overflowed the socket and asyncio timeouts (an OverflowError)
-DATASETS = ("random", "sharegpt", "custom", "generated-shared-prefix")  # bench_serving's names
+DATASETS = ("random", "sharegpt", "custom", "generated-shared-prefix", "trace")  # bench_serving's names; trace:
+# its mooncake dataset replayed at the trace's timestamps (host/bench/trace.py)
 
 
 def chat_body(model: str | None, prompt, output_len: int, stream: bool = True, min_tokens: bool = False) -> dict:
@@ -90,16 +91,21 @@ class Level:
 
     concurrency: int | None
     rate: float = math.inf
+    trace: int = 0  # > 0: a trace's replay of this many requests, at its arrival times (the rate is not used)
 
     @property
     def label(self) -> str:
+        if self.trace:
+            return "trace" + (f" (c<={self.concurrency})" if self.concurrency else "")
         if math.isinf(self.rate):
             return f"c={self.concurrency}" if self.concurrency else "all at once"
         return f"{self.rate:g} req/s" + (f" (c<={self.concurrency})" if self.concurrency else "")
 
     def default_requests(self) -> int:
         """Requests when none are given: max(8, 2 x concurrency) closed-loop; 10 s of arrivals (16 to 1000) at a
-        rate; 64 all at once."""
+        rate; 64 all at once; a trace's replay: its requests."""
+        if self.trace:
+            return self.trace
         if math.isinf(self.rate):
             return default_requests(self.concurrency) if self.concurrency else 64
         return max(16, min(1000, math.ceil(10 * self.rate)))
@@ -261,13 +267,15 @@ WORKLOAD = {
         "random",
         "the prompts, by bench_serving's names: random (common-word prompts of input_len), sharegpt (the ShareGPT "
         'JSON list at dataset_path), custom (JSONL at dataset_path, one {"messages": [...], "max_tokens": N} '
-        "a line, max_tokens optional), generated-shared-prefix (groups sharing a long system prompt: gsp)",
+        "a line, max_tokens optional), generated-shared-prefix (groups sharing a long system prompt: gsp), trace "
+        "(bench_serving's Mooncake trace JSONL at dataset_path replayed at its timestamps: trace_time_scale, "
+        "trace_loops; requests cuts it)",
         choices=DATASETS,
     ),
     "dataset_path": Setting(
         "path",
         None,
-        "the sharegpt or custom file, its sha256 recorded (the role copies it from the controller to each host)",
+        "the sharegpt, custom or trace file, its sha256 recorded (the role copies it from the controller to each host)",
     ),
     "input_len": Setting(
         "int",
@@ -308,6 +316,18 @@ WORKLOAD = {
         "system_prompt_len tokens shared in its group and a question of question_len; the output length is "
         "output_len",
         options=GSP_DEFAULTS,
+    ),
+    "trace_time_scale": Setting(
+        "float",
+        1.0,
+        "trace: its arrival times x this (bench_serving's --mooncake-slowdown-factor: 2 replays twice as slow)",
+        bounds=Bounds(0, 1000, above=True),
+    ),
+    "trace_loops": Setting(
+        "int",
+        1,
+        "trace: replayed this many times in a row, each loop after the last one's span and one mean gap",
+        bounds=Bounds(1, 1000),
     ),
     "slo": Setting(
         "dict",
@@ -364,7 +384,11 @@ def check_settings(**settings) -> tuple[dict, list]:
     if w["slo"]:
         w["slo"] = check_slo(w["slo"])
     levels = _levels(w["concurrency"], w["request_rate"], w["max_concurrency"])
-    if w["sla_search"] is not None:
+    if w["dataset_name"] == "trace":  # its one level, of the trace's length, once the file is read
+        levels = []
+        if w["request_rate"] is not None or w["sla_search"] is not None:
+            problems.append("a trace sets its own arrivals: give no request rates nor SLA search with dataset trace")
+    elif w["sla_search"] is not None:
         problems += _sla_search_problems(w)
         levels = []
     if problems:
