@@ -14,9 +14,17 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "sglang_deploy"
 HOST = PACKAGE / "host"
 # Programs whose stdout/stderr is their interface: run by the roles on hosts, or the emulated server package.
-PROGRAMS = {"host/check_argv.py", "host/launch.py", "host/model_share.py", "emulator"}
-# check_argv runs with the stack venv's Python and imports SGLang's (or smg's) own argument parser.
-HOST_THIRD_PARTY = {"check_argv.py": {"sglang", "smg"}}
+PROGRAMS = {
+    "host/check_argv.py",
+    "host/launch.py",
+    "host/model_share.py",
+    "host/watchdog.py",
+    "host/gpu_exporter.py",
+    "emulator",
+}
+# check_argv runs with the stack venv's Python and imports SGLang's (or smg's) own argument parser; the GPU exporter
+# reads NVML through nvidia-ml-py where that Python has it (else nvidia-smi).
+HOST_THIRD_PARTY = {"check_argv.py": {"sglang", "smg"}, "gpu_exporter.py": {"pynvml"}}
 # The controller's domain: each part (a subpackage or a root module) and the other parts it may import. None of them
 # imports api, cli, tune or the emulator.
 BASE = {"host", "paths", "secret_names"}

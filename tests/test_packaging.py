@@ -27,8 +27,8 @@ DISTRIBUTIONS = {
 # Needed without an import from the package: ansible-runner starts ansible-playbook, and the project's plugins
 # import ansible.
 COMMANDS = {"ansible-core"}
-# Host-side programs that run with the stack's Python (SGLang installed there), not with this package's.
-HOST_SCRIPTS = {"check_argv.py"}
+# Host-side programs that run with the stack's Python (SGLang, nvidia-ml-py installed there), not with this package's.
+HOST_SCRIPTS = {"check_argv.py", "gpu_exporter.py"}
 
 
 @pytest.fixture(scope="module")
