@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 
-from . import endpoints, generation, group
+from . import endpoints, generation, group, request_log
 from .config import BANNER, Config, bind_failed, log
 from .engine import Engine, Plan
 from .faults import args_assert_traceback, kill_process_tree, load_crash_traceback, load_time_stamp
@@ -27,7 +27,7 @@ DRAIN_LOG_INTERVAL_S = 5.0
 ACCEPT_RESOURCE_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 ACCEPT_WARN_INTERVAL_S = 60.0
 # SGLang's AuthLevel.ADMIN_OPTIONAL endpoints (utils/auth.py): the admin key when the server has one, else the API key.
-ADMIN_OPTIONAL = frozenset({"/flush_cache", "/freeze_gc"})
+ADMIN_OPTIONAL = frozenset({"/flush_cache", "/freeze_gc", "/configure_logging"})
 ROUTES = {  # path -> (methods, handler(server, request, responder))
     "/health": ("GET", endpoints.health),
     "/health_generate": ("GET", endpoints.health),
@@ -40,9 +40,10 @@ ROUTES = {  # path -> (methods, handler(server, request, responder))
     "/metrics": ("GET", endpoints.metrics),
     "/flush_cache": ("GET POST", endpoints.flush_cache),
     "/freeze_gc": ("GET POST", endpoints.freeze_gc),
-    "/v1/chat/completions": ("POST", generation.chat),
-    "/v1/completions": ("POST", generation.completions),
-    "/generate": ("POST", generation.generate),
+    "/configure_logging": ("GET POST", request_log.configure_logging),
+    "/v1/chat/completions": ("POST", request_log.logged(generation.chat)),
+    "/v1/completions": ("POST", request_log.logged(generation.completions)),
+    "/generate": ("POST", request_log.logged(generation.generate)),
 }
 
 
@@ -52,6 +53,7 @@ class Server:
     def __init__(self, cfg: Config):
         self.cfg = cfg
         self.engine = Engine(cfg)
+        self.request_log = request_log.RequestLog(cfg.ignored_flags)
         self.ready = False
         self.started = time.time()
         self.accept_warned_at = -math.inf
