@@ -108,3 +108,19 @@ def test_import_checks_sorts_and_writes_a_trace_from_zero(tmp_path):
     assert "2 requests over 3 s" in lines[0] and lines[-1].startswith("output_length")
     png = traffic_plot.plot(records, "t")
     assert png.startswith(b"\x89PNG")
+
+
+def test_the_traffic_commands_summarise_plot_and_import(tmp_path, capsys):
+    from sglang_deploy import cli
+
+    src = write(tmp_path, *MOONCAKE)
+    png = tmp_path / "t.png"
+    assert cli.main(["traffic", "summary", src, "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "3 requests over 3.05 s" in out and "prefix reuse" in out and png.read_bytes().startswith(b"\x89PNG")
+    assert cli.main(["traffic", "summary", src, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["prefix_reuse_share"] == pytest.approx(2 / 44)
+    assert cli.main(["traffic", "import", src, "--out", str(tmp_path / "i.jsonl")]) == 0
+    assert "imported 3 requests" in capsys.readouterr().out
+    assert cli.main(["traffic", "summary", write(tmp_path, "[]", name="bad.jsonl")]) == 2
+    assert "line 1: give one JSON object per line" in capsys.readouterr().err

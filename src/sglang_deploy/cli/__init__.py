@@ -11,12 +11,12 @@ import os
 import sys
 
 from sglang_deploy.api import HostReportError
-from sglang_deploy.cli import bench, model, profiles, runs, stack, tune
+from sglang_deploy.cli import bench, model, profiles, runs, stack, traffic, tune
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.cli.shown import Shown
 from sglang_deploy.paths import ProjectNotFound
 
-GROUPS = (runs, tune, bench, profiles, stack, model)  # the order of `sglang-deploy --help`
+GROUPS = (runs, tune, bench, traffic, profiles, stack, model)  # the order of `sglang-deploy --help`
 
 
 def build_parser() -> argparse.ArgumentParser:
