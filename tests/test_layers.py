@@ -37,6 +37,7 @@ DOMAIN = {
     "fleet": BASE | {"launch"},
     "compare": BASE,
     "fingerprints": BASE,
+    "monitor": BASE | {"launch"},
     "traffic": BASE,
 }
 # The other parts: the layers above the domain, what runs on hosts, the test double, the package data.
