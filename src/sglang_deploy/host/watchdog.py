@@ -37,7 +37,7 @@ from .server_http import Endpoint, request
 
 # The marker a deploy or a roll writes while it holds the host (playbooks/deploy.yml, the sglang_watch role's
 # hold.yml) and removes after; one older than hold_max_s is a deploy that died, and no longer holds.
-HOLD_PATH = "/run/sglang-deploy/hold"
+HOLD_PATH = "/run/sglang-deploy.hold"
 UNIT_PROPERTIES = ("ActiveState", "SubState", "ExecMainStatus", "ExecMainStartTimestampMonotonic", "LoadState")
 JOURNAL_LINES = 50
 MAX_RESTARTS_KEPT = 100  # restart times the state keeps (the window needs at most max_restarts of them)

@@ -1,0 +1,1 @@
+../../../../src/sglang_deploy/host/gpu_exporter.py

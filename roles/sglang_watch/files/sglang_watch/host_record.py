@@ -1,0 +1,1 @@
+../../../../src/sglang_deploy/host/host_record.py

@@ -1,0 +1,1 @@
+../../../../src/sglang_deploy/host/readiness.py

@@ -1,0 +1,1 @@
+../../../../src/sglang_deploy/host/watch_router.py

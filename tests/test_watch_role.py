@@ -1,0 +1,48 @@
+"""The sglang_watch role (issue 50): the settings it writes are the watchdog's, and the modules it copies hold every
+host module the watchdog and the GPU exporter import."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import jinja2
+import yaml
+
+from sglang_deploy.host import watchdog
+
+ROLE = Path(__file__).resolve().parents[1] / "roles" / "sglang_watch"
+
+
+def test_the_settings_the_role_writes_are_the_watchdogs():
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["to_json"] = json.dumps
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    values = {k: v for k, v in defaults.items() if "{{" not in str(v)}
+    values |= {
+        "sglang_watch_url": "http://127.0.0.1:30000",
+        "sglang_watch_router_url": "http://10.0.0.9:8000",
+        "sglang_watch_router_key": "admin-key-0123456789",
+        "sglang_watch_server_env_file": "/etc/sglang/sglang.env",
+        "__sglang_watch_hold_path": yaml.safe_load((ROLE / "vars" / "main.yml").read_text())[
+            "__sglang_watch_hold_path"
+        ],
+        "inventory_hostname": "gpu-1",
+        "sglang_router_worker_url": "http://10.0.0.5:30000",
+    }
+    text = env.from_string((ROLE / "templates" / "watch.json.j2").read_text()).render(values)
+    settings = watchdog.Settings.parse(json.loads(text))
+    assert (settings.failures, settings.deadline_s, settings.worker_id) == (3, 30.0, "gpu-1")
+    assert settings.hold_path == watchdog.HOLD_PATH
+
+
+def test_the_role_copies_every_host_module_the_programs_import():
+    folder = ROLE / "files" / "sglang_watch"
+    have = {p.stem for p in folder.glob("*.py")}
+    wanted = set()
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                wanted |= {node.module} if node.module else {a.name for a in node.names}
+    assert {"watchdog", "gpu_exporter"} <= have and wanted <= have
