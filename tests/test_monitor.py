@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sglang_deploy.launch.flags import DATA, recorded_releases
-from sglang_deploy.monitor import metrics, rules
+from sglang_deploy.monitor import dashboard, metrics, rules
 from sglang_deploy.monitor.metrics import MonitorError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -197,3 +197,35 @@ def test_the_gpu_exporter_writes_the_names_the_rules_read():
     )
     for metric in metrics.GPU_METRICS.values():
         assert table[metric.name][0] == metric.type, metric.name
+
+
+@pytest.mark.parametrize("version", recorded_releases())
+def test_the_dashboard_names_only_metrics_the_release_exposes(version):
+    model = json.loads(dashboard.render_dashboard(version, {"router_version": "1.13.0"}))
+    assert model["title"] == f"SGLang {version}" and model["schemaVersion"] >= 36
+    assert {v["name"] for v in model["templating"]["list"]} == {"datasource", "instance"}
+    ids = [p["id"] for p in model["panels"]]
+    assert len(ids) == len(set(ids)) and len({(p["gridPos"]["x"], p["gridPos"]["y"]) for p in model["panels"]}) == len(
+        ids
+    )
+    for panel in model["panels"]:
+        assert panel["targets"] and panel["datasource"]["uid"] == "${datasource}"
+        assert len({t["refId"] for t in panel["targets"]}) == len(panel["targets"])
+    for expr in dashboard.exprs(model):
+        assert metrics.expr_metrics(expr) <= _known(version), expr
+
+
+def test_a_dashboard_query_naming_a_missing_metric_is_refused(monkeypatch):
+    """A required panel whose metric the release lacks fails; an optional one is left out."""
+    lacking = dashboard.Panel(
+        "TPOT", "s", (("x", lambda s: dashboard._s(s, "request_time_per_output_token_seconds", "_count")),)
+    )
+    typo = dashboard.Panel("typo", "s", (("x", lambda s: "sglang:num_runing_reqs"),))
+    old = recorded_releases()[0]
+    for panel in (lacking, typo):
+        monkeypatch.setattr(dashboard, "PANELS", (panel,))
+        with pytest.raises(MonitorError):
+            dashboard.dashboard(old)
+    monkeypatch.setattr(dashboard, "PANELS", (dataclasses.replace(lacking, optional=True),))
+    assert dashboard.dashboard(old)["panels"] == []
+    assert len(dashboard.dashboard(recorded_releases()[-1])["panels"]) == 1

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from sglang_deploy.launch.flags import recorded_releases
-from sglang_deploy.monitor import metrics, rules
+from sglang_deploy.monitor import dashboard, metrics, rules
 
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = {"router_version": "1.13.0"}
@@ -235,3 +235,21 @@ def test_promtool_test_fails_when_an_alert_does_not_fire(promtool, tmp_path):
     test_file.write_text(yaml.safe_dump(unit_tests(metrics.metric_set(version), rule_file), sort_keys=False))
     done = subprocess.run([str(promtool), "test", "rules", str(test_file)], capture_output=True, text=True)
     assert done.returncode != 0 and "SGLangKVCacheNearFull" in done.stdout + done.stderr
+
+
+def _grafana_to_promql(expr: str) -> str:
+    """A dashboard query as Prometheus sees it once Grafana fills its variables in."""
+    return expr.replace("$__rate_interval", "5m").replace("$instance", ".+")
+
+
+@pytest.mark.parametrize("version", [recorded_releases()[0], recorded_releases()[-1]])
+def test_every_dashboard_query_parses(promtool, tmp_path, version):
+    """Each query of the dashboard, as a recording rule, passes promtool check rules."""
+    model = dashboard.dashboard(version, rules.settings_from(SETTINGS))
+    records = [
+        {"record": f"dashboard:query_{i}:check", "expr": _grafana_to_promql(e)}
+        for i, e in enumerate(dashboard.exprs(model))
+    ]
+    rule_file = tmp_path / "dashboard.yml"
+    rule_file.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": records}]}))
+    assert f"SUCCESS: {len(records)} rules found" in _run(promtool, "check", "rules", rule_file)
