@@ -540,3 +540,46 @@ def test_objectives_of_the_command_line_are_told_the_command_lines_fix(text, wor
     with pytest.raises(tune.SearchError) as err:  # the same check in a search file: its own syntax
         check(raw, "objectives[0]", workload)
     assert not_says in str(err.value)
+
+
+class WrongDeploy(ModelDeploy):
+    """ModelDeploy, where flashinfer_cutlass with pcie-ipc and no speculative decoding fails the quality gate (firm:
+    wrong answers; else a drift past a tolerance)."""
+
+    def __init__(self, firm: bool):
+        super().__init__()
+        self.firm = firm
+
+    def __call__(self, p, workload, stage, repeat):
+        ch = p.candidate.choices
+        if (ch["moe-runner-backend"], ch["allreduce"], ch["spec"]) == ("flashinfer_cutlass", "pcie-ipc", "off"):
+            self.calls.append((p.candidate.index, stage, repeat))
+            error = "it does not answer right (quality gate on lab-1: answers: score 0.50)"
+            return {"status": tune.FAILED, "kind": "quality", "firm": self.firm, "error": error, "metrics": {}}
+        return super().__call__(p, workload, stage, repeat)
+
+
+@pytest.mark.parametrize("firm", [True, False])
+def test_a_combination_that_answered_wrong_prunes_the_candidates_that_hold_it(tmp_path, firm):
+    """Issue 49: once a candidate fails the gate for a reason that is not numerics, the candidates that set every
+    flag it sets (and more) are not run; a drift past a tolerance alone prunes nothing."""
+    s, planned, excluded = planned_lab()
+    deploy = WrongDeploy(firm)
+    out = tune.run_search(s, planned, excluded, deploy, tune.Store(tmp_path))
+    holding = [
+        p
+        for p in out.runnable
+        if (p.candidate.choices["moe-runner-backend"], p.candidate.choices["allreduce"])
+        == ("flashinfer_cutlass", "pcie-ipc")
+        and p.candidate.choices["spec"] != "off"
+    ]
+    assert holding  # the search has candidates that hold the failing one's flags
+    run = {index for index, _, _ in deploy.calls}
+    skipped = [p.candidate.index for p, _ in out.skipped_wrong]
+    if firm:
+        assert skipped == [p.candidate.index for p in holding] and not run & set(skipped)
+        assert out.counts()["not_run_wrong"] == len(holding)
+        assert "not run (they hold a combination that answered wrong)" in tune_report.summary(out)
+        assert "which failed the quality gate" in tune_report.markdown(out)
+    else:
+        assert skipped == [] and {p.candidate.index for p in holding} <= run

@@ -53,6 +53,9 @@ options:
     type: list
     elements: str
     default: []
+  stack:
+    description: The stack the profile runs on, as the quality gate's store names it (deployed).
+    type: str
   at:
     description: When the rollback happened, UTC ISO 8601 (rolled_back).
     type: str
@@ -116,6 +119,7 @@ def main() -> None:
             "venv_link": {"type": "str"},
             "venv_target": {"type": "str"},
             "accuracy_warnings": {"type": "list", "elements": "str", "default": []},
+            "stack": {"type": "str"},
             "at": {"type": "str"},
             "why": {"type": "str"},
             "path": {"type": "path", "default": "/etc/ansible/facts.d/sglang_server.fact"},

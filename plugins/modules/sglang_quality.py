@@ -57,6 +57,12 @@ options:
   stack:
     description: The stack bundle and id the server runs on (the store's key).
     type: str
+  reference_stack:
+    description: >-
+      Hold the server against the fingerprint of this stack on the same profile only (a stack canary); the gate
+      fails where none is kept. Empty for the newest (action plugin only).
+    type: str
+    default: ""
   profile:
     description: The profile deployed (the store's key).
     type: str
@@ -113,6 +119,7 @@ def main() -> None:
             "lossless": {"type": "bool", "default": False},
             "store": {"type": "str"},
             "stack": {"type": "str"},
+            "reference_stack": {"type": "str", "default": ""},
             "profile": {"type": "str"},
             "sglang_version": {"type": "str"},
         },

@@ -3,7 +3,7 @@
 One file per (model, host, stack, profile): STORE/<model>/<host>/<stack>/<profile>.json, written when that deploy
 passed the gate (host/quality.py runs the gate on the host). The reference of a deploy is the newest fingerprint of
 the same model on the same host and profile, on any stack (so a candidate stack is held against the one it
-replaces), else the newest of the same model on that host. A host is held only against its own history: what one
+replaces), else the newest of the same model on that host; a stack canary names the stack to be held against. A host is held only against its own history: what one
 host reports (it may be hostile, or broken) never becomes another host's reference. A fingerprint file came from a
 host: it is bounded and validated on read (FingerprintError naming the file and the fix).
 """
@@ -42,8 +42,12 @@ def path_for(store: str, model: str, host: str, stack: str, profile: str) -> Pat
     return Path(store) / part(model) / part(host) / part(stack) / f"{part(profile)}.json"
 
 
-def reference(store: str, model: str, host: str, profile: str) -> dict | None:
-    """The stored entry a deploy of ``profile`` on ``host`` is held against (see the module's docstring), or None."""
+def reference(store: str, model: str, host: str, profile: str, stack: str = "") -> dict | None:
+    """The stored entry a deploy of ``profile`` on ``host`` is held against (see the module's docstring), or None.
+    ``stack``: that stack's entry of ``profile`` only (a stack canary), or None where it has none."""
+    if stack:
+        path = path_for(store, model, host, stack, profile)
+        return {**load(path), "file": str(path)} if path.is_file() and not path.is_symlink() else None
     folder = Path(store) / part(model) / part(host)
     if not folder.is_dir():
         return None

@@ -5,7 +5,7 @@
 - results: RunResult, StatusResult and their parts, read from the run's events (pure)
 - operations: deploy, status, rollback, lab (one playbook each)
 - rollout: the engine of compare and tune: read what each host serves, deploy, restore it
-- comparison: compare(); search: tune(), the flag-matrix search
+- comparison: compare(); search: tune(), the flag-matrix search; canary: canary(), a stack upgrade tried on one host
 
 Progress: `on_event(event)` gets every ansible-runner event plus PHASE_EVENT events from compare() and tune();
 when it also has a `tick()` method, that is called about once a second while ansible runs (the heartbeat of a long
@@ -14,6 +14,8 @@ task). The command line's `sglang_deploy.cli.progress.Progress` is such a handle
 Nothing here prints: the command line (sglang_deploy.cli) formats what these functions return.
 """
 
+from .canary import CanaryError, CanaryResult, canary
+from .canary import default_target as canary_target
 from .comparison import DEFAULT_REPEATS, MAX_REPEATS, compare
 from .operations import PHASES, deploy, lab, rollback, status, unknown_profile
 from .results import (
@@ -31,6 +33,8 @@ from .runner import inventory_path
 from .search import TuneResult, tune
 
 __all__ = [
+    "CanaryError",
+    "CanaryResult",
     "DEFAULT_REPEATS",
     "MAX_REPEATS",
     "PHASES",
@@ -42,6 +46,8 @@ __all__ = [
     "RunResult",
     "StatusResult",
     "TuneResult",
+    "canary",
+    "canary_target",
     "compare",
     "deploy",
     "failure_message",

@@ -81,8 +81,9 @@ class RunResult:
     @property
     def gate(self) -> dict:
         """host -> the quality gate's result (compare.gate.summary): a failed gate's, else the one in the deployed
-        context of the host's benchmark; hosts without one left out."""
-        out = {h: gate.of_result(r) for h, r in self.benchmarks.items()}
+        context of the host's benchmark, else the deploy's outcome row's; hosts without one left out."""
+        out = {r["host"]: gate.summary(r.get("quality")) for r in self.outcomes if isinstance(r, dict) and "host" in r}
+        out.update({h: gate.of_result(r) for h, r in self.benchmarks.items()})
         out.update({f.host: f.quality for f in (*self.rescued, *self.failures) if f.quality})
         return {h: g for h, g in out.items() if g}
 
@@ -141,6 +142,7 @@ class HostStatus:
     emulated: bool = False
     asked: str | None = None  # the profile the last deploy asked for (its record)
     rolled_back: dict | None = None  # {"from", "to", "at"}: that profile failed here and the host rolled back
+    last_good_stack: str | None = None  # the stack the last good profile ran on, as the gate's store names it
     error: str | None = None  # what the host reported breaks the schema (its record): nothing else is read from it
 
     @property
@@ -269,6 +271,7 @@ def parse_status(data: dict) -> dict:
             emulated=isinstance(local.get("sglang_host"), dict) and local["sglang_host"].get("emulated") is True,
             asked=server["asked"],
             rolled_back=server["rolled_back"] or None,
+            last_good_stack=server["stack"],
         )
     return out
 

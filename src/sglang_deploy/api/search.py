@@ -267,7 +267,9 @@ def candidate_fields(r: RunResult, ready_failed: list) -> dict:
     if not r.ok:
         kind, journal = ("quality", []) if wrong else failure_kind(ready_failed)
         message = "\n".join(f"{f.host}: {f.task}: {f.message}" for f in r.failures) or r.error or "deploy failed"
-        return {**fields, "status": FAILED, "kind": kind, "error": wrong or message, "journal": journal}
+        firm = any(g.get("passed") is False and g.get("firm") for g in r.gate.values())
+        failed = {**fields, "status": FAILED, "kind": kind, "error": wrong or message, "journal": journal}
+        return {**failed, "firm": firm} if wrong else failed
     metrics = {host: level_metrics(res) for host, res in r.benchmarks.items()}
     dropped = "; ".join(f"{host}: {why}" for host, why in r.dropped_benchmarks.items())
     problem = (

@@ -1,13 +1,19 @@
-"""`sglang-deploy stack lock | fetch | prune`: resolve a floating bundle into a hash lock; download its wheels;
-delete the wheels no lock names (stack_lock, stack_files)."""
+"""`sglang-deploy stack lock | fetch | prune | canary`: resolve a floating bundle into a hash lock; download its wheels;
+delete the wheels no lock names (stack_lock, stack_files); try a bundle on one host and promote it when it answers
+right (api.canary)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 
+from sglang_deploy import api
+from sglang_deploy.cli.extravars import parse_extravars
+from sglang_deploy.cli.progress import Progress
+from sglang_deploy.compare import gate
 from sglang_deploy.locks import stack_files, stack_lock
 from sglang_deploy.host import wheel_fetch
 from sglang_deploy.cli.errors import UsageError
@@ -91,6 +97,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     prune.add_argument("--wheelhouse", type=Path, default=stack_files.default_wheelhouse(), help=_WHEELHOUSE_HELP)
     prune.add_argument("--delete", action="store_true", help="delete them (default: only list them)")
     prune.set_defaults(func=run_prune)
+
+    canary = actions.add_parser(
+        "canary",
+        help="try a bundle on one host, held against its current stack by the quality gate; promote it on a pass",
+        description="Re-deploys what HOST serves on its current stack (its gate keeps the reference fingerprint), "
+        "deploys the same profile on BUNDLE with the gate held against that fingerprint, and only when it passes "
+        "writes sglang_stack_bundle: BUNDLE into the group_vars file --into. A failure rolls HOST back to its last "
+        "good profile and stack and changes no file. Exit status: 0 promoted (or passed), 1 refused or failed, "
+        "2 usage error. See docs/quality.md#stack-upgrades.",
+    )
+    canary.add_argument("bundle", help="the candidate bundle (stacks/<name>.yml), locked where it can be")
+    canary.add_argument("--host", required=True, help="the canary: one server host of the inventory")
+    canary.add_argument("-i", "--inventory", metavar="PATH", help="inventory (default: inventory/lab.yml)")
+    canary.add_argument(
+        "-e", "--extra-vars", dest="extravars", action="append", default=[], metavar="VARS",
+        help="extra variables for every run (as for deploy)",
+    )  # fmt: skip
+    canary.add_argument(
+        "--into",
+        type=Path,
+        help=f"group_vars file to promote the bundle into (default {api.canary_target()})",
+    )
+    canary.add_argument("--no-promote", action="store_true", help="only try it: write no file")
+    canary.add_argument("--benchmark", action="store_true", help="also benchmark the candidate")
+    canary.add_argument("--stacks-dir", type=Path, default=STACKS, help=f"folder of bundle files ({STACKS})")
+    canary.add_argument("--json", action="store_true", help="machine-readable result on stdout")
+    canary.set_defaults(func=run_canary)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -197,3 +230,51 @@ def run_prune(args: argparse.Namespace) -> int:
             "run again with --delete to delete them"
         )
     return 0
+
+
+def run_canary(args: argparse.Namespace) -> int:
+    try:
+        if args.inventory:
+            api.inventory_path(args.inventory)
+        extravars = parse_extravars(args.extravars)
+    except (FileNotFoundError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+    try:
+        with Progress() as progress:
+            result = api.canary(
+                args.bundle,
+                args.host,
+                args.inventory,
+                into=args.into,
+                promote=not args.no_promote,
+                benchmark=args.benchmark,
+                stacks_dir=args.stacks_dir,
+                extravars=extravars,
+                on_event=progress,
+            )
+    except api.CanaryError as exc:
+        print(f"sglang-deploy stack canary: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        fields = {k: v for k, v in vars(result).items() if k != "runs"}
+        print(json.dumps({**fields, "artifacts": [r.artifacts for r in result.runs]}, indent=2, default=str))
+        return 0 if result.passed else 1
+    lab = " (lab: emulated server; the bundle's name only picks the emulator's behaviour)" if result.emulated else ""
+    print(f"{result.host} serves {result.profile}; current stack {result.current}; candidate {result.candidate}{lab}")
+    print(f"quality gate on {result.candidate}: {gate.text(result.gate)}" + _drift(result.gate))
+    if not result.passed:
+        print(f"REFUSED: {result.why}")
+        print(f"{result.host} is back on its last good profile and stack; the inventory is unchanged")
+        return 1
+    if result.promoted is None:
+        print(f"passed; not promoted (--no-promote): deploy it with -e sglang_stack_bundle={result.candidate}")
+    else:
+        print(result.promoted or f"{result.into} names {result.candidate} already")
+        print(f"promoted into {result.into}; roll it out: sglang-deploy deploy {result.profile}")
+    return 0
+
+
+def _drift(g: dict | None) -> str:
+    if not g or g.get("drift") is None:
+        return ""
+    return f"; largest logprob drift {g['drift']:.3f} nats against {g.get('reference') or 'the reference'}"

@@ -11,23 +11,32 @@ PROBLEM_CHARS = 300
 
 
 def summary(raw: object) -> dict | None:
-    """{"passed": True, False or None (not checked), "mode", "score", "agreement", "problems": [text]} of a gate
-    result, None when ``raw`` is none."""
+    """{"passed": True, False or None (not checked), "firm" (failed for a reason that is not numerics), "mode", "score", "agreement", "drift" (the largest logprob drift,
+    nats), "reference" (the fingerprint file held against), "problems": [text]} of a gate result, None when ``raw``
+    is none."""
     if not isinstance(raw, dict):
         return None
     answers, drift = raw.get("answers"), raw.get("drift")
     problems = raw.get("problems") if isinstance(raw.get("problems"), list) else []
     return {
         "passed": raw.get("passed") if isinstance(raw.get("passed"), bool) else None,
+        "firm": raw.get("firm") is True,
         "mode": str(raw.get("mode") or "")[:16],
         "score": _share(answers.get("score")) if isinstance(answers, dict) else None,
         "agreement": _share(drift.get("agreement")) if isinstance(drift, dict) else None,
+        "drift": _nats(drift.get("max_logprob_drift")) if isinstance(drift, dict) else None,
+        "reference": str(raw["reference"])[:PROBLEM_CHARS] if isinstance(raw.get("reference"), str) else None,
         "problems": [str(p)[:PROBLEM_CHARS] for p in problems[:PROBLEMS_KEPT]],
     }
 
 
 def _share(value: object) -> float | None:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 <= value <= 1
+    return float(value) if ok else None
+
+
+def _nats(value: object) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
     return float(value) if ok else None
 
 

@@ -58,6 +58,8 @@ Emulation settings (environment variable, or the ``--emu-*`` flag that overrides
     SGLANG_EMU_PERF_MODEL      (environment only)    JSON rules: launch flags / environment that multiply
                                                            the decode, aggregate and TTFT settings, or set
                                                            a fault (perf.py; the lab's group_vars/lab.yml)
+    SGLANG_EMU_STACK           (environment only)    the stack bundle the lab's server stands in for; read
+                                                           only by perf-model rules (env:SGLANG_EMU_STACK)
 
 Faults: crash_on_load prints a Python traceback to stderr halfway through the load time and exits 1;
 crash_mid_stream exits the process (os._exit) halfway through a generation; garbage makes every token

@@ -35,6 +35,7 @@ FIELDS = {
     "venv_link": "the stack's venv symlink the last good profile ran on ('' when it was none)",
     "venv_target": "where that symlink pointed",
     "accuracy_warnings": "SGLang's warnings at the start of the last good profile that its output may be wrong",
+    "stack": "the stack the last good profile ran on, as the quality gate's store names it (bundle-id)",
     "watchdog": "{at, reason, excerpt, restarts, failures, rate_limited}: the stall watchdog's last restart or refusal",
 }
 # Profile names: the profile-name rule (launch.profiles uses this one).
@@ -192,6 +193,8 @@ def update(record: dict, event: str, values: dict) -> dict:
     if event == "deployed":
         fields = {name: values[name] for name in EVENT_FIELDS["deployed"]}
         fields["accuracy_warnings"] = [printable(w) for w in values.get("accuracy_warnings") or []][:MAX_ARGV]
+        if values.get("stack"):
+            fields["stack"] = printable(values["stack"])
         kept = {"watchdog": known["watchdog"]} if known.get("watchdog") else {}
         return {**kept, **fields, "last_good_profile": values["profile"], "asked": values["profile"]}
     last_good = known.get("last_good_profile")

@@ -249,8 +249,9 @@ def gate(
     reference: list | None = None,
     lossless: bool = False,
 ) -> dict:
-    """Run both checks. Returns {"passed", "problems": [text], "answers" (None on dummy weights), "fingerprint",
-    "drift", "dummy_weights", "settings"}; QualityError when the server does not answer a request."""
+    """Run both checks. Returns {"passed", "firm" (failed for a reason that is not numerics), "problems": [text],
+    "answers" (None on dummy weights), "fingerprint", "drift", "dummy_weights", "settings"}; QualityError when the
+    server does not answer a request."""
     s = checked_settings(settings)
     endpoint = Endpoint.parse(url)
     try:
@@ -271,9 +272,14 @@ def gate(
         if answers and not answers["passed"]
         else []
     )
-    problems += broken(prints, dummy) + held(d, s, lossless)
+    off_tolerance = held(d, s, lossless)
+    firm = bool(problems or broken(prints, dummy) or (lossless and off_tolerance))
+    problems += broken(prints, dummy) + off_tolerance
     return {
         "passed": not problems,
+        # Not numerics: wrong answers, a broken fingerprint, a lossless mode that changed tokens (a drift past a
+        # tolerance alone may be a kernel's rounding).
+        "firm": firm,
         "problems": problems,
         "answers": answers,
         "fingerprint": prints,

@@ -79,6 +79,17 @@ def run_search(
     return out
 
 
+def holds(p: Planned, w: Planned) -> bool:
+    """Whether candidate ``p`` sets every flag and variable that ``w`` sets over the base, to the same value (``w``
+    setting none holds nothing: the base itself failing says nothing of a flag)."""
+    mine, theirs = p.candidate, w.candidate
+    if not (theirs.args or theirs.env):
+        return False
+    return all(mine.args.get(k, object()) == v for k, v in theirs.args.items()) and all(
+        mine.env.get(k, object()) == v for k, v in theirs.env.items()
+    )
+
+
 class _Run:
     """One call of run_search: its clock, its budget and the records it gathers into ``out``."""
 
@@ -161,11 +172,20 @@ class _Run:
         return rec
 
     def first_stage(self) -> None:
-        """Every runnable candidate, until the budget is spent (the rest: skipped_budget)."""
+        """Every runnable candidate, until the budget is spent (the rest: skipped_budget); a candidate that holds
+        every flag of one that failed the quality gate for a reason that is not numerics is not run
+        (skipped_wrong)."""
         stage = "short" if self.search.short else "full"
         runnable = self.runnable
+        wrong: list = []
         for i, p in enumerate(runnable, 1):
-            over = self.budget.candidates is not None and i - 1 >= self.budget.candidates
+            culprit = next((w for w in wrong if holds(p, w)), None)
+            if culprit is not None:
+                self.out.skipped_wrong.append((p, culprit))
+                self.say(f"[{i}/{len(runnable)}] candidate {p.candidate.index} not run: it holds every flag of"
+                         f" candidate {culprit.candidate.index}, which answered wrong")  # fmt: skip
+                continue
+            over = self.budget.candidates is not None and i - 1 - len(self.out.skipped_wrong) >= self.budget.candidates
             if (
                 over
                 or self.spent()
@@ -173,6 +193,9 @@ class _Run:
             ):
                 self.out.skipped_budget = runnable[i - 1 :]
                 return
+            rec = self.by_key[p.key][-1]
+            if rec["status"] == FAILED and rec.get("kind") == "quality" and rec.get("firm"):
+                wrong.append(p)
 
     def top(self, n: int, stage: str) -> list:
         """The union over objectives of the n best candidates with an ok run of the stage, within limits."""

@@ -20,6 +20,8 @@ class Outcome:
     records: list = field(default_factory=list)  # run records (stored and new) of runnable candidates
     new_runs: int = 0
     skipped_budget: list = field(default_factory=list)  # candidates not measured: budget spent
+    # (candidate, the one that failed the gate): not run, they hold every flag of a combination that answered wrong
+    skipped_wrong: list = field(default_factory=list)
     unplanned: int = 0  # candidates not even rendered: the budget was met while planning
     interrupted: bool = False  # the time budget ran out
     cancelled: bool = False  # Ctrl-C
@@ -83,6 +85,9 @@ class Outcome:
                 else None
             ),
             "skipped_budget": [p.candidate.label for p in self.skipped_budget],
+            "skipped_wrong": [
+                {"candidate": p.candidate.label, "holds": w.candidate.label} for p, w in self.skipped_wrong
+            ],
         }
 
     def counts(self) -> dict:
@@ -96,6 +101,7 @@ class Outcome:
             "failed": len(failed),
             "measured_ok": len(measured - failed),
             "not_run_budget": len(self.skipped_budget) + self.unplanned,
+            "not_run_wrong": len(self.skipped_wrong),
             "not_planned_budget": self.unplanned,
             "new_runs": self.new_runs,
         }

@@ -49,6 +49,11 @@ def summary(out: Outcome) -> str:
         f"search {out.search.name}: {c['expanded']} expanded, {c['excluded']} excluded by constraints, "
         f"{c['pruned']} pruned by the rules, {c['run']} run ({c['new_runs']} runs new this time), "
         f"{c['failed']} failed, {c['not_run_budget']} not run (budget {out.budget})"
+        + (
+            f", {c['not_run_wrong']} not run (they hold a combination that answered wrong)"
+            if c["not_run_wrong"]
+            else ""
+        )
     )
     for obj in out.search.objectives:
         rows = out.rankings.get(obj.name, [])
@@ -215,6 +220,13 @@ def _not_run(out: Outcome) -> list:
         lines += ["", "## Excluded by the search file's constraints", ""]
         for choices, reason in out.excluded:
             lines.append(f"- {_code(', '.join(f'{a}={v}' for a, v in choices.items()))}: {one_line(reason)}")
+    if out.skipped_wrong:
+        lines += ["", "## Not run (they hold a combination that answered wrong)", ""]
+        lines += [
+            f"- #{p.candidate.index} {_code(p.candidate.label)}: holds every flag of #{w.candidate.index}"
+            f" {_code(w.candidate.label)}, which failed the quality gate"
+            for p, w in out.skipped_wrong
+        ]
     if out.skipped_budget:
         lines += ["", "## Not run (budget spent)", ""]
         lines += [f"- #{p.candidate.index} {_code(p.candidate.label)}" for p in out.skipped_budget]
