@@ -21,6 +21,10 @@ import pytest
 import sim_clock
 from emulator_proc import stop_process
 
+from sglang_deploy.launch.flags import recorded_releases
+from sglang_deploy.monitor import metrics as monitor_metrics
+from sglang_deploy.monitor import rules
+
 REPO = Path(__file__).resolve().parents[1]
 MODULE = ("-m", "sglang_deploy.emulator")
 BANNER = "EMULATED SGLang server: numbers are synthetic"
@@ -496,6 +500,30 @@ def test_metrics_count_tokens_and_requests(plain):
     ):
         assert f"sglang:{name}" in after
     assert "sglang:spec_accept_length" not in after
+
+
+def test_metrics_hold_every_series_the_server_rules_read(plain):
+    """The monitoring rules of the newest release evaluate on the emulator (molecule/monitoring): every sample they
+    read is exposed, and realtime_tokens (the stall rule's) counts prefill and decode tokens by mode."""
+    before = plain.get("/metrics")[2].decode()
+    plain.post("/generate", {"text": "three word prompt", "sampling_params": {"max_new_tokens": 7, "ignore_eos": True}})
+    text = plain.get("/metrics")[2].decode()
+    exposed = {line.split("{")[0] for line in text.splitlines() if line and not line.startswith("#")}
+    server_group = rules.rule_groups([recorded_releases()[-1]])[0]
+    read = set().union(*(monitor_metrics.expr_metrics(r["expr"]) for r in server_group["rules"]))
+    records = {r.name for group in rules.RECORDS.values() for r in group}
+    assert read - records - monitor_metrics.SCRAPE_SERIES - monitor_metrics.PROBE_SERIES <= exposed
+
+    def tokens(body: str, mode: str) -> float:
+        lines = body.splitlines()
+        return next(
+            float(x.split()[-1])
+            for x in lines
+            if x.startswith("sglang:realtime_tokens_total{") and f'mode="{mode}"' in x
+        )
+
+    assert tokens(text, "prefill_compute") - tokens(before, "prefill_compute") == 3
+    assert tokens(text, "decode") - tokens(before, "decode") == 7
 
 
 # --- speculative decoding and auth ------------------------------------------------------------------

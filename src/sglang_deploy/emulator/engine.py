@@ -206,12 +206,13 @@ class Engine:
             # (a busy host) they must not catch up, which would read faster than the configured rate.
             first_at = loop.time()
             st.ttft.observe(first_at - arrival)
+            st.prefilled_tokens += plan.prompt_tokens
             v_first = self.pacer.v_at(first_at)
             if plan.n > 0:
                 st.emitted_tokens += 1
                 yield 0, 1
             crash_at = plan.n // 2 if cfg.fault == "crash_mid_stream" and not internal else None
-            done, step = 1, 0
+            done, step, step_at = 1, 0, first_at
             while done < plan.n:
                 if crash_at is not None and done >= crash_at:
                     crash_mid_stream()
@@ -222,6 +223,8 @@ class Engine:
                     st.spec_verify_calls += 1
                     st.spec_accepted_tokens += last + 1 - done
                 st.emitted_tokens += last + 1 - done
+                st.itl.observe((loop.time() - step_at) / (last + 1 - done))
+                step_at = loop.time()
                 yield done, last + 1
                 done = last + 1
             finished = True

@@ -31,13 +31,15 @@ class Stats:
         self.generation_tokens = 0
         self.num_requests = 0
         self.aborted = 0
-        self.emitted_tokens = 0  # tokens sent so far, finished or not (for gen_throughput)
+        self.emitted_tokens = 0  # tokens sent so far, finished or not (for gen_throughput, realtime_tokens decode)
+        self.prefilled_tokens = 0  # prompt tokens of every request that got its first token (realtime_tokens prefill)
         self.spec_verify_calls = 0
         self.spec_accepted_tokens = 0
         self.queued = 0
         self.gen_throughput = 0.0
         self.ttft = Histogram((0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 120, 160))
         self.e2e = Histogram((0.1, 0.2, 0.4, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 150, 200, 300))
+        self.itl = Histogram((0.002, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2))
 
     def avg_accept_length(self) -> float | None:
         if not self.spec_verify_calls:
@@ -55,15 +57,13 @@ def render_metrics(engine: Engine) -> str:
     labels = f'model_name="{label_value(cfg.served_model_name)}",tp_rank="0",pp_rank="0"'
     lines = [f"# {BANNER}"]
 
-    def metric(name: str, kind: str, help_text: str, value: float) -> None:
+    def metric(name: str, kind: str, help_text: str, value: float | dict) -> None:
+        """One family; a dict ``value`` is one sample per value of the label ``mode``."""
         sample = name + ("_total" if kind == "counter" else "")
-        lines.extend(
-            [
-                f"# HELP sglang:{name} {help_text}",
-                f"# TYPE sglang:{name} {kind}",
-                f"sglang:{sample}{{{labels}}} {float(value)}",
-            ]
-        )
+        lines.extend([f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} {kind}"])
+        for mode, v in value.items() if isinstance(value, dict) else [(None, value)]:
+            extra = f',mode="{mode}"' if mode else ""
+            lines.append(f"sglang:{sample}{{{labels}{extra}}} {float(v)}")
 
     def histogram(name: str, help_text: str, h: Histogram) -> None:
         lines.extend([f"# HELP sglang:{name} {help_text}", f"# TYPE sglang:{name} histogram"])
@@ -86,6 +86,12 @@ def render_metrics(engine: Engine) -> str:
     metric("cache_hit_rate", "gauge", "The prefix cache hit rate.", 0.0)
     metric("num_retracted_reqs", "gauge", "The number of retracted requests.", 0)
     metric("context_len", "gauge", "The context length.", cfg.context_length)
+    metric(
+        "realtime_tokens",
+        "counter",
+        "Total number of tokens processed (updated on each log interval). mode: prefill_compute, prefill_cache, decode.",
+        {"prefill_compute": st.prefilled_tokens, "decode": st.emitted_tokens},
+    )
     if cfg.spec:
         accept = st.avg_accept_length() or 0.0
         proposed = cfg.spec_steps
@@ -101,4 +107,5 @@ def render_metrics(engine: Engine) -> str:
         metric("spec_num_draft_tokens", "gauge", "Speculative num draft tokens.", cfg.spec_draft)
     histogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.", st.ttft)
     histogram("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", st.e2e)
+    histogram("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", st.itl)
     return "\n".join(lines) + "\n"
