@@ -5,6 +5,7 @@
 - results: RunResult, StatusResult and their parts, read from the run's events (pure)
 - operations: deploy, status, rollback, lab (one playbook each)
 - rollout: the engine of compare and tune: read what each host serves, deploy, restore it
+- traffic_capture: capture(), one host's traffic as a trace (playbooks/traffic.yml)
 - comparison: compare(); search: tune(), the flag-matrix search; canary: canary(), a stack upgrade tried on one host
 
 Progress: `on_event(event)` gets every ansible-runner event plus PHASE_EVENT events from compare() and tune();
@@ -14,6 +15,7 @@ task). The command line's `sglang_deploy.cli.progress.Progress` is such a handle
 Nothing here prints: the command line (sglang_deploy.cli) formats what these functions return.
 """
 
+from .traffic_capture import CaptureResult, capture
 from .canary import CanaryError, CanaryResult, canary
 from .canary import default_target as canary_target
 from .comparison import DEFAULT_REPEATS, MAX_REPEATS, compare
@@ -35,6 +37,7 @@ from .search import TuneResult, tune
 __all__ = [
     "CanaryError",
     "CanaryResult",
+    "CaptureResult",
     "DEFAULT_REPEATS",
     "MAX_REPEATS",
     "PHASES",
@@ -48,6 +51,7 @@ __all__ = [
     "TuneResult",
     "canary",
     "canary_target",
+    "capture",
     "compare",
     "deploy",
     "failure_message",

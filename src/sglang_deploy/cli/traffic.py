@@ -1,13 +1,16 @@
-"""`sglang-deploy traffic`: a trace of the operator's own traffic (bench_serving's Mooncake JSONL) summarised,
-plotted and imported; the work is the domain's (sglang_deploy.traffic)."""
+"""`sglang-deploy traffic`: a trace of the operator's own traffic (bench_serving's Mooncake JSONL) captured from a
+deployed host (sglang_deploy.api.capture), summarised, plotted and imported (the domain's sglang_deploy.traffic)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
+from sglang_deploy import api
 from sglang_deploy.cli.errors import UsageError
+from sglang_deploy.cli.progress import Progress
 from sglang_deploy.host.files import write_file
 from sglang_deploy.traffic import traffic
 
@@ -34,6 +37,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("file", type=Path, help="trace JSONL to import")
     imp.add_argument("--out", type=Path, required=True, help="where to write the checked trace")
     imp.set_defaults(func=run_import)
+    cap = actions.add_parser(
+        "capture",
+        help="capture a deployed host's traffic as a trace (request logging on at runtime, no restart)",
+        description="Turns the server's request logging on (POST /configure_logging), reads its finished requests "
+        "from the unit's journal, sets logging back. Kept: arrival, token counts, prefix blocks as hashes; the text "
+        "only with --keep-text (FILE.text.jsonl, 0600). While it runs SGLang writes the prompts to its journal.",
+    )
+    cap.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds to capture (default 60)")
+    cap.add_argument("--max-requests", type=int, default=10_000, metavar="N", help="stop after N requests")
+    cap.add_argument("--keep-text", action="store_true", help="also keep the prompts' text in FILE.text.jsonl")
+    cap.add_argument("--out", type=Path, required=True, metavar="FILE", help="where to write the trace (0600)")
+    cap.add_argument("-i", "--inventory", metavar="PATH", help="inventory (default: inventory/lab.yml)")
+    cap.add_argument("-l", "--limit", metavar="HOST", help="the host to capture (one host)")
+    cap.set_defaults(func=run_capture)
 
 
 def run_summary(args: argparse.Namespace) -> int:
@@ -58,4 +75,30 @@ def run_import(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     s = out["summary"]
     print(f"imported {s['requests']} requests over {s['duration_s']:.3g} s into {out['path']}")
+    return 0
+
+
+def run_capture(args: argparse.Namespace) -> int:
+    try:
+        with Progress() as progress:
+            res = api.capture(
+                str(args.out),
+                args.duration,
+                args.max_requests,
+                args.keep_text,
+                inventory=args.inventory,
+                limit=args.limit,
+                on_event=progress,
+            )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    if not res.ok:
+        for f in res.run.failures:
+            print(f"FAILED {f.host}: task '{f.task}': {f.message}", file=sys.stderr)
+        print(f"capture failed: {res.error}\nartifacts: {res.run.artifacts}", file=sys.stderr)
+        return 1
+    print(f"captured from {res.host} into {res.path}" + (f" (text: {res.text_path})" if res.text_path else ""))
+    print("\n".join(traffic.summary_lines(res.summary)))
+    for note in filter(None, (res.stop and f"stopped: {res.stop}", res.unparsed and f"{res.unparsed} lines unread")):
+        print(note)
     return 0

@@ -107,16 +107,19 @@ def to_trace(captured: list) -> list:
     ]
 
 
+def text_jsonl(captured: list) -> str:
+    """The prompts' text as JSONL {"text"} in the trace's order; ValueError past MAX_TEXT_BYTES."""
+    text = "".join(json.dumps({"text": c.text}) + "\n" for c in captured)
+    if len(text) > MAX_TEXT_BYTES:
+        raise ValueError(f"the captured text is over {MAX_TEXT_BYTES >> 20} MiB: capture fewer requests")
+    return text
+
+
 def write(captured: list, dest: str, text_dest: str | None = None) -> dict:
     """The trace at dest (0600) and, where asked, the prompts' text at text_dest (0600, JSONL {"text"} in the
     trace's order); {trace, text, requests, hashed: requests whose prefix blocks are hashed}."""
     path = trace.write(to_trace(captured), dest)
-    text_path = None
-    if text_dest:
-        text = "".join(json.dumps({"text": c.text}) + "\n" for c in captured)
-        if len(text) > MAX_TEXT_BYTES:
-            raise ValueError(f"the captured text is over {MAX_TEXT_BYTES >> 20} MiB: capture fewer requests")
-        text_path = write_file(text, text_dest, 0o600)
+    text_path = write_file(text_jsonl(captured), text_dest, 0o600) if text_dest else None
     return {
         "trace": path,
         "text": text_path,

@@ -1,0 +1,117 @@
+"""A capture from a deployed host (module sglang_traffic): the server runs as a systemd unit, so its request log is
+the unit's journal. Turn request logging on (capture.switch), wait the duration or until N requests finished, read
+the journal's lines of that window (bounded: capture.Limits), turn logging back to what /server_info said it was,
+and return the trace's text. The API key goes as a header only; the log lines' text only where asked."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import subprocess
+import tempfile
+import time
+
+from .. import server_http
+from ..files import write_file
+from ..watchdog import env_value
+from . import capture, trace
+
+POLL_S = 2.0  # how often the journal is counted while waiting for N requests
+LOGGING_KEYS = ("log_requests", "log_requests_level", "log_requests_format")
+OFF = {"log_requests": False, "log_requests_level": 2, "log_requests_format": "text"}  # SGLang's defaults
+
+
+def keys(env_file: str, api_key: str | None) -> tuple:
+    """(API key, key for /configure_logging: the admin key where the server has one) from the option or the
+    server's 0600 environment file (SGLANG_API_KEY, SGLANG_ADMIN_API_KEY)."""
+    key = api_key or (env_value(env_file, "SGLANG_API_KEY") if env_file and os.path.exists(env_file) else "")
+    admin = env_value(env_file, "SGLANG_ADMIN_API_KEY") if env_file and os.path.exists(env_file) else ""
+    return key or None, admin or key or None
+
+
+def found_logging(url: str, api_key: str | None) -> dict:
+    """The server's request-logging settings as GET /server_info gives them (its launch flags), SGLang's defaults
+    for what it does not say: what the capture restores."""
+    info = server_http.get_json(server_http.Endpoint.parse(url), "/server_info", api_key) or {}
+    out = dict(OFF)
+    if isinstance(info.get("log_requests"), bool):
+        out["log_requests"] = info["log_requests"]
+    if info.get("log_requests_level") in (0, 1, 2, 3) and not isinstance(info.get("log_requests_level"), bool):
+        out["log_requests_level"] = info["log_requests_level"]
+    if info.get("log_requests_format") in ("json", "text"):
+        out["log_requests_format"] = info["log_requests_format"]
+    return out
+
+
+def restore(url: str, admin_key: str | None, settings: dict) -> None:
+    resp = server_http.request(server_http.Endpoint.parse(url), "POST", "/configure_logging", settings, admin_key, 30.0)
+    if resp.status != 200:
+        raise ValueError(f"POST /configure_logging at {url} answered {resp.status} when restoring {settings}")
+
+
+def journal_lines(service: str, since: float, until: float | None, limits: capture.Limits):
+    """The unit's journal messages from ``since`` (seconds since the epoch) to ``until``, line by line, each at
+    most capture.MAX_LINE_BYTES (longer ones cut, so unparsed), stopped past the limits' log bytes."""
+    argv = ["journalctl", "-u", service, "--since", f"@{math.floor(since)}", "-o", "cat", "--no-pager"]
+    argv += ["--until", f"@{math.ceil(until)}"] if until else []
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        read = 0
+        while read <= limits.log_bytes and (raw := proc.stdout.readline(capture.MAX_LINE_BYTES + 1)):
+            read += len(raw)
+            yield raw.decode("utf-8", "replace").rstrip("\n")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def finished_count(service: str, since: float, limits: capture.Limits) -> int:
+    return sum(capture.EVENT in line for line in journal_lines(service, since, None, limits))
+
+
+def run(
+    url: str,
+    service: str,
+    env_file: str = "",
+    api_key: str | None = None,
+    limits: capture.Limits | None = None,
+    keep_text: bool = False,
+    clock=time,
+) -> dict:
+    """Capture the unit's traffic for limits.seconds or until limits.requests finished; {trace: its JSONL text,
+    summary, requests, hashed, unparsed: request.finished lines that were not read (a journal line cut at
+    journald's LineMax), stop, restored, text_file: a 0600 file of the prompts' text (keep_text) or None}."""
+    limits = limits or capture.Limits()
+    key, admin = keys(env_file, api_key)
+    before = found_logging(url, key)
+    start = clock.time()
+    capture.switch(url, admin, True)
+    try:
+        deadline = start + limits.seconds
+        while (now := clock.time()) < deadline:
+            clock.sleep(min(POLL_S, deadline - now))
+            if finished_count(service, start, limits) >= limits.requests:
+                break
+    finally:
+        restore(url, admin, before)
+    with contextlib.suppress(OSError, subprocess.SubprocessError):  # journald writes what it holds
+        subprocess.run(["journalctl", "--sync"], capture_output=True, timeout=30, check=False)
+    lines = list(journal_lines(service, start, clock.time() + 1, limits))
+    got, stop = capture.collect(lines, limits, keep_text)
+    unparsed = sum(capture.EVENT in line for line in lines) - len(got)
+    records = capture.to_trace(got)
+    text_file = None
+    if keep_text:
+        text = capture.text_jsonl(got)
+        text_file = write_file(text, os.path.join(tempfile.mkdtemp(prefix="sglang-traffic-"), "text.jsonl"), 0o600)
+    return {
+        "trace": trace.dumps(records),
+        "summary": trace.summary(records) if records else None,
+        "requests": len(records),
+        "hashed": sum(1 for c in got if c.digests),
+        "unparsed": max(0, unparsed) if stop is None else None,
+        "stop": stop,
+        "restored": before,
+        "text_file": text_file,
+    }

@@ -1,0 +1,122 @@
+"""`traffic capture` from a deployed host (issue 51): the module sglang_traffic captures from the unit's journal with
+the keys of the server's environment file, sets logging back as it found it and returns no secret; the controller
+checks what a host returns before it writes the trace."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+import time
+
+import pytest
+from emulator_proc import Emulator, run_module  # first: puts the repo's module_utils on the import path
+
+import sglang_traffic
+from sglang_deploy.api import traffic_capture as api_capture
+from sglang_deploy.host import server_http
+from sglang_deploy.host.bench import trace
+
+KEY = "k-secret-7"
+PREFIX = " ".join(f"p{i}" for i in range(600))  # more than one 512-token block, shared by every prompt
+
+
+def _send(url: str, n: int) -> None:
+    for i in range(n):
+        body = {"messages": [{"role": "user", "content": f"{PREFIX} {'x ' * (10 * i)}own{i}"}], "max_tokens": 3 + i}
+        resp = server_http.request(server_http.Endpoint.parse(url), "POST", "/v1/chat/completions", body, KEY)
+        assert resp.status == 200
+
+
+def _load_once_logging_is_on(emu, n: int) -> threading.Thread:
+    def go():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any("log_requests=True" in x for x in emu.log_lines()):
+            time.sleep(0.05)
+        _send(emu.url, n)
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t
+
+
+def test_the_module_captures_from_the_journal_restores_logging_and_returns_no_secret(tmp_path, capsys, monkeypatch):
+    env = tmp_path / "sglang.env"
+    env.write_text(f'SGLANG_API_KEY="{KEY}"\nOTHER=1\n')
+    emu = Emulator(tmp_path, "--api-key", KEY, "--log-requests", "--log-requests-level", "1", ttft_ms=2)
+    try:
+        emu.wait_ready()
+        # the unit's journal is the emulator's log here
+        monkeypatch.setattr(sglang_traffic.unit_capture, "journal_lines", lambda *_a: iter(emu.log_lines()))
+        sender = _load_once_logging_is_on(emu, 5)
+        args = {"url": emu.url, "service": "sglang", "env_file": str(env), "duration": 20, "max_requests": 5}
+        failed, res = run_module(sglang_traffic, {**args, "keep_text": True}, capsys)
+        sender.join()
+    finally:
+        emu.stop()
+    assert not failed, res
+    got = res["traffic"]
+    assert KEY not in json.dumps(res) and got["requests"] == got["hashed"] == 5
+    assert got["stop"] == "5 requests were captured"
+    records = trace.parse(got["trace"], "captured")
+    assert [r.output_length for r in records] == [3, 4, 5, 6, 7]
+    assert {r.hash_ids[0] for r in records} == {0} and len({r.hash_ids[-1] for r in records}) == 5
+    # logging is back as the launch flags had it (on, level 1, text)
+    assert got["restored"] == {"log_requests": True, "log_requests_level": 1, "log_requests_format": "text"}
+    last = [x for x in emu.log_lines() if "Config logging" in x][-1]
+    assert "log_requests=True, log_requests_level=1" in last
+    text = got["text_file"]
+    assert stat.S_IMODE(os.stat(text).st_mode) == 0o600 and "own4" in open(text).read()
+
+
+def test_the_module_without_the_key_fails_and_says_so(tmp_path, capsys):
+    emu = Emulator(tmp_path, "--api-key", KEY, ttft_ms=2)
+    try:
+        emu.wait_ready()
+        failed, res = run_module(sglang_traffic, {"url": emu.url, "service": "sglang", "duration": 1}, capsys)
+    finally:
+        emu.stop()
+    assert failed and "give the admin API key" in res["msg"]
+
+
+def _answer(tr, **extra) -> dict:
+    return {"h1": {"trace": tr, "stop": None, "unparsed": 0, **extra}}
+
+
+GOOD = '{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [0, 1]}\n'
+
+
+@pytest.mark.parametrize(
+    "found, why",
+    [
+        ({"h1": {"trace": GOOD}, "h2": {"trace": GOOD}}, "2 hosts answered: capture one host at a time"),
+        ({"h1": {"trace": ["not text"]}}, "h1 returned no trace text"),
+        (_answer(""), "h1 served no request"),
+        (_answer("{"), "h1's trace line 1 is not JSON"),
+        (_answer(GOOD.replace("600", "-1")), "input_length must be a whole number"),
+        (_answer(GOOD * 3), "holds over 2 requests"),
+    ],
+)
+def test_a_hostile_answer_is_refused_before_anything_is_written(tmp_path, found, why):
+    res = api_capture.CaptureResult(run=None)
+    dest = tmp_path / "t.jsonl"
+    with pytest.raises(ValueError, match=why):
+        api_capture._keep(res, found, 2, str(dest), None, tmp_path)
+    assert not dest.exists()
+
+
+def test_a_sound_answer_is_written_0600_and_its_notes_escaped(tmp_path, monkeypatch):
+    res = api_capture.CaptureResult(run=None)
+    dest = tmp_path / "t.jsonl"
+    api_capture._keep(res, _answer(GOOD, stop="\x1b[2Jstop " + "x" * 999, unparsed=True), 10, str(dest), None, tmp_path)
+    assert stat.S_IMODE(os.stat(dest).st_mode) == 0o600 and trace.read(str(dest))[0][0].input_length == 600
+    assert res.stop.startswith("\\x1b[2J") and len(res.stop) == api_capture.MAX_STOP_CHARS and res.unparsed is None
+    assert res.summary["requests"] == 1 and res.summary["path"] == str(dest)
+    # the text: one {"text"} line per request, or nothing is written
+    (tmp_path / "h1.jsonl").write_text('{"text": "a"}\n{"text": "b"}\n')
+    with pytest.raises(ValueError, match="not 1 lines"):
+        api_capture._keep(res, _answer(GOOD), 10, str(dest), str(tmp_path / "x.text"), tmp_path)
+    monkeypatch.setattr(trace, "MAX_TRACE_BYTES", 10)
+    with pytest.raises(ValueError, match="over 0 MiB"):
+        api_capture._keep(res, _answer(GOOD), 10, str(dest), None, tmp_path)
