@@ -116,7 +116,7 @@ def faked_run(monkeypatch, tmp_path, unit: dict, problem: str | None, **settings
     monkeypatch.setattr(watchdog, "run_systemctl_show", lambda service, properties: unit)
     monkeypatch.setattr(watchdog, "probe", lambda url, key, deadline: problem)
     monkeypatch.setattr(watchdog, "journal", lambda service: ["line one", "\x1b]0;pwned\x07 traceback", "x" * 2000])
-    monkeypatch.setattr(watchdog, "restart", lambda service: calls.append(service))
+    monkeypatch.setattr(watchdog, "restart", lambda service, stop_timeout_s: (calls.append(service), (False, None))[1])
     values = {
         **BASE,
         "failures": 1,
@@ -176,3 +176,22 @@ def test_the_probe_finds_a_stalled_server_whose_health_is_200(tmp_path):
         assert watchdog.probe(healthy.url, "", 10.0) is None
     finally:
         healthy.stop()
+
+
+@pytest.mark.parametrize("drains", [True, False])
+def test_a_restart_kills_a_server_whose_drain_does_not_end(monkeypatch, drains):
+    """A stalled server's SIGTERM drain never ends (its requests never finish): the restart waits stop_timeout_s,
+    not the unit's TimeoutStopSec, then kills it (found by molecule/watch)."""
+    calls = []
+
+    def run(argv, timeout, **kwargs):
+        calls.append(argv[1:])
+        if argv[1:] == ["stop", "sglang"] and len(calls) == 1 and not drains:
+            assert timeout == 2.0
+            raise watchdog.subprocess.TimeoutExpired(argv, timeout)
+        return watchdog.subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(watchdog.subprocess, "run", run)
+    assert watchdog.restart("sglang", 2.0) == (not drains, None)
+    killed = [] if drains else [["kill", "--signal=SIGKILL", "sglang"], ["stop", "sglang"]]
+    assert calls == [["stop", "sglang"], *killed, ["reset-failed", "sglang"], ["start", "--no-block", "sglang"]]

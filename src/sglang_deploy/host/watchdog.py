@@ -67,6 +67,7 @@ SETTINGS = {
     "worker_id": (str, "", None),
     "worker_url": (str, "", None),
     "drain_timeout_s": (float, 60.0, 0.0),
+    "stop_timeout_s": (float, 30.0, 1.0),
 }
 
 
@@ -89,6 +90,7 @@ class Settings:
     worker_id: str
     worker_url: str
     drain_timeout_s: float
+    stop_timeout_s: float
 
     @classmethod
     def parse(cls, raw: object) -> "Settings":
@@ -266,13 +268,24 @@ def journal(service: str, lines: int = JOURNAL_LINES) -> list[str]:
     return proc.stdout.splitlines()[-lines:] or [f"(journalctl: {proc.stderr.strip()[:200]})"]
 
 
-def restart(service: str) -> str | None:
-    """Clear the unit's start limit and queue its restart (the stop may take TimeoutStopSec); the error, else None."""
-    subprocess.run(["systemctl", "reset-failed", service], capture_output=True, timeout=30, check=False)
-    proc = subprocess.run(
-        ["systemctl", "restart", "--no-block", service], capture_output=True, text=True, timeout=60, check=False
-    )
-    return proc.stderr.strip()[:300] if proc.returncode else None
+def systemctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def restart(service: str, stop_timeout_s: float) -> tuple[bool, str | None]:
+    """Stop the unit (SIGTERM: the server drains), kill it where the stop takes longer than ``stop_timeout_s`` (a
+    stalled server's drain never ends: its requests never finish, and the unit would wait TimeoutStopSec), clear its
+    start limit and queue its start. (killed, the error or None)."""
+    killed = False
+    try:
+        systemctl("stop", service, timeout=stop_timeout_s)
+    except subprocess.TimeoutExpired:
+        killed = True
+        systemctl("kill", "--signal=SIGKILL", service)
+        systemctl("stop", service)  # returns once the stop job has ended
+    systemctl("reset-failed", service)
+    proc = systemctl("start", "--no-block", service)
+    return killed, (proc.stderr.strip()[:300] if proc.returncode else None)
 
 
 def load_state(path: str) -> dict:
@@ -336,8 +349,10 @@ def act(settings: Settings, before: dict, state: dict, action: str, now: float) 
     if settings.router_url:
         lines.append(watch_router.leave(settings))
         state["left_router"] = settings.worker_id
-    error = restart(settings.service)
+    killed, error = restart(settings.service, settings.stop_timeout_s)
     reason = f"{state['reason']}; restarted after {settings.failures} failures in a row"
+    if killed:
+        reason += f" (killed: its stop took longer than {settings.stop_timeout_s:g} s)"
     record(settings, state, reason if not error else f"{reason}, but systemctl failed: {error}", excerpt, now)
     lines.append(f"restarted {settings.service}: {state['reason']}" if not error else f"restart failed: {error}")
     return lines
