@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from sglang_deploy.compare.compare_report import SYNTHETIC_NOTE, Comparison
+from sglang_deploy.compare.compare_report import SYNTHETIC_NOTE, Comparison, lengths_text
 
 
 def plot(comp: Comparison) -> bytes:
@@ -73,7 +73,7 @@ def plot(comp: Comparison) -> bytes:
         fig.legend(handles, labels, loc="outside right upper", title="profile", frameon=False)
     w = comp.workload
     fig.suptitle(
-        f"{' vs '.join(comp.profiles)}  (in {w.get('input_len')} / out {w.get('output_len')} tokens; "
+        f"{' vs '.join(comp.profiles)}  ({w.get('lengths') or lengths_text(w)}; "
         f"median and min..max of {comp.repeats} repeat{'s' * (comp.repeats != 1)})",
         fontsize=12,
     )

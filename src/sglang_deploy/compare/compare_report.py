@@ -236,7 +236,17 @@ def _workload(results: dict) -> dict:
     workloads = [comparable(r) for per_repeat in results.values() for per in per_repeat for r in per.values()]
     differs = first_difference(workloads)
     first = workloads[0] if workloads else comparable({})
-    return {**first, "same_for_all": differs is None, "differs": differs}
+    full = next(
+        (r.get("workload") or {} for per_repeat in results.values() for per in per_repeat for r in per.values()), {}
+    )
+    return {**first, "same_for_all": differs is None, "differs": differs, "lengths": lengths_text(full)}
+
+
+def lengths_text(workload: dict) -> str:
+    """The lengths a workload sent, as the reports say them: a trace's figures (table.describe), else in= out=."""
+    if workload.get("dataset_name") == "trace":
+        return table.describe(workload)
+    return f"in={workload.get('input_len')} out={workload.get('output_len')} tokens"
 
 
 def sla_rates(results: dict) -> dict:
@@ -392,7 +402,7 @@ def format_table(comp: Comparison) -> str:
         lines.append(SYNTHETIC_NOTE)
     w = comp.workload
     lines.append(
-        f"in={w.get('input_len')} out={w.get('output_len')} tokens; out tok/s = aggregate output, "
+        f"{w.get('lengths') or lengths_text(w)}; out tok/s = aggregate output, "
         f"dec tok/s = per-request decode (mean); x first = ratio to {comp.profiles[0]}"
     )
     lines.append(repeats_note(comp))
@@ -400,7 +410,7 @@ def format_table(comp: Comparison) -> str:
         lines.append(f"NOT RANKED: the profiles ran different workloads ({w['differs']} differs)")
     if comp.routers:
         rw = comp.router_workload
-        lines.append(f"through the router: in={rw.get('input_len')} out={rw.get('output_len')} tokens")
+        lines.append(f"through the router: {rw.get('lengths') or lengths_text(rw)}")
     for host, via in comp.targets:
         lines += [comp.label(host, via), *_text_grid(comp, host, via)]
         lines += ["  " + text for text in verdict_lines(comp, host, via)]
@@ -480,7 +490,7 @@ def markdown(comp: Comparison, plot_name: str | None = "compare.png") -> str:
             f"requests per level {json.dumps(comp.router_workload.get('requests_per_level'))}"
             for host, replicas in sorted(comp.routers.items())
         ),
-        f"- Workload: input {w.get('input_len')} tokens, output {w.get('output_len')} tokens (forced), "
+        f"- Workload: {w.get('lengths') or lengths_text(w)} (forced), "
         f"requests per level {json.dumps(w.get('requests_per_level'))}"
         + ("" if w.get("same_for_all", True) else f" (**differs between profiles: {w['differs']}; not ranked**)"),
         *(

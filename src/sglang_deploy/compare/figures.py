@@ -24,6 +24,7 @@ METRICS = {
 # metric -> (key of the benchmark result, its field, default goal): one value per run, not per level.
 RESULT_METRICS = {"sla_rate_req_s": ("sla_search", "best_rate", "max")}
 SLA_LEVEL = "sla"  # the level key of RESULT_METRICS
+TRACE_LEVEL = "trace"  # the key of a trace's replay (workload mode trace: one level, whatever its cap)
 
 
 # What makes two benchmark results comparable: the same value of each of these in their `workload` (what the
@@ -70,14 +71,22 @@ def level_key(concurrency: int | None, rate: float | None) -> str:
     return f"rate={rate:g}"
 
 
+def result_level_key(result: dict, level: dict) -> str:
+    """The key of a level of a benchmark result: TRACE_LEVEL for a trace's replay, else level_key's."""
+    if (result.get("workload") or {}).get("mode") == "trace":
+        return TRACE_LEVEL
+    return level_key(level.get("concurrency"), level.get("request_rate"))
+
+
 def level_text(key: str) -> str:
-    """A level key (level_key, SLA_LEVEL) as reports name it: c=8, rate=2, the SLA search."""
+    """A level key (level_key, SLA_LEVEL, TRACE_LEVEL) as reports name it: c=8, rate=2, the SLA search, the trace."""
     key = str(key)
-    return "the SLA search" if key == SLA_LEVEL else f"c={key}" if key.isdigit() else key
+    names = {SLA_LEVEL: "the SLA search", TRACE_LEVEL: "the trace"}
+    return names.get(key) or (f"c={key}" if key.isdigit() else key)
 
 
 def level_metrics(result: dict) -> dict:
-    """level key (level_key: the concurrency of a closed-loop level, rate=R of a request-rate level) ->
+    """level key (result_level_key: a closed-loop level's concurrency, rate=R, TRACE_LEVEL) ->
     {metric: value} from a benchmark result (bench.run_benchmark's dict); with an SLA search also SLA_LEVEL ->
     {sla_rate_req_s: its highest rate meeting every SLO, 0.0 when even its lowest rate broke one}."""
     out = {}
@@ -88,7 +97,7 @@ def level_metrics(result: dict) -> dict:
             if stat is not None:
                 value = value.get(stat) if isinstance(value, dict) else None
             row[metric] = value
-        out.setdefault(level_key(level.get("concurrency"), level.get("request_rate")), row)
+        out.setdefault(result_level_key(result, level), row)
     for metric, (key, field, _unused) in RESULT_METRICS.items():
         part = result.get(key)
         if isinstance(part, dict) and part.get("probes"):
@@ -124,7 +133,7 @@ def measurement_problem(ok: bool, benchmarks: dict, level: str | None = None) ->
         n = sum(
             unanswered(lv)
             for lv in res.get("levels") or []
-            if level in (None, SLA_LEVEL) or level_key(lv.get("concurrency"), lv.get("request_rate")) == str(level)
+            if level in (None, SLA_LEVEL) or result_level_key(res, lv) == str(level)
         )
         if n:
             failed[host] = n

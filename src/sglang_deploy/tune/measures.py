@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, make_dataclass
 from typing import Any
 
 from ..compare import bench_vars
-from ..compare.figures import RESULT_METRICS, SLA_LEVEL, level_key
+from ..compare.figures import RESULT_METRICS, SLA_LEVEL, TRACE_LEVEL, level_key
 from ..host import bench
 
 # A search file's workload: the benchmark's settings, by the engine's names (the table bench.WORKLOAD).
@@ -17,12 +17,21 @@ WORKLOAD_KEYS = set(bench.WORKLOAD)
 CLOSED_LOOP_KEYS = ("concurrency", "input_len", "output_len", "requests", "warmup")
 
 
-def _where_text(metric: str, concurrency: int | None, rate: float | None) -> str:
+def _where_text(metric: str, concurrency: int | None, rate: float | None, trace: bool = False) -> str:
     if metric in RESULT_METRICS:
         return f"{metric} (SLA search)"
+    if trace:
+        return f"{metric} @ trace"
     if rate is not None:
         return f"{metric} @ {rate:g} req/s"
     return f"{metric} @ c={concurrency}"
+
+
+def _level(measure) -> str:
+    """The level key an Objective or a Limit reads (figures.result_level_key's)."""
+    if measure.metric in RESULT_METRICS:
+        return SLA_LEVEL
+    return TRACE_LEVEL if measure.trace else level_key(measure.concurrency, measure.rate)
 
 
 @dataclass(frozen=True)
@@ -31,14 +40,15 @@ class Objective:
     concurrency: int | None
     goal: str  # max or min
     rate: float | None = None  # a request-rate level instead of a concurrency level
+    trace: bool = False  # the trace's replay (TRACE_LEVEL) instead of either
 
     @property
     def level(self) -> str:
-        return SLA_LEVEL if self.metric in RESULT_METRICS else level_key(self.concurrency, self.rate)
+        return _level(self)
 
     @property
     def name(self) -> str:
-        return _where_text(self.metric, self.concurrency, self.rate)
+        return _where_text(self.metric, self.concurrency, self.rate, self.trace)
 
 
 @dataclass(frozen=True)
@@ -48,15 +58,16 @@ class Limit:
     max: float | None = None
     min: float | None = None
     rate: float | None = None
+    trace: bool = False
 
     @property
     def level(self) -> str:
-        return SLA_LEVEL if self.metric in RESULT_METRICS else level_key(self.concurrency, self.rate)
+        return _level(self)
 
     @property
     def text(self) -> str:
         bound = f"<= {self.max:g}" if self.max is not None else f">= {self.min:g}"
-        return f"{_where_text(self.metric, self.concurrency, self.rate)} {bound}"
+        return f"{_where_text(self.metric, self.concurrency, self.rate, self.trace)} {bound}"
 
     def holds(self, value: float | None) -> bool:
         if value is None:
@@ -94,8 +105,11 @@ class _Workload:
         return bench_vars.role_vars(self.settings())
 
     def levels(self) -> list:
-        """The keys of the levels every run measures (level_key), and SLA_LEVEL with an SLA search."""
+        """The keys of the levels every run measures (level_key; TRACE_LEVEL for a trace), and SLA_LEVEL with an SLA
+        search."""
         _, fixed = bench.check_settings(**self.settings())
+        if self.dataset_name == "trace":
+            return [TRACE_LEVEL]
         keys = [level_key(lv.concurrency, None if math.isinf(lv.rate) else lv.rate) for lv in fixed]
         return keys + ([SLA_LEVEL] if self.sla_search else [])
 
@@ -109,7 +123,9 @@ class _Workload:
 
     def describe(self) -> str:
         """One line for the report."""
-        if self.sla_search:
+        if self.dataset_name == "trace":
+            mode = f"trace replay (time x{self.trace_time_scale:g}, {self.trace_loops} loop(s))"
+        elif self.sla_search:
             mode = f"SLA search {self.sla_search[0]:g}-{self.sla_search[1]:g} req/s"
         elif self.request_rate:
             mode = "request rates " + ", ".join(f"{r:g}" for r in self.request_rate) + " req/s"
@@ -118,7 +134,9 @@ class _Workload:
         if (self.request_rate or self.sla_search) and self.max_concurrency:
             mode += f" (at most {self.max_concurrency} in flight)"
         data = self.dataset_name + (f" {self.dataset_path}" if self.dataset_path else "")
-        text = f"{mode}; dataset {data}, seed {self.seed}, input {self.input_len}, output {self.output_len} tokens"
+        text = f"{mode}; dataset {data}, seed {self.seed}"
+        if self.dataset_name != "trace":  # a trace's lengths are its own
+            text += f", input {self.input_len}, output {self.output_len} tokens"
         return text + (f"; SLO {json.dumps(self.slo)}" if self.slo else "")
 
 

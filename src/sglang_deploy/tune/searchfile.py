@@ -42,7 +42,7 @@ from typing import Any
 from ..compare import bench_vars, noise
 from ..launch import formats, profiles
 from ..host import bench
-from ..compare.figures import METRICS, RESULT_METRICS, SLA_LEVEL, level_key
+from ..compare.figures import METRICS, RESULT_METRICS, SLA_LEVEL, TRACE_LEVEL, level_key
 from .measures import WORKLOAD_KEYS, Limit, Objective, Workload, engine_settings
 from ..secret_names import MASK, is_secret_name, mask_secrets
 
@@ -227,9 +227,9 @@ def _say(where: str, part: str, value: Any = "") -> str:
     return _SAY[part][where.startswith("--")].replace("{where}", where).replace("{value}", str(value))
 
 
-def _metric(raw: dict, where: str, workload: Workload) -> tuple[str, int | None, float | None]:
-    """(metric, concurrency, rate) of an objective or a limit: a level of the workload (concurrency: N or rate: R),
-    or none for a metric of the SLA search."""
+def _metric(raw: dict, where: str, workload: Workload) -> tuple[str, int | None, float | None, bool]:
+    """(metric, concurrency, rate, trace) of an objective or a limit: a level of the workload (concurrency: N or
+    rate: R), none for a metric of the SLA search or of a trace's replay (trace True: its one level)."""
     _need(isinstance(raw, dict), f"{where}: a mapping {{metric: ..., concurrency: N}} (or rate: R)")
     metric, conc, rate = raw.get("metric"), raw.get("concurrency"), raw.get("rate")
     known = [*METRICS, *RESULT_METRICS]
@@ -242,7 +242,10 @@ def _metric(raw: dict, where: str, workload: Workload) -> tuple[str, int | None,
             f"{where}: {metric} is the SLA search's highest rate: {_say(where, 'sla_search')}",
         )
         _need(conc is None and rate is None, f"{where}: {metric} is one value per run: {_say(where, 'no level')}")
-        return metric, None, None
+        return metric, None, None, False
+    if TRACE_LEVEL in workload.levels():
+        _need(conc is None and rate is None, f"{where}: a trace is replayed as one level: {_say(where, 'no level')}")
+        return metric, None, None, True
     _need((conc is None) != (rate is None), f"{where}: {_say(where, 'give level')}")
     if rate is not None:
         _need(
@@ -265,7 +268,7 @@ def _metric(raw: dict, where: str, workload: Workload) -> tuple[str, int | None,
             f"{_say(where, 'concurrency', repr(conc))}: not a level of the workload {concs or '(none)'}; "
             + _say(where, "add concurrency"),
         )
-    return metric, conc, rate
+    return metric, conc, rate, False
 
 
 # The variables a search file's vars: may set, for every deploy of the search and its facts run, with the type
@@ -452,10 +455,10 @@ def _objectives(raw: Any, workload: Workload) -> list:
 
 def objective(raw: Any, where: str, workload: Workload) -> Objective:
     """An Objective of ``workload`` from {metric:, concurrency: or rate:, goal:}; SearchError naming the fix."""
-    metric, conc, rate = _metric(raw, where, workload)
+    metric, conc, rate, trace = _metric(raw, where, workload)
     goal = raw.get("goal", {**METRICS, **RESULT_METRICS}[metric][2])
     _need(goal in ("max", "min"), f"{where}.goal: max or min")
-    return Objective(metric, conc, goal, rate)
+    return Objective(metric, conc, goal, rate, trace)
 
 
 def _limits(raw: Any, workload: Workload) -> list:
@@ -464,14 +467,14 @@ def _limits(raw: Any, workload: Workload) -> list:
 
 def limit(raw: Any, where: str, workload: Workload) -> Limit:
     """A Limit of ``workload`` from {metric:, concurrency: or rate:, max: or min:}; SearchError naming the fix."""
-    metric, conc, rate = _metric(raw, where, workload)
+    metric, conc, rate, trace = _metric(raw, where, workload)
     bounds = {k: raw.get(k) for k in ("max", "min") if raw.get(k) is not None}
     _need(
         len(bounds) == 1
         and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in bounds.values()),
         f"{where}: {_say(where, 'bound')}",
     )
-    return Limit(metric, conc, rate=rate, **{k: float(v) for k, v in bounds.items()})
+    return Limit(metric, conc, rate=rate, trace=trace, **{k: float(v) for k, v in bounds.items()})
 
 
 def _two_stage(ts: Any, workload: Workload, measured: list) -> tuple[Workload | None, int]:

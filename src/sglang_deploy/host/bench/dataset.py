@@ -385,7 +385,7 @@ def _trace(info: dict, path: str | None, scale: float, loops: int, requests: int
     period = span + (span / (len(records) - 1) if len(records) > 1 else 0.0)
     total = min(requests or len(records) * loops, len(records) * loops)
     info.update(dataset_path=os.path.abspath(path), dataset_sha256=sha, rows=total, trace_records=len(records))
-    info.update(trace_time_scale=scale, trace_loops=loops)
+    info.update(trace_time_scale=scale, trace_loops=loops, trace_summary=trace.brief(records))
     seed = info["seed"]
 
     def block_text(hash_id: int, tokens: int) -> str:

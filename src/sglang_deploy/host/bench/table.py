@@ -35,6 +35,18 @@ def describe(w: dict) -> str:
     name = w.get("dataset_name") or "random"
     if name in ("sharegpt", "custom"):
         return f"{name} {os.path.basename(w.get('dataset_path') or '?')} ({w.get('rows')} requests)"
+    if name == "trace":
+        s = w.get("trace_summary") if isinstance(w.get("trace_summary"), dict) else {}
+
+        def num(key: str, digits: int) -> str:  # a result read back on the controller: a number, else "-"
+            value = s.get(key)
+            return fmt(value if isinstance(value, (int, float)) and not isinstance(value, bool) else None, digits)
+
+        return (
+            f"trace {os.path.basename(str(w.get('dataset_path') or '?'))} ({w.get('rows')} requests, time x"
+            f"{w.get('trace_time_scale')}: {num('rate_req_s', 2)} req/s, in p50 {num('input_length_p50', 0)} out "
+            f"p50 {num('output_length_p50', 0)} tokens, prefix reuse {num('prefix_reuse_share', 2)})"
+        )
     if name == "generated-shared-prefix":
         return (
             f"shared prefix: {w.get('gsp_num_groups')} groups x {w.get('gsp_prompts_per_group')}, in="

@@ -147,6 +147,17 @@ def _percentiles(values: list) -> dict:
     return {"mean": statistics.fmean(ordered), **{f"p{p}": at(p) for p in (50, 90, 99)}, "max": ordered[-1]}
 
 
+def brief(records) -> dict:
+    """The figures of summary() a benchmark result keeps of its trace: rate, burstiness, length p50 and mean, prefix
+    reuse (3 significant digits)."""
+    s = summary(records)
+    figures = {"rate_req_s": s["rate_req_s"], "burstiness_cv": s["burstiness_cv"]}
+    for name in ("input_length", "output_length"):
+        figures |= {f"{name}_p50": s[name]["p50"], f"{name}_mean": s[name]["mean"]}
+    figures["prefix_reuse_share"] = s["prefix_reuse_share"]
+    return {k: None if v is None else float(f"{v:.3g}") for k, v in figures.items()}
+
+
 def summary(records) -> dict:
     """What a trace asks of a server: its requests, span, arrival rate, burstiness (the coefficient of variation of
     the gaps between arrivals: 1 for Poisson arrivals, 0 for even ones, above 1 for bursts), length percentiles
