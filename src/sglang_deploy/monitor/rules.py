@@ -36,7 +36,7 @@ _DURATION = re.compile(r"[1-9][0-9]*[smhd]")
 
 @dataclass(frozen=True)
 class Settings:
-    """What the rules measure against; the inventory's ``sglang_monitor`` mapping overrides these."""
+    """What the rules measure against; the inventory's ``sglang_monitoring_rules`` mapping overrides these."""
 
     ttft_p99_ms: float = 5000.0  # time to first token, p99 over latency_window
     tpot_p99_ms: float = 200.0  # time per output token (SGLang's inter-token latency), p99
