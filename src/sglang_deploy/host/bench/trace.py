@@ -149,13 +149,13 @@ def _percentiles(values: list) -> dict:
 
 def brief(records) -> dict:
     """The figures of summary() a benchmark result keeps of its trace: rate, burstiness, length p50 and mean, prefix
-    reuse (3 significant digits)."""
+    reuse (to 3 decimals)."""
     s = summary(records)
     figures = {"rate_req_s": s["rate_req_s"], "burstiness_cv": s["burstiness_cv"]}
     for name in ("input_length", "output_length"):
         figures |= {f"{name}_p50": s[name]["p50"], f"{name}_mean": s[name]["mean"]}
     figures["prefix_reuse_share"] = s["prefix_reuse_share"]
-    return {k: None if v is None else float(f"{v:.3g}") for k, v in figures.items()}
+    return {k: None if v is None else round(v, 3) for k, v in figures.items()}
 
 
 def summary(records) -> dict:
