@@ -29,10 +29,13 @@ def _run(profile: str, res: dict) -> RunResult:
     return RunResult("site.yml", "successful", 0, {"h": HostOutcome(ok=1)}, profile=profile, data=data)
 
 
+def _records() -> list:
+    return [trace.Record(i * 100.0, 600 + i, 5, (0, 1 + i)) for i in range(4)]
+
+
 def _result(concurrency=4, ok: float = 100.0) -> dict:
-    records = [trace.Record(i * 100.0, 600 + i, 5, (0, 1 + i)) for i in range(4)]
     workload = {"dataset_name": "trace", "mode": "trace", "rows": 4, "trace_time_scale": 1.0, "trace_loops": 1}
-    workload |= {"dataset_path": "/x/captured.jsonl", "trace_summary": trace.brief(records)}
+    workload |= {"dataset_path": "/x/captured.jsonl", "trace_summary": trace.brief(_records())}
     workload |= {"input_len": 256, "output_len": 256}
     return {"workload": workload, "levels": [_level(concurrency, ok)]}
 
@@ -76,3 +79,13 @@ def test_the_reports_give_the_traces_figures_not_in_256_out_256():
     # a hostile summary is shown as "-", never a traceback
     res["workload"]["trace_summary"] = {"rate_req_s": "x", "input_length_p50": True}
     assert "- req/s, in p50 -" in table.describe(res["workload"])
+
+
+def test_a_search_file_takes_a_trace_workload_without_concurrency_levels(tmp_path):
+    path = trace.write(_records(), str(tmp_path / "captured.jsonl"))
+    doc = {"name": "t", "base": "baseline", "axes": {"launch": {"a": {}, "b": {"args": {"enable-mscclpp": True}}}}}
+    doc["workload"] = {"dataset_name": "trace", "dataset_path": path, "trace_time_scale": 2.0, "max_concurrency": 8}
+    doc |= {"objectives": [{"metric": "output_tok_s"}], "limits": [{"metric": "ttft_p99_ms", "max": 2000}]}
+    search = searchfile.parse_search(doc, "t", str(tmp_path / "search.yml"))
+    assert search.workload.levels() == ["trace"] and [o.level for o in search.objectives] == ["trace"]
+    assert search.workload.extravars()["sglang_benchmark_trace_time_scale"] == 2.0

@@ -165,8 +165,9 @@ def _workload(raw: Any, where: str, base: Workload | None = None) -> Workload:
     _need(not unknown, f"{where}: unknown keys {sorted(unknown)}; allowed {sorted(WORKLOAD_KEYS)}")
     values = asdict(base) if base else {}
     values.update(raw)
+    # arrivals that are not closed-loop levels: request rates, an SLA search or a trace's timestamps
     rated = values.get("request_rate") is not None or values.get("sla_search") is not None
-    conc = values.get("concurrency", None if base or rated else ())
+    conc = values.get("concurrency", None if base or rated or values.get("dataset_name") == "trace" else ())
     conc = list(conc) if isinstance(conc, tuple) else conc
     if conc is not None:
         _need(
