@@ -46,3 +46,15 @@ def test_the_role_copies_every_host_module_the_programs_import():
             if isinstance(node, ast.ImportFrom) and node.level:
                 wanted |= {node.module} if node.module else {a.name for a in node.names}
     assert {"watchdog", "gpu_exporter"} <= have and wanted <= have
+
+
+def test_unchanged_modules_cost_one_comparison_and_new_ones_restart_the_exporter():
+    """A no-op converge copied the module folder file by file (3.2 s on a lab container, molecule/watch), and new
+    modules left a running exporter on the old ones."""
+    tasks = {t["name"]: t for t in yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())}
+    install = tasks["Install the watchdog's and the exporter's modules"]
+    compare = tasks["Compare the installed modules with the role's by their digest"]
+    assert compare["check_mode"] is True and install["when"] == f"{compare['register']} is changed"
+    assert install["notify"] == "sglang_watch exporter"
+    handlers = yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())
+    assert any(h.get("listen") == "sglang_watch exporter" and "when" in h for h in handlers)
