@@ -162,3 +162,55 @@ def test_the_server_answers_metrics_and_503_when_the_gpus_cannot_be_read():
         finally:
             server.shutdown()
             server.server_close()
+
+
+def test_idle_and_concurrent_scrapes_hold_bounded_threads_and_one_gpu_read(monkeypatch):
+    """Red team (2026-12-06, MEDIUM): the exporter (on a network address where Prometheus is remote) took every
+    connection on a thread of its own, kept idle ones forever and ran one nvidia-smi per scrape at once: 200 idle
+    sockets held 200 threads. Now MAX_CLIENTS at once (one more closed as it comes), idle ones dropped after IDLE_S,
+    one GPU read at a time."""
+    import socket
+    import time
+
+    reads, most = [], []
+
+    class Slow:
+        def read(self):
+            reads.append(1)
+            most.append(len(reads))
+            time.sleep(0.2)
+            reads.pop()
+            return []
+
+    monkeypatch.setattr(gpu_exporter, "IDLE_S", 0.5)
+    server = gpu_exporter.server("127.0.0.1", 0, Slow())
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    before = threading.active_count()
+    try:
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(gpu_exporter.MAX_CLIENTS)]
+        time.sleep(0.2)
+        for _ in range(20):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as extra:
+                assert extra.recv(1) == b""  # closed at once, not held
+        assert threading.active_count() <= before + gpu_exporter.MAX_CLIENTS
+        started = time.monotonic()
+        assert idle[0].recv(1) == b"" and time.monotonic() - started < 5  # dropped after the idle time
+        for sock in idle:
+            sock.close()
+        time.sleep(0.3)
+
+        def scrape():
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", "/metrics")
+            assert conn.getresponse().status == 200
+
+        scrapes = [threading.Thread(target=scrape) for _ in range(gpu_exporter.MAX_CLIENTS)]
+        for t in scrapes:
+            t.start()
+        for t in scrapes:
+            t.join()
+        assert max(most) == 1  # one nvidia-smi at a time
+    finally:
+        server.shutdown()
+        server.server_close()

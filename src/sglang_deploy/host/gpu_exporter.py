@@ -23,7 +23,13 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
+from .model_share import bounded
+
 DEFAULT_PORT = 9835
+# Scrapes served at once (one more is closed as it comes), each dropped after IDLE_S without a request, and one GPU
+# read at a time: the port may face a network, and each read runs nvidia-smi and journalctl.
+MAX_CLIENTS = 4
+IDLE_S = 30
 # metric -> (type, help); every sample has the label gpu="<index>".
 METRICS = {
     "sglang_gpu_utilization_ratio": ("gauge", "Share of the last sample period a kernel ran on the GPU (0 to 1)."),
@@ -250,13 +256,18 @@ def count_xids(source: NvmlSource) -> None:
 
 
 def handler_for(source):
+    reading = threading.Lock()
+
     class Metrics(http.server.BaseHTTPRequestHandler):
+        timeout = IDLE_S
+
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             if self.path.split("?")[0] != "/metrics":
                 self.send_error(404, "only /metrics")
                 return
             try:
-                body, status = render(source.read()).encode(), 200
+                with reading:
+                    body, status = render(source.read()).encode(), 200
             except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
                 body, status = f"# the GPUs could not be read: {exc}\n".encode(), 503
             self.send_response(status)
@@ -271,6 +282,11 @@ def handler_for(source):
     return Metrics
 
 
+def server(bind: str, port: int, source):
+    """The exporter's HTTP server of ``source`` on bind:port (an IPv4 or IPv6 address, or a name)."""
+    return bounded(bind, port, handler_for(source), MAX_CLIENTS)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sglang-gpu-exporter", description=__doc__.split("\n\n")[0])
     parser.add_argument("--bind", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
@@ -279,9 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     source = open_source()
     if isinstance(source, NvmlSource) and source.events is not None:
         threading.Thread(target=count_xids, args=(source,), daemon=True).start()
-    server = http.server.ThreadingHTTPServer((args.bind, args.port), handler_for(source))
+    httpd = server(args.bind, args.port, source)
     print(f"serving GPU metrics on http://{args.bind}:{args.port}/metrics", flush=True)
-    server.serve_forever()
+    httpd.serve_forever()
     return 0
 
 

@@ -85,14 +85,18 @@ class BoundedServer(http.server.ThreadingHTTPServer):
             self.slots.release()
 
 
+def bounded(bind: str, port: int, handler, clients: int) -> BoundedServer:
+    """A BoundedServer of ``handler`` on bind:port (an IPv4 or IPv6 address, or a name), ``clients`` at once."""
+    family = socket.getaddrinfo(bind, port, type=socket.SOCK_STREAM)[0][0]
+    fields = {"address_family": family, "slots": threading.BoundedSemaphore(clients)}
+    return type("Server", (BoundedServer,), fields)((bind, port), handler)
+
+
 def server(bind: str, port: int, folder: str, token: bytes) -> BoundedServer:
-    """The share of folder on bind:port (an IPv4 or IPv6 address, or a name), for requests that carry token."""
+    """The share of folder on bind:port, for requests that carry token."""
     if len(token) < MIN_TOKEN:
         raise ValueError(f"the token is {len(token)} bytes: {MIN_TOKEN} or more (the role draws 43)")
-    family = socket.getaddrinfo(bind, port, type=socket.SOCK_STREAM)[0][0]
-    handler = type("RoundShare", (Share,), {"token": token, "folder": folder})
-    fields = {"address_family": family, "slots": threading.BoundedSemaphore(MAX_CLIENTS)}
-    return type("Server", (BoundedServer,), fields)((bind, port), handler)
+    return bounded(bind, port, type("RoundShare", (Share,), {"token": token, "folder": folder}), MAX_CLIENTS)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,1 @@
+../../../../src/sglang_deploy/host/model_share.py
