@@ -531,3 +531,12 @@ def test_deploy_takes_the_slos_of_the_inventory_for_an_sla_search(monkeypatch, t
     inventory.write_text(BENCH_INVENTORY)
     got = _deploy_vars(monkeypatch, ["deploy", "baseline", "-i", str(inventory), "-l", "g1", "--sla-search", "1,8"])
     assert got["sglang_benchmark_sla_search"] == [1.0, 8.0]
+
+
+def test_deploy_no_benchmark_turns_the_benchmark_off_and_excludes_bench_again(monkeypatch, capsys):
+    """Issue 52, item 8: skipping the benchmark was a role variable only (-e sglang_benchmark_enabled=false)."""
+    assert _deploy_vars(monkeypatch, ["deploy", "baseline", "--no-benchmark"])["sglang_benchmark_enabled"] is False
+    assert "sglang_benchmark_enabled" not in _deploy_vars(monkeypatch, ["deploy", "baseline"])
+    with pytest.raises(SystemExit) as e:
+        cli.main(["deploy", "baseline", "--no-benchmark", "--bench-again"])
+    assert e.value.code == 2 and "not allowed with argument" in capsys.readouterr().err

@@ -57,15 +57,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         "benchmark it and print the table. " + PROGRESS,
         epilog="Small sweep: --concurrency 1,4 --num-prompts 4. Rates under an SLA: --request-rate 2,4 --slo "
         "ttft_p99_ms=2000 or --slo ttft_p99_ms=2000 --sla-search 1,16. The workload flags set the sglang_benchmark "
-        "role's variables (over -e). Deploy only: -e sglang_benchmark_enabled=false.",
+        "role's variables (over -e). Deploy only: --no-benchmark.",
     )
     p.add_argument("profile", help="launch profile, a key of sglang_profiles (see `sglang-deploy profiles`)")
     workload.add_options(p, playbook=True)
-    p.add_argument(
+    measure = p.add_mutually_exclusive_group()
+    measure.add_argument(
         "--bench-again",
         action="store_true",
         help="benchmark a server this run did not restart although the controller keeps a result of its profile, "
         "launch, unit and stack (skipped by default: -e sglang_benchmark_again=true)",
+    )
+    measure.add_argument(
+        "--no-benchmark",
+        action="store_true",
+        help="deploy only, benchmark nothing (-e sglang_benchmark_enabled=false)",
     )
     p.add_argument(
         "--tags",
@@ -304,6 +310,8 @@ def deploy(args: argparse.Namespace) -> int:
     extravars = _extravars(args)
     if args.bench_again:
         extravars["sglang_benchmark_again"] = True
+    if args.no_benchmark:
+        extravars["sglang_benchmark_enabled"] = False
     try:
         workload.check(extravars, args.inventory, args.limit)
     except ValueError as exc:
