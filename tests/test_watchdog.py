@@ -195,3 +195,27 @@ def test_a_restart_kills_a_server_whose_drain_does_not_end(monkeypatch, drains):
     assert watchdog.restart("sglang", 2.0) == (not drains, None)
     killed = [] if drains else [["kill", "--signal=SIGKILL", "sglang"], ["stop", "sglang"]]
     assert calls == [["stop", "sglang"], *killed, ["reset-failed", "sglang"], ["start", "--no-block", "sglang"]]
+
+
+def test_the_excerpt_leaves_out_request_log_lines(monkeypatch):
+    """Red team (2026-12-06, MEDIUM): the excerpt copied the unit's journal (readable by root and the journal's
+    groups) into the 0644 host record that status brings to the controller, prompts and outputs included where
+    request logging was on (--log-requests, or a traffic capture's level 3). Those lines are left out now."""
+    import subprocess
+
+    prompt = "my card number is 4111 1111 1111 1111"
+    journal = "\n".join(
+        [
+            "2026-12-06T09:00:00+0000 host sglang[1]: Scheduler hit an exception: Traceback",
+            f'2026-12-06T09:00:01+0000 host sglang[1]: {{"timestamp": "x", "event": "request.finished", '
+            f'"obj": {{"text": "{prompt}"}}}}',
+            f"2026-12-06T09:00:02+0000 host sglang[1]: [2026-12-06] Receive: obj=GenerateReqInput(text='{prompt}')",
+            f"2026-12-06T09:00:03+0000 host sglang[1]: [2026-12-06] Finish: obj=GenerateReqInput(text='{prompt}')",
+        ]
+    )
+    monkeypatch.setattr(
+        subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=journal + "\n", stderr="")
+    )
+    lines = watchdog.journal("sglang")
+    assert len(lines) == 4 and "Scheduler hit an exception" in lines[0]
+    assert not any(prompt in line for line in lines)

@@ -40,6 +40,9 @@ from .server_http import Endpoint, request
 HOLD_PATH = "/run/sglang-deploy.hold"
 UNIT_PROPERTIES = ("ActiveState", "SubState", "ExecMainStatus", "ExecMainStartTimestampMonotonic", "LoadState")
 JOURNAL_LINES = 50
+# SGLang's request log (--log-requests, or a traffic capture's level 3): a request's prompt and output. The journal
+# keeps them from other users; the host record is 0644 and reaches the controller, so the excerpt leaves them out.
+REQUEST_LOG = re.compile(r'"event": ?"request\.|\b(?:Receive|Finish): obj=')
 MAX_RESTARTS_KEPT = 100  # restart times the state keeps (the window needs at most max_restarts of them)
 SERVICE_RE = host_record.SERVICE_RE
 
@@ -253,7 +256,8 @@ def look(settings: Settings, api_key: str, now: float, monotonic: float) -> Seen
 
 
 def journal(service: str, lines: int = JOURNAL_LINES) -> list[str]:
-    """The unit's last ``lines`` journal lines (bounded in count; host_record escapes and cuts them)."""
+    """The unit's last ``lines`` journal lines (bounded in count; host_record escapes and cuts them), request log
+    lines left out."""
     try:
         proc = subprocess.run(
             ["journalctl", "-u", service, "-n", str(lines), "--no-pager", "-o", "short-iso"],
@@ -265,7 +269,11 @@ def journal(service: str, lines: int = JOURNAL_LINES) -> list[str]:
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return [f"(journalctl failed: {exc})"]
-    return proc.stdout.splitlines()[-lines:] or [f"(journalctl: {proc.stderr.strip()[:200]})"]
+    found = [
+        "(a request log line: left out)" if REQUEST_LOG.search(line) else line
+        for line in proc.stdout.splitlines()[-lines:]
+    ]
+    return found or [f"(journalctl: {proc.stderr.strip()[:200]})"]
 
 
 def systemctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
