@@ -120,3 +120,38 @@ def test_a_sound_answer_is_written_0600_and_its_notes_escaped(tmp_path, monkeypa
     monkeypatch.setattr(trace, "MAX_TRACE_BYTES", 10)
     with pytest.raises(ValueError, match="over 0 MiB"):
         api_capture._keep(res, _answer(GOOD), 10, str(dest), None, tmp_path)
+
+
+STOPPED_MID_CAPTURE = """
+import os, signal, time
+from sglang_deploy.host.bench import capture, unit_capture
+
+unit_capture.found_logging = lambda url, key: dict(unit_capture.OFF)
+capture.switch = lambda url, key, on: print("logging on", flush=True)
+unit_capture.restore = lambda url, key, settings: print("restored", settings, flush=True)
+
+
+class Clock:
+    def time(self):
+        return time.time()
+
+    def sleep(self, s):  # the play is stopped while the capture waits
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+
+
+unit_capture.run("http://127.0.0.1:1", "sglang", limits=capture.Limits(60, 10), clock=Clock())
+"""
+
+
+def test_a_capture_stopped_by_a_signal_sets_request_logging_back():
+    """Red team (2026-12-06, MEDIUM): a play stopped mid-capture (Ctrl-C, a lost connection: the module gets
+    SIGTERM or SIGHUP) ended it without its `finally`, leaving the server at level 3, writing every prompt and
+    output to its journal until the next restart. The signal now raises, and logging is set back."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", STOPPED_MID_CAPTURE], capture_output=True, text=True, timeout=60)
+    assert "logging on" in proc.stdout
+    assert "restored {'log_requests': False" in proc.stdout, (proc.returncode, proc.stderr[-500:])
+    assert "stopped by signal" in proc.stderr

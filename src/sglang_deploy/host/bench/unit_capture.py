@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -66,6 +67,10 @@ def journal_lines(service: str, since: float, until: float | None, limits: captu
         proc.wait()
 
 
+def _stopped(signum, _frame) -> None:
+    raise InterruptedError(f"stopped by signal {signum} during the capture; request logging was set back")
+
+
 def finished_count(service: str, since: float, limits: capture.Limits) -> int:
     return sum(capture.EVENT in line for line in journal_lines(service, since, None, limits))
 
@@ -86,15 +91,22 @@ def run(
     key, admin = keys(env_file, api_key)
     before = found_logging(url, key)
     start = clock.time()
-    capture.switch(url, admin, True)
+    # A play stopped mid-capture (Ctrl-C, a lost connection) ends the module with SIGTERM or SIGHUP: restore first,
+    # or the server keeps writing every prompt to its journal (level 3).
+    previous = {s: signal.signal(s, _stopped) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        deadline = start + limits.seconds
-        while (now := clock.time()) < deadline:
-            clock.sleep(min(POLL_S, deadline - now))
-            if finished_count(service, start, limits) >= limits.requests:
-                break
+        capture.switch(url, admin, True)
+        try:
+            deadline = start + limits.seconds
+            while (now := clock.time()) < deadline:
+                clock.sleep(min(POLL_S, deadline - now))
+                if finished_count(service, start, limits) >= limits.requests:
+                    break
+        finally:
+            restore(url, admin, before)
     finally:
-        restore(url, admin, before)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     with contextlib.suppress(OSError, subprocess.SubprocessError):  # journald writes what it holds
         subprocess.run(["journalctl", "--sync"], capture_output=True, timeout=30, check=False)
     lines = list(journal_lines(service, start, clock.time() + 1, limits))
