@@ -90,3 +90,49 @@ echo waited
         if up.exists():
             subprocess.run(["kill", up.read_text().strip()], check=False)
     assert out.stdout == "waited\n", out.stderr
+
+
+def _ensure_venv(tmp_path: Path, venv_python: str | None) -> subprocess.CompletedProcess:
+    """./lab's ensure_venv on a venv whose bin/python prints `venv_python`'s version (None: no venv yet), with a
+    python3.12 on PATH that records being asked to make a venv."""
+    script = (REPO / "lab").read_text()
+    funcs = "".join(script[script.index(f"{n}() {{") : script.index("\n}\n", script.index(f"{n}() {{")) + 3]
+                    for n in ("pick_python", "ensure_venv"))  # fmt: skip
+    bin_dir, venv = tmp_path / "bin", tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    bin_dir.mkdir()
+    _fake(bin_dir, "python3.12", f'echo "python3.12 $*" >> "{tmp_path}/calls"; exit 0')
+    _fake(bin_dir, "python", "exit 0")  # tools/fetch_collections.py
+    _fake(venv / "bin", "pip", f'echo "pip $*" >> "{tmp_path}/calls"')
+    (venv / "bin" / "activate").write_text("")
+    if venv_python is not None:
+        _fake(venv / "bin", "python", f"echo {venv_python}")
+    run = f"""say() {{ echo "$*"; }}; die() {{ echo "$*" >&2; exit 1; }}
+VENV="{venv}"; LOGDIR="{tmp_path}"
+{funcs}
+ensure_venv
+"""
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return subprocess.run(["bash", "-c", run], cwd=REPO, env=env, capture_output=True, text=True, timeout=30)
+
+
+def test_a_venv_made_as_the_readme_says_is_kept_with_its_python(tmp_path):
+    """Issue 52, item 8: `python3 -m venv .venv` (3.11) as the README says, then ./lab made it again with 3.12 on
+    top (59 s, two interpreters in one venv)."""
+    out = _ensure_venv(tmp_path, "3.11")
+    calls = (tmp_path / "calls").read_text()
+    assert out.returncode == 0, out.stderr
+    assert "python3.12" not in calls and "pip install -q -c constraints.txt -e .[test]" in calls
+    assert "its Python 3.11, kept" in out.stdout
+
+
+def test_a_venv_of_an_unsupported_python_is_refused_with_the_fix(tmp_path):
+    out = _ensure_venv(tmp_path, "3.10")
+    assert out.returncode == 1 and not (tmp_path / "calls").exists()
+    assert "runs Python 3.10, not 3.11 or later" in out.stderr and "rm -rf" in out.stderr
+
+
+def test_no_venv_yet_is_created_with_the_python_picked(tmp_path):
+    out = _ensure_venv(tmp_path, None)
+    assert out.returncode == 0, out.stderr
+    assert "python3.12 -m venv" in (tmp_path / "calls").read_text()
