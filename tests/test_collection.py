@@ -348,3 +348,25 @@ def test_the_build_refuses_a_work_folder_that_is_a_link_or_tracked(source, tmp_p
     with pytest.raises(SystemExit, match="is a link"):
         collection.stage()
     assert (outside / "keep").read_text() == "x"
+
+
+def test_readme_says_why_ansible_galaxy_install_inside_the_clone_installs_nothing(tmp_path):
+    """Issue 52, item 8: `ansible-galaxy collection install .` inside the clone installed nothing without a word of
+    why: the clone's collections path (ansible.cfg) links sglang.deploy to the clone. The README quotes what it says."""
+    linked = tmp_path / "collections" / "ansible_collections" / "sglang"
+    linked.mkdir(parents=True)
+    (linked / "deploy").symlink_to(REPO)  # what tools/fetch_collections.py makes under the clone's collections/
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(tmp_path / "collections")}
+    out = subprocess.run(
+        [BIN / "ansible-galaxy", "collection", "install", ".", "-p", tmp_path / "elsewhere"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    said = "Nothing to do. All requested collections are already installed."
+    assert said in out.stdout and not (tmp_path / "elsewhere" / "ansible_collections" / "sglang").exists()
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert f'`ansible-galaxy collection install .` there answers "{said}"' in readme
+    assert "install with `tools/collection.py install PATH`" in readme
