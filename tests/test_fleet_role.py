@@ -37,10 +37,10 @@ def where(pattern: str) -> list[str]:
         ("the local-fact read", r"gather_subset:.*local", "roles/sglang_fleet/tasks/local_facts.yml"),
         ("the rule facts", r"sglang_host_rule_facts", "roles/sglang_server/tasks/facts.yml"),
         ("the default profile", r"'baseline'\)", "roles/sglang_server/defaults/main.yml"),
-        ("the host record's writer", r"^\s*sglang.deploy.sglang_host_record:", None),
+        ("the host record's writer", r"^\s*sglang.deploy.sglang_host_record:\n\s*event: (?!read\b)", None),
         ("a service account", r"ansible\.builtin\.user:", "roles/sglang_service/tasks/account.yml"),
         ("a service's launcher", r"src: launch\.py", "roles/sglang_service/tasks/launcher.yml"),
-        ("a service's environment file", r"mode: \"0600\"\n  no_log: true", "roles/sglang_service/tasks/files.yml"),
+        ("a service's environment file", r"env_path \}\}\"\n(?:.*\n)*?\s*mode: \"0600\"\n  no_log: true", "roles/sglang_service/tasks/files.yml"),
     ],
 )
 def test_each_fleet_concern_is_written_in_one_place(what, pattern, owner):
@@ -85,6 +85,7 @@ RECORD = {
     "venv_link": "/opt/sglang/venv",
     "venv_target": "/opt/sglang/venv-a",
     "accuracy_warnings": ["DeepGemm is enabled but ... This might cause accuracy degradation on Blackwell."],
+    "stack": "stable-0.5.23-2026-11-30-3f2a",
 }
 
 
@@ -104,7 +105,7 @@ def test_the_record_after_each_event():
     # A new ask ends the rollback; a field outside the schema is not kept.
     again = host_record.update({**back, "stray": 1}, "asked", {"profile": "nextn", "service": "sglang"})
     assert "rolled_back" not in again and "stray" not in again
-    assert set(deployed) | {"rolled_back"} == set(host_record.FIELDS)
+    assert set(deployed) | {"rolled_back", "watchdog"} == set(host_record.FIELDS)  # watchdog: its own writer
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,21 @@ SHOWN_PROBLEMS = 5
 SHADOWED = {"sglang_quality_store", "sglang_quality"}
 
 
+def _reference(store, model: str, host: str, profile: str, pinned: str) -> dict | None:
+    """The stored fingerprint the deploy is held against (fingerprints.reference); a pinned stack without one fails:
+    a canary held against nothing would pass whatever it answers."""
+    try:
+        ref = fingerprints.reference(store, model, host, profile, pinned) if store else None
+    except fingerprints.FingerprintError as exc:
+        raise AnsibleActionFail(f"sglang_quality: {exc}") from exc
+    if pinned and ref is None:
+        raise AnsibleActionFail(
+            f"sglang_quality: no fingerprint of profile {profile!r} on stack {pinned!r} is kept for this host"
+            f" in {store}: deploy that profile on that stack first (its gate keeps one)"
+        )
+    return ref
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
@@ -34,16 +49,7 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"sglang_quality: the host reports facts named {', '.join(shadowed)}: refused")
         store, model, profile = args.get("store"), args.get("model") or "", args.get("profile") or ""
         host = task_vars.get("inventory_hostname") or ""
-        pinned = args.pop("reference_stack", "") or ""
-        try:
-            ref = fingerprints.reference(store, model, host, profile, pinned) if store else None
-        except fingerprints.FingerprintError as exc:
-            raise AnsibleActionFail(f"sglang_quality: {exc}") from exc
-        if pinned and ref is None:  # a canary held against nothing would pass whatever it answers
-            raise AnsibleActionFail(
-                f"sglang_quality: no fingerprint of profile {profile!r} on stack {pinned!r} is kept for this host"
-                f" in {store}: deploy that profile on that stack first (its gate keeps one)"
-            )
+        ref = _reference(store, model, host, profile, args.pop("reference_stack", "") or "")
         module_args = {**args, "reference": (ref or {}).get("fingerprint")}
         found = self._execute_module(
             module_name="sglang.deploy.sglang_quality", module_args=module_args, task_vars=task_vars

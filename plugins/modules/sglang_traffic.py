@@ -11,8 +11,8 @@ short_description: Capture a deployed SGLang server's traffic as a Mooncake trac
 description:
   - Turns the server's request logging on at runtime (C(POST /configure_logging), JSON lines, level 3) without a
     restart, waits O(duration) seconds or until O(max_requests) requests finished, reads the C(request.finished) lines
-    of that window from the unit's journal (C(journalctl -u UNIT -o cat), bounded) and turns them into a trace:
-    arrival, input and output token counts, prefix blocks as hashes. Logging is then set back to what
+    of that window from the unit's journal (C(journalctl -u UNIT -o cat), bounded) and turns them into a trace
+    (arrival, input and output token counts, prefix blocks as hashes). Logging is then set back to what
     C(/server_info) said it was.
   - The API key and the admin key come from O(api_key) or the server's 0600 environment file O(env_file); they go as
     headers only. The prompts' text is kept only with O(keep_text), in a 0600 file on the host (O(text_file) returned).

@@ -11,9 +11,9 @@ PROBLEM_CHARS = 300
 
 
 def summary(raw: object) -> dict | None:
-    """{"passed": True, False or None (not checked), "firm" (failed for a reason that is not numerics), "mode", "score", "agreement", "drift" (the largest logprob drift,
-    nats), "reference" (the fingerprint file held against), "problems": [text]} of a gate result, None when ``raw``
-    is none."""
+    """{"passed": True, False or None (not checked), "firm" (failed for a reason that is not numerics), "mode",
+    "score", "agreement", "drift" (the largest logprob drift, nats), "reference" (the fingerprint file held against),
+    "problems": [text]} of a gate result, None when ``raw`` is none."""
     if not isinstance(raw, dict):
         return None
     answers, drift = raw.get("answers"), raw.get("drift")

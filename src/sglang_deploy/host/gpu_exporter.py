@@ -288,7 +288,7 @@ def server(bind: str, port: int, source):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sglang-gpu-exporter", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="sglang-gpu-exporter", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--bind", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     args = parser.parse_args(argv)

@@ -384,7 +384,7 @@ def run_once(settings: Settings, now: float, monotonic: float) -> tuple[str, lis
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sglang-watch", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="sglang-watch", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--config", required=True, help="the JSON settings (the sglang_watch role writes them)")
     args = parser.parse_args(argv)
     try:

@@ -59,7 +59,7 @@ def scrape_configs(targets: Sequence[Mapping], blackbox: str) -> list[dict]:
     target (the rule SGLangNotReady joins them on it)."""
     hosts = [target_from(t) for t in targets]
     servers = [(t.server, {RELEASE_LABEL: t.release}) for t in hosts if t.server]
-    seen = [address for address, _ in servers]
+    seen = [address for address, _labels in servers]
     if len(set(seen)) < len(seen):
         raise MonitorError(f"two servers share an address ({', '.join(seen)}): give each host its own")
     probe = {
