@@ -3,11 +3,10 @@ before restored (the Rollout); compare_report builds the comparison from the run
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import replace
 
-from sglang_deploy.compare import noise
+from sglang_deploy.compare import estimate, noise
 
 from .results import RunResult
 from .rollout import Rollout
@@ -82,7 +81,7 @@ def _interleaved(rollout: Rollout, profiles: list, restore: str | None, repeats:
     before = rollout.serving() if restore is None else restore
     order = schedule(list(profiles) if keep_order else measuring_order(profiles, before), repeats)
     force = bool({**MEASURE_ON_FLEET, **rollout.extravars}["sglang_fleet_force_restart"])
-    plan = plan_cost(order, before, last_start_s(before if isinstance(before, dict) else {}), force)
+    plan = plan_cost(order, before, _timings(before if isinstance(before, dict) else None), force)
     rollout.phase("plan: " + plan["text"])
     runs: dict = {name: [] for name in profiles}
     done: list = []
@@ -136,13 +135,17 @@ def _side_by_side(rollout: Rollout, profiles: list, restore: str | None, repeats
     where = side_by_side_hosts(profiles, serving)
     label = " / ".join(f"{h} ({p})" for p, h in where.items())
     order = schedule(list(profiles), repeats)
+    back = {h: restore or serving.get(h) for h in where.values()}
+    restoring = {back[h] for p, h in where.items() if back[h] and back[h] != p}
+    cost = estimate.estimate(len(profiles), len(order), len(restoring), _timings(serving))
     plan = {
         "deploys": len(profiles),
         "restarts": sum(1 for p, h in where.items() if serving[h] != p),
         "order": order,
         "hosts": where,
+        "estimate": cost,
         "text": f"side by side: {label}; each deployed once, then {repeats} rounds of benchmarks in the order "
-        f"{' '.join(order)}, no restart between",
+        f"{' '.join(order)}, no restart between; {cost['text']}",
     }
     rollout.phase("plan: " + plan["text"])
     setups = []
@@ -162,7 +165,6 @@ def _side_by_side(rollout: Rollout, profiles: list, restore: str | None, repeats
         done.append(name)
         if run.status == "canceled":  # Ctrl-C: stop here, restore nothing
             return runs, done, setups, [], plan
-    back = {h: restore or serving.get(h) for h in where.values()}
     restores = rollout.restore({h: back[h] for p, h in where.items() if back[h] and back[h] != p})
     return runs, done, setups, restores, plan
 
@@ -174,42 +176,30 @@ def schedule(order: list, repeats: int) -> list:
     return [name for rnd in rounds for name in rnd]
 
 
-def plan_cost(order: list, before: dict | str, start_s: float | None, force: bool = True) -> dict:
-    """The schedule's deploys and server restarts, and what the restarts cost at the last measured start. With
-    ``force`` (compare's default, sglang_fleet_force_restart) every deploy restarts the servers, so that each is
-    benchmarked after a fresh start; without it only a deploy of another profile than the one serving does."""
+def plan_cost(order: list, before: dict | str, timings: estimate.Timings, force: bool = True) -> dict:
+    """The schedule's deploys and server restarts, and how long the whole run takes (estimate: each deploy, each
+    benchmark, the restore, at ``timings``). With ``force`` (compare's default, sglang_fleet_force_restart) every
+    deploy restarts the servers, so that each is benchmarked after a fresh start; without it only a deploy of
+    another profile than the one serving does, and a profile's repeat right after its own run is a benchmark only."""
     now = {before} if isinstance(before, str) else set(before.values())
     serving = next(iter(now)) if len(now) == 1 else None
     restarts = (
         len(order) if force else sum(1 for i, name in enumerate(order) if name != (order[i - 1] if i else serving))
     )
-    text = f"{len(order)} deploys in the order {' '.join(order)}, {restarts} of them restart the servers"
-    if start_s is not None:
-        text += f" (about {restarts * start_s:.0f} s of server starts at the last measured start, {start_s:.0f} s)"
-    else:
-        text += " (no start measured on these hosts yet: each costs a server start)"
-    return {"deploys": len(order), "restarts": restarts, "start_s": start_s, "order": order, "text": text}
+    deploys = len(order) if force else sum(1 for i, name in enumerate(order) if not i or name != order[i - 1])
+    restoring = {before} - {order[-1]} if isinstance(before, str) else {p for p in now if p and p != order[-1]}
+    cost = estimate.estimate(deploys, len(order), len(restoring), timings)
+    text = (
+        f"{len(order)} deploys in the order {' '.join(order)}, {restarts} of them restart the servers; {cost['text']}"
+    )
+    return {"deploys": len(order), "restarts": restarts, "order": order, "estimate": cost, "text": text}
 
 
-def last_start_s(hosts) -> float | None:
-    """The slowest of the hosts' last measured starts: the startup report (ready seconds) in the newest result
-    file of each host on the controller; None when none has one."""
-    from sglang_deploy.paths import RESULTS, read_bounded
+def _timings(hosts: dict | None) -> estimate.Timings:
+    """What earlier runs on these hosts (None: on any) took, from the controller's results."""
+    from sglang_deploy.paths import RESULTS
 
-    found = []
-    for host in sorted(hosts):
-        folder = RESULTS / str(host)
-        files = sorted(folder.glob("*.json"), reverse=True)[:20] if folder.is_dir() else []
-        for path in files:
-            try:
-                doc = json.loads(read_bounded(path, 64 << 20, "a benchmark result"))
-                total = doc["context"]["deployed"]["startup"]["phases"]["total"]
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            if isinstance(total, (int, float)) and 0 < total < 1e6:
-                found.append(float(total))
-                break
-    return max(found) if found else None
+    return estimate.timings(RESULTS, hosts)
 
 
 def measuring_order(profiles: list, before: dict | str) -> list:
