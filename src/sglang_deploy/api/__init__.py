@@ -3,7 +3,7 @@
 - runner: run_playbook, one ansible-runner run of a playbook of the project in a private data dir
 - redaction: secret extra variables kept out of the run's argv, files and events
 - results: RunResult, StatusResult and their parts, read from the run's events (pure)
-- operations: deploy, status, rollback, lab (one playbook each)
+- operations: deploy, status, rollback, lab, lab_monitor (one playbook each)
 - rollout: the engine of compare and tune: read what each host serves, deploy, restore it
 - traffic_capture: capture(), one host's traffic as a trace (playbooks/traffic.yml)
 - comparison: compare(); search: tune(), the flag-matrix search; canary: canary(), a stack upgrade tried on one host
@@ -19,26 +19,33 @@ from .traffic_capture import CaptureResult, capture
 from .canary import CanaryError, CanaryResult, canary
 from .canary import default_target as canary_target
 from .comparison import DEFAULT_REPEATS, MAX_REPEATS, compare
-from .operations import PHASES, deploy, lab, rollback, status, unknown_profile
+from .operations import LAB_MONITORING, PHASES, deploy, lab, lab_monitor, rollback, status, unknown_profile
 from .results import (
+    Alert,
+    Alerts,
     Failure,
     HostOutcome,
     HostStatus,
     RunResult,
     StatusResult,
     failure_message,
+    parse_alerts,
     parse_fleet,
     parse_status,
+    prometheus_urls,
 )
 from .rollout import PHASE_EVENT, HostReportError
 from .runner import inventory_path
 from .search import TuneResult, tune
 
 __all__ = [
+    "Alert",
+    "Alerts",
     "CanaryError",
     "CanaryResult",
     "CaptureResult",
     "DEFAULT_REPEATS",
+    "LAB_MONITORING",
     "MAX_REPEATS",
     "PHASES",
     "PHASE_EVENT",
@@ -57,8 +64,11 @@ __all__ = [
     "failure_message",
     "inventory_path",
     "lab",
+    "lab_monitor",
+    "parse_alerts",
     "parse_fleet",
     "parse_status",
+    "prometheus_urls",
     "rollback",
     "status",
     "tune",

@@ -1,16 +1,20 @@
-"""The runs of one playbook each: deploy (site.yml), status, rollback and lab; and the usage error a failed run may
-carry (an unknown profile name)."""
+"""The runs of one playbook each: deploy (site.yml), status, rollback, lab and lab_monitor; and the usage error a
+failed run may carry (an unknown profile name)."""
 
 from __future__ import annotations
 
 import re
 
+from sglang_deploy.paths import REPO
+
 from . import runner
-from .results import RunResult, StatusResult, parse_fleet, parse_status
+from .results import RunResult, StatusResult, parse_alerts, parse_fleet, parse_status
 from .runner import EventHandler
 
 # The tags of site.yml's phases, for deploy(tags=...).
 PHASES = ("install", "model", "configure", "restart", "benchmark")
+# inventory/lab.yml with its host in the group monitoring and the servers' metrics on.
+LAB_MONITORING = REPO / "inventory" / "lab-monitoring"
 
 
 def deploy(
@@ -39,12 +43,13 @@ def deploy(
 
 
 def status(inventory=None, limit: str | None = None, on_event: EventHandler | None = None) -> StatusResult:
-    """What each host serves, from playbooks/status.yml (read-only)."""
+    """What each host serves, the fleet behind each router and the alerts each Prometheus fires, from
+    playbooks/status.yml (read-only)."""
     run = runner.run_playbook(
         "playbooks/status.yml", inventory=inventory, limit=limit, on_event=on_event, kind="status"
     )
     hosts = parse_status(run.data)
-    return StatusResult(hosts=hosts, run=run, fleet=parse_fleet(run.data, hosts))
+    return StatusResult(hosts=hosts, run=run, fleet=parse_fleet(run.data, hosts), alerts=parse_alerts(run.data))
 
 
 def rollback(
@@ -73,6 +78,21 @@ def lab(
         extravars={**(extravars or {}), "lab_state": state},
         on_event=on_event,
         kind=f"lab-{state}",
+    )
+
+
+def lab_monitor(
+    profile: str = "baseline", inventory=None, extravars: dict | None = None, on_event: EventHandler | None = None
+) -> RunResult:
+    """Prometheus beside the lab: site.yml with `profile` on the lab inventory whose host is also the group
+    monitoring's (LAB_MONITORING: metrics on, Prometheus on the container's address), no benchmark. The deploy
+    restarts the server once with --enable-metrics; playbooks/monitoring.yml, site.yml's last plays, installs
+    Prometheus. Where it answers: results.prometheus_urls(result.data)."""
+    return deploy(
+        profile,
+        inventory=inventory or LAB_MONITORING,
+        extravars={"sglang_benchmark_enabled": False, **(extravars or {})},
+        on_event=on_event,
     )
 
 

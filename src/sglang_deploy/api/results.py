@@ -1,17 +1,20 @@
 """The results of playbook runs (RunResult, StatusResult and their parts), read from ansible-runner's events, never
 from stdout: per-host outcome from `playbook_on_stats`, failures from `runner_on_failed` / `runner_on_unreachable`
 (with the fields a module returns, e.g. sglang_profile's `unknown_profile`), data the playbooks publish with
-`set_stats` from the stats event's `artifact_data` (`sglang_benchmark`, `sglang_benchmark_file`, `sglang_status`).
+`set_stats` from the stats event's `artifact_data` (`sglang_benchmark`, `sglang_benchmark_file`, `sglang_status`,
+`sglang_alerts`).
 Pure: nothing here runs anything.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 
 from sglang_deploy.compare import gate, validate
 from sglang_deploy.fleet import fleet
-from sglang_deploy.host import host_record
+from sglang_deploy.host import host_record, prometheus_alerts
+from sglang_deploy.host import text as host_text
 from sglang_deploy.host.readiness import parse_systemctl_show
 
 
@@ -157,14 +160,39 @@ class HostStatus:
 
 
 @dataclass
+class Alert:
+    """A firing alert as a Prometheus reports it (host.prometheus_alerts.FIELDS), each field escaped text."""
+
+    name: str
+    instance: str
+    severity: str
+    since: str  # when it became active: 2026-12-06T09:40:12Z (Prometheus's activeAt without the fraction)
+    summary: str
+
+
+@dataclass
+class Alerts:
+    """What the Prometheus of one host of the group monitoring fires (playbooks/status.yml): the firing alerts (at
+    most prometheus_alerts.MAX_ALERTS), how many fire and wait for their `for:`; error: why there is nothing to read
+    (Prometheus did not answer, or its report breaks the schema)."""
+
+    alerts: list = field(default_factory=list)
+    firing: int = 0
+    pending: int = 0
+    error: str | None = None
+
+
+@dataclass
 class StatusResult:
-    """status(): host -> HostStatus, the run that read it (failures of unreachable hosts), and per router host
+    """status(): host -> HostStatus, the run that read it (failures of unreachable hosts), per router host
     (inventory group sglang_router) the fleet behind it: fleet.fleet_view() (the router's unit, readiness and
-    workers, what each replica serves, the mismatches)."""
+    workers, what each replica serves, the mismatches), and per monitoring host (group monitoring) the Alerts its
+    Prometheus fires."""
 
     hosts: dict
     run: RunResult
     fleet: dict = field(default_factory=dict)
+    alerts: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -175,6 +203,7 @@ class StatusResult:
             "ok": self.ok,
             "hosts": {h: {**asdict(s), "serving": s.serving, "stack": s.stack} for h, s in self.hosts.items()},
             "fleet": self.fleet,
+            "alerts": {h: asdict(a) for h, a in self.alerts.items()},
             "failures": [asdict(f) for f in self.run.failures],
             "error": self.run.error,
             "artifacts": self.run.artifacts,
@@ -285,6 +314,68 @@ def _reported(raw: object) -> tuple:
     if not isinstance(unit, str) or not isinstance(manifest, (dict, type(None))):
         raise host_record.RecordError("its unit properties or stack manifest are not what status.yml publishes")
     return host_record.read(local), parse_systemctl_show(unit), local, manifest
+
+
+MAX_COUNT = 10**6  # of firing or pending alerts
+MAX_ERROR = 1000  # characters of a report's error shown
+_SINCE = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)\Z")
+
+
+def parse_alerts(data: dict) -> dict:
+    """monitoring host -> Alerts from the set_stats data `sglang_alerts` of playbooks/status.yml. A report is data from
+    a host: one that breaks the schema (types, prometheus_alerts' bounds) is refused as that host's error; text is
+    kept with its control characters escaped (host.text)."""
+    reports = data.get("sglang_alerts") or {}
+    if not isinstance(reports, dict):
+        return {}
+    out = {}
+    for host, raw in sorted(reports.items()):
+        try:
+            out[host] = _alerts(raw)
+        except ValueError as exc:
+            out[host] = Alerts(error=f"its alert report is refused: {exc}")
+    return out
+
+
+def _alerts(raw: object) -> Alerts:
+    if not isinstance(raw, dict):
+        raise ValueError("not a mapping")
+    if raw.get("error") is not None:
+        return Alerts(error=host_text.escaped(str(raw["error"])[:MAX_ERROR]))
+    alerts, counts = raw.get("alerts"), [raw.get("firing"), raw.get("pending")]
+    if not isinstance(alerts, list) or len(alerts) > prometheus_alerts.MAX_ALERTS:
+        raise ValueError(f"alerts is not a list of at most {prometheus_alerts.MAX_ALERTS}")
+    if any(type(n) is not int or not 0 <= n <= MAX_COUNT for n in counts) or counts[0] < len(alerts):
+        raise ValueError(f"firing or pending is not a count from 0 to {MAX_COUNT} (firing: at least the alerts listed)")
+    return Alerts(alerts=[_alert(a) for a in alerts], firing=counts[0], pending=counts[1])
+
+
+def _alert(raw: object) -> Alert:
+    if not isinstance(raw, dict):
+        raise ValueError("an alert is not a mapping")
+    values = [raw.get(name) for name in prometheus_alerts.FIELDS]
+    bad = [
+        n
+        for n, v in zip(prometheus_alerts.FIELDS, values)
+        if not isinstance(v, str) or len(v) > prometheus_alerts.MAX_TEXT
+    ]
+    if bad:
+        raise ValueError(f"an alert's {bad[0]} is not text of at most {prometheus_alerts.MAX_TEXT} characters")
+    shown = dict(zip(prometheus_alerts.FIELDS, map(host_text.escaped, values)))
+    since = _SINCE.match(shown["since"])
+    return Alert(**{**shown, "since": "".join(since.groups()) if since else shown["since"]})
+
+
+_URL = re.compile(r"http://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):[0-9]{1,5}\Z")
+
+
+def prometheus_urls(data: dict) -> dict:
+    """monitoring host -> where its Prometheus answers (set_stats `sglang_prometheus` of the role sglang_monitoring):
+    http://ADDRESS:PORT; a value of another form is left out."""
+    urls = data.get("sglang_prometheus") or {}
+    if not isinstance(urls, dict):
+        return {}
+    return {h: u for h, u in sorted(urls.items()) if isinstance(u, str) and _URL.match(u)}
 
 
 def parse_fleet(data: dict, hosts: dict) -> dict:

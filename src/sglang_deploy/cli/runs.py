@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from sglang_deploy.host.files import check_folder
 from sglang_deploy.cli import workload
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.cli.extravars import parse_extravars
+from sglang_deploy.cli.monitor_view import format_alerts, format_prometheus
 from sglang_deploy.cli.progress import Progress
 
 PROGRESS = (
@@ -149,12 +151,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "status",
         parents=[common],
-        help="what each host serves, and the fleet behind each router (read-only)",
+        help="what each host serves, the fleet behind each router, the alerts that fire (read-only)",
         description="Per host: the profile of the installed unit, the unit state, the last good "
         "profile and the stack manifest. Per router (inventory group sglang_router): its unit, readiness and "
         "workers as smg reports them (GET /workers, with sglang_router_admin_api_key), what each replica serves, and "
         "every mismatch with its fix (a replica serving another profile or stack, a replica the router does not "
-        "list or route to, a worker the inventory does not have). " + PROGRESS,
+        "list or route to, a worker the inventory does not have). Per Prometheus (inventory group monitoring): the "
+        "alerts it fires; they leave the exit status 0, a Prometheus that does not answer makes it 1. " + PROGRESS,
     )
     p.set_defaults(func=status)
 
@@ -169,12 +172,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "lab",
         parents=[common],
-        help="create or remove the lab containers",
+        help="create or remove the lab containers, or run Prometheus beside the lab",
         description="up: build the lab image if needed and start the lab containers of the "
         "inventory group `lab`; down: remove them (the image stays). With -i inventory/fleet-lab.yml: the lab "
-        "fleet, three replicas and the smg router on the Docker network sglang-fleet. " + PROGRESS,
+        "fleet, three replicas and the smg router on the Docker network sglang-fleet. monitor: deploy --profile "
+        "with the metrics on and Prometheus, Alertmanager and the exporters on the lab host (site.yml, no "
+        "benchmark, inventory inventory/lab-monitoring), then print where Prometheus answers. " + PROGRESS,
     )
-    p.add_argument("action", choices=["up", "down"])
+    p.add_argument("action", choices=["up", "down", "monitor"])
+    p.add_argument("--profile", help="monitor: the profile deployed with the metrics on (default baseline)")
     p.set_defaults(func=lab)
 
 
@@ -475,10 +481,11 @@ def status(args: argparse.Namespace) -> int:
         _emit_json(found.to_dict())
     else:
         print(format_status(found.hosts))
-        for line in format_fleet(found.fleet):
+        for line in format_fleet(found.fleet) + format_alerts(found.alerts):
             print(line)
     _print_failures(found.run)
-    return 1 if any(s.error for s in found.hosts.values()) else _exit_code(found.run)
+    refused = any(s.error for s in (*found.hosts.values(), *found.alerts.values()))
+    return 1 if refused else _exit_code(found.run)
 
 
 def rollback(args: argparse.Namespace) -> int:
@@ -495,6 +502,10 @@ def rollback(args: argparse.Namespace) -> int:
 
 def lab(args: argparse.Namespace) -> int:
     extravars = _extravars(args)
+    if args.action == "monitor":
+        return _lab_monitor(args, extravars)
+    if args.profile:
+        raise UsageError("--profile is for `sglang-deploy lab monitor` only")
     with Progress() as progress:
         result = api.lab(
             "present" if args.action == "up" else "absent",
@@ -507,4 +518,26 @@ def lab(args: argparse.Namespace) -> int:
     else:
         print(f"lab {args.action}: {'done' if result.ok else 'FAILED'}")
     _print_failures(result)
+    return _exit_code(result)
+
+
+def _lab_monitor(args: argparse.Namespace, extravars: dict) -> int:
+    inventory = args.inventory or os.path.relpath(api.LAB_MONITORING)
+    with Progress() as progress:
+        result = api.lab_monitor(
+            args.profile or "baseline", inventory=inventory, extravars=extravars, on_event=progress
+        )
+    urls = api.prometheus_urls(result.data)
+    if args.json:
+        _emit_json({**result.to_dict(), "prometheus": urls})
+    else:
+        print(f"lab monitor: {'done' if result.ok else 'FAILED'}")
+        if urls:
+            print("\n".join(format_prometheus(urls, inventory)))
+    usage = _unknown_profile([result])
+    if usage:
+        raise UsageError(usage)
+    _print_failures(result)
+    if result.ok and not urls:
+        raise UsageError(f"the inventory {inventory} has no host in the group monitoring: leave -i out (the lab's)")
     return _exit_code(result)
