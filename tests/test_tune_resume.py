@@ -291,3 +291,29 @@ def test_promoting_a_candidate_tied_with_the_leader_says_so(search, monkeypatch,
     )
     assert f"candidate #{chosen.candidate.index} is tied with " in res.promoted["warning"]
     assert "no measured difference makes it the better one" in res.promoted["warning"]
+
+
+def test_the_plan_estimates_the_whole_search_from_the_runs_it_has_ahead(search, monkeypatch, tmp_path, capsys):
+    """Issue 52, item 8: tune printed no estimate (584 s on the lab). The plan counts each run still ahead as a
+    deploy and a benchmark, then the restore; a resumed search counts only what is not stored."""
+    from sglang_deploy import paths
+
+    monkeypatch.setattr(paths, "RESULTS", tmp_path / "results")  # no earlier run: the guess
+    s, planned = search
+    lab = Lab(monkeypatch)
+    lab.planned = planned
+    seen: list = []
+    res = api.tune(s, out_dir=tmp_path / "out", repeats=2, on_plan=seen.append)
+    est, runnable = seen[0].estimate, sum(1 for p in planned if not p.pruned)
+    top = min(runnable, 3 * len(s.objectives))  # at most: the objectives' top 3 may overlap
+    assert (est["deploys"], est["benchmarks"], est["restores"]) == (runnable + top, runnable + top, 1)
+    assert runnable < res.outcome.new_runs <= runnable + top
+    assert est["text"].endswith("no earlier run on these hosts: a guess")
+    assert res.outcome.to_dict()["estimate"] == est  # outcome.json and --json
+    seen.clear()
+    api.tune(s, out_dir=tmp_path / "out", on_plan=seen.append)  # resumed: the first runs are stored
+    assert seen[0].estimate["deploys"] == top
+    from sglang_deploy.cli.tune import print_plan
+
+    print_plan(seen[0])
+    assert f"  {seen[0].estimate['text']}\n" in capsys.readouterr().err

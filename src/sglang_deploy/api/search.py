@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from sglang_deploy.compare import gate, noise
+from sglang_deploy.compare import estimate, gate, noise
 from sglang_deploy.tune import (
     FAILED,
     OK,
@@ -29,6 +29,7 @@ from sglang_deploy.tune import (
     report,
     run_search,
 )
+from sglang_deploy.tune.planning import runs_ahead
 
 from sglang_deploy.compare.figures import comparable, level_metrics, measurement_problem
 from sglang_deploy.tune import searchfile
@@ -111,12 +112,23 @@ def tune(
     deadline = time.monotonic() + budget_obj.seconds if budget_obj.seconds else None
     planned = plan(search, candidates, hosts, time.monotonic, budget_obj.candidates, deadline)
     unplanned = len(candidates) - len(planned)
+    cost = _estimate(search, planned, store, budget_obj, restore, [h.host for h in hosts])
     if on_plan:
-        on_plan(Outcome(search=search, planned=planned, excluded=excluded, budget=budget_obj.text, unplanned=unplanned))
+        on_plan(
+            Outcome(
+                search=search,
+                planned=planned,
+                excluded=excluded,
+                budget=budget_obj.text,
+                unplanned=unplanned,
+                estimate=cost,
+            )
+        )
     deployer = _Deployer(rollout, search, store, restore)
     result.outcome = run_search(
         search, planned, excluded, deployer, store, budget_obj, on_progress=rollout.phase, unplanned=unplanned
     )
+    result.outcome.estimate = cost
     if restore:
         result.restores = _restore(rollout, store, deployer.before, planned, result.outcome)
     try:
@@ -127,6 +139,18 @@ def tune(
     if promote:
         result.promoted = _promote(result.outcome, hosts[0], promote, promote_into, candidate, over_limit)
     return result
+
+
+def _estimate(search: Search, planned: list, store: Store, budget: Budget, restore: bool, hosts: list) -> dict:
+    """How long the search takes (compare.estimate): each run still ahead a deploy and a benchmark, then the
+    restore, at what earlier runs on these hosts took; a time budget ends the measuring sooner."""
+    from sglang_deploy.paths import RESULTS
+
+    runs = runs_ahead(search, [p for p in planned if not p.pruned], lambda key: store.get(key) is not None)
+    cost = estimate.estimate(runs, runs, int(restore), estimate.timings(RESULTS, hosts))
+    if budget.seconds and cost["total_s"] > budget.seconds:
+        cost["text"] += f"; the budget ({budget.text}) ends the measuring sooner"
+    return cost
 
 
 REPEAT_TOP = 3  # --repeats on a search file without `repeat:`: the top 3 of each objective

@@ -73,6 +73,8 @@ def print_plan(preview: Outcome) -> None:
         + (f", {c['not_planned_budget']} not planned (budget {preview.budget})" if c["not_planned_budget"] else ""),
         file=sys.stderr,
     )
+    if preview.estimate:
+        print(f"  {preview.estimate['text']}", file=sys.stderr)
     for p in preview.pruned:
         print(
             f"  PRUNED #{p.candidate.index} {p.candidate.label}: {one_line('; '.join(p.reasons))}",

@@ -31,6 +31,7 @@ class Outcome:
     rankings: dict = field(default_factory=dict)  # objective name -> [row]
     decisions: dict = field(default_factory=dict)  # objective name -> {winner, tied, reason}
     budget: str = "none"
+    estimate: dict = field(default_factory=dict)  # compare.estimate's: how long the search takes, as planned
 
     @property
     def pruned(self) -> list:
@@ -61,6 +62,7 @@ class Outcome:
             "search": self.search.name,
             "emulated": self.emulated,
             "budget": self.budget,
+            "estimate": self.estimate,
             "counts": self.counts(),
             "validate_ms_per_pruned": round(1000 * sum(p.validate_s for p in self.pruned) / len(self.pruned), 3)
             if self.pruned

@@ -159,3 +159,17 @@ def plan(
         out.append(p)
         runnable += not p.pruned
     return out
+
+
+def runs_ahead(search: Search, runnable: list, stored: Callable[[str], bool]) -> int:
+    """How many deploy-and-benchmark runs the search has ahead at most: each runnable candidate's first one that is
+    not ``stored`` yet, the full workload for the top ones of a two-stage search, the repeats of the top ones (top:
+    per objective, as the loop picks them)."""
+    first = sum(1 for p in runnable if not stored(run_key(p.key, search.stage1, search.vars, 0)))
+
+    def top(n: int) -> int:
+        return min(len(runnable), n * max(1, len(search.objectives)))
+
+    full = top(search.full_top) if search.short else 0
+    again = (search.repeat_times - 1) * top(search.repeat_top) if search.repeat_times > 1 else 0
+    return first + full + again
