@@ -39,9 +39,9 @@ def test_without_an_earlier_run_the_estimate_says_it_is_a_guess(tmp_path):
     t = estimate.timings(tmp_path / "none", {"h"})
     assert t == estimate.Timings() and t.runs == 0
     got = estimate.estimate(7, 6, 1, t)
-    assert got["total_s"] == 7 * 40 + 6 * 25 + 40
+    assert got["total_s"] == 7 * 45 + 6 * 25 + 45
     assert got["text"] == (
-        "about 8 min: 7 deploys x ~40 s, 6 benchmarks x ~25 s, 1 restore x ~40 s; no earlier run on these hosts: "
+        "about 8 min: 7 deploys x ~45 s, 6 benchmarks x ~25 s, 1 restore x ~45 s; no earlier run on these hosts: "
         "a guess"
     )
 
@@ -50,4 +50,11 @@ def test_a_damaged_or_hostile_result_is_skipped(tmp_path):
     _write(tmp_path / "h" / "bad.json", {"started_at": "yesterday", "finished_at": 3})
     (tmp_path / "h" / "broken.json").write_text("{")
     _write(tmp_path / "compare-x" / "comparison.json", {"runs": {"a": [{"hosts": {"h": {}}, "elapsed_s": "9e9"}]}})
+    assert estimate.timings(tmp_path, {"h"}) == estimate.Timings()
+
+
+def test_benchmark_times_alone_do_not_make_a_measured_deploy(tmp_path):
+    """A result's sweep (1.5 s on the lab) leaves out the role's work around it: with no measured deploy to split,
+    the run is still a guess."""
+    _write(tmp_path / "h" / "r.json", {"started_at": "2026-12-06T09:00:00+00:00", "finished_at": "2026-12-06T09:00:01.5+00:00"})  # fmt: skip
     assert estimate.timings(tmp_path, {"h"}) == estimate.Timings()
