@@ -136,3 +136,51 @@ def test_no_venv_yet_is_created_with_the_python_picked(tmp_path):
     out = _ensure_venv(tmp_path, None)
     assert out.returncode == 0, out.stderr
     assert "python3.12 -m venv" in (tmp_path / "calls").read_text()
+
+
+def _lab_run(tmp_path: Path, recorded: str | None) -> tuple[subprocess.CompletedProcess, str, str]:
+    """./lab run's deploy (lab_run) against a lab container whose record names `recorded` (None: no record), with
+    docker and sglang-deploy stood in for. Returns the run, sglang-deploy's arguments, the record after it."""
+    script = (REPO / "lab").read_text()
+    start = script.index("LAB_HOST=")
+    funcs = script[start : script.index("\n}\n", start) + 3]
+    bin_dir, record = tmp_path / "bin", tmp_path / "record"
+    bin_dir.mkdir()
+    if recorded is not None:
+        record.write_text(recorded + "\n")
+    # docker exec [-e NAME=VALUE] HOST cat FILE | sh -c WRITER FILE: the record file stands in for the container's
+    _fake(bin_dir, "docker", f"""case "$*" in
+  *" cat "*) cat "{record}" 2>/dev/null || exit 1 ;;
+  *" sh -c "*) printf '%s\\n' "${{3#SGLANG_LAB_CHECKOUT=}}" > "{record}" ;;
+  *) exit 9 ;;
+esac""")  # fmt: skip
+    _fake(bin_dir, "sglang-deploy", f'echo "$*" > "{tmp_path}/args"')
+    run = f"""set -euo pipefail
+say() {{ echo "$*"; }}
+{funcs}
+lab_run nextn
+"""
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    out = subprocess.run(["bash", "-c", run], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
+    return out, (tmp_path / "args").read_text().strip(), record.read_text().strip()
+
+
+def test_a_clone_s_first_lab_run_restarts_what_another_clone_deployed(tmp_path):
+    """Issue 52, item 8: one sglang-lab-1 serves every clone on a machine, so a fresh clone's first run reported
+    changed=0 against another clone's deploy."""
+    here = str(tmp_path.resolve())
+    out, args, record = _lab_run(tmp_path, "/other/clone")
+    assert out.returncode == 0, out.stderr
+    assert "the lab was last deployed from /other/clone: this run restarts its server" in out.stdout
+    assert args == "deploy nextn -e sglang_fleet_force_restart=true" and record == here
+
+
+def test_a_lab_run_from_the_checkout_that_deployed_it_restarts_nothing(tmp_path):
+    out, args, record = _lab_run(tmp_path, str(tmp_path.resolve()))
+    assert out.returncode == 0 and args == "deploy nextn" and "restarts" not in out.stdout
+
+
+def test_a_lab_without_a_record_is_restarted_and_then_recorded(tmp_path):
+    out, args, record = _lab_run(tmp_path, None)
+    assert "keeps no record of the checkout" in out.stdout and args.endswith("sglang_fleet_force_restart=true")
+    assert record == str(tmp_path.resolve())
