@@ -87,7 +87,7 @@ class Comparison:
     restores: list = field(default_factory=list)  # api.RunResult of the restoring deploys
     setups: list = field(default_factory=list)  # api.RunResult of a side-by-side compare's deploys (no benchmark)
     measured_order: list = field(default_factory=list)  # the deploys in the order they ran (profile names)
-    plan: dict = field(default_factory=dict)  # api.comparison.plan_cost: deploys, restarts, what starts cost
+    plan: dict = field(default_factory=dict)  # api.comparison.plan_cost: deploys, restarts, the estimate
     floor: float = noise.DEFAULT_FLOOR  # the smallest difference a verdict calls
     settings: dict = field(default_factory=dict)
     workload: dict = field(default_factory=dict)
