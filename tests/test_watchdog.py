@@ -9,7 +9,7 @@ import os
 import pytest
 
 from emulator_proc import Emulator
-from sglang_deploy.host import host_record, watchdog
+from sglang_deploy.host import host_record, watch_router, watchdog
 from sglang_deploy.launch.formats import env_file
 
 BASE = {"service": "sglang", "failures": 3, "max_restarts": 2, "window_s": 3600, "grace_s": 600}
@@ -219,3 +219,14 @@ def test_the_excerpt_leaves_out_request_log_lines(monkeypatch):
     lines = watchdog.journal("sglang")
     assert len(lines) == 4 and "Scheduler hit an exception" in lines[0]
     assert not any(prompt in line for line in lines)
+
+
+def test_leave_escapes_the_routers_worker_id_in_the_delete_path(monkeypatch):
+    """The router's own id goes into the path as one segment: '/', '?' and '#' escaped (issue 50)."""
+    settings = watchdog.Settings.parse({**BASE, "router_url": "http://127.0.0.1:30080", "worker_id": "w1"})
+    calls = []
+    monkeypatch.setattr(watch_router, "router_workers", lambda url, key: {"w1": {"worker_id": "a/b?c#d"}})
+    monkeypatch.setattr(watch_router, "_call", lambda s, method, path, body=None: calls.append(path) or 204)
+    monkeypatch.setattr(watch_router, "wait_router", lambda *args, **kwargs: None)
+    assert watch_router.leave(settings).startswith("took w1 out")
+    assert calls == ["/workers/a%2Fb%3Fc%23d"]

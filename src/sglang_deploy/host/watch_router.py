@@ -10,6 +10,8 @@ router does not list it.
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 from .fleet_probes import FleetError, router_workers, wait_router
 from .server_http import Endpoint, request
 
@@ -28,7 +30,7 @@ def leave(settings) -> str:
         worker = states.get(settings.worker_id)
         if worker is None:
             return f"the router at {settings.router_url} does not list {settings.worker_id}: nothing to take out"
-        status = _call(settings, "DELETE", f"/workers/{worker.get('worker_id')}")
+        status = _call(settings, "DELETE", f"/workers/{quote(str(worker.get('worker_id')), safe='')}")
         if status not in (200, 202, 204):
             return f"the router answered DELETE /workers with HTTP {status}: restarting {settings.worker_id} in it"
         wait_router(
