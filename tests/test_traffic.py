@@ -47,6 +47,7 @@ def test_a_mooncake_trace_reads_and_writes_back_in_its_format(tmp_path):
         ("[1]", "line 1: give one JSON object per line"),
         ('{"timestamp": 0, "input_length": 5}', "line 1: no 'output_length'"),
         (line(-1, 5, 5), "timestamp must be a finite number"),
+        (line(0, 5, 5) + "\n" + line(1e300, 5, 5), "line 2: timestamp 1e\\+300 ms is over 604800000 ms"),
         (line(0, 0, 5), "input_length must be a whole number of tokens from 1"),
         (line(0, 5, True), "output_length must be a whole number"),
         (line(0, 600, 5, (1, 2, 3)), "3 hash_ids for 600 input tokens, over its 2 blocks of 512"),
@@ -58,6 +59,12 @@ def test_a_mooncake_trace_reads_and_writes_back_in_its_format(tmp_path):
 def test_a_bad_trace_is_refused_naming_the_line_and_the_fix(text, message, tmp_path):
     with pytest.raises(ValueError, match=message):
         trace.read(write(tmp_path, text))
+
+
+def test_a_trace_of_epoch_timestamps_within_7_days_reads():
+    start = 1.7e12
+    records = trace.parse("\n".join([line(start, 5, 5), line(start + trace.MAX_SPAN_MS, 5, 5)]), "trace x")
+    assert [r.timestamp - start for r in records] == [0, trace.MAX_SPAN_MS]
 
 
 def test_a_trace_over_its_bounds_or_not_a_file_is_refused(tmp_path):

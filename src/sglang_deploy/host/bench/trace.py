@@ -20,6 +20,7 @@ BLOCK_TOKENS = 512  # Mooncake's block: its traces' hash_ids count blocks of 512
 MAX_TRACE_BYTES = 256 << 20
 MAX_TRACE_RECORDS = 10**6
 MAX_TRACE_TOKENS = 1 << 21  # a length: twice the longest context served (workload.MAX_LEN_TOKENS)
+MAX_SPAN_MS = 7 * 86_400_000  # a trace's last arrival at most 7 days after its first: a replay waits that long
 HASH_BYTES = 8  # a block's hash: the first 8 bytes of a sha256 (collisions need ~4e9 distinct blocks)
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 
@@ -62,7 +63,7 @@ def parse_record(item, where: str) -> Record:
 
 def parse(text: str, where: str, max_records: int = MAX_TRACE_RECORDS) -> list:
     """The records of a trace's text, sorted by timestamp as bench_serving replays them; ValueError naming the line."""
-    records = []
+    records, lines = [], []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -75,8 +76,16 @@ def parse(text: str, where: str, max_records: int = MAX_TRACE_RECORDS) -> list:
                 f"{where} line {n} is not JSON ({type(exc).__name__}): give one JSON object a line"
             ) from exc
         records.append(parse_record(item, f"{where} line {n}"))
+        lines.append(n)
     if not records:
         raise ValueError(f"{where} holds no request: give JSON lines with {', '.join(FIELDS)}")
+    first = min(r.timestamp for r in records)
+    for n, r in zip(lines, records):
+        if r.timestamp - first > MAX_SPAN_MS:
+            raise ValueError(
+                f"{where} line {n}: timestamp {r.timestamp:g} ms is over {MAX_SPAN_MS} ms (7 days) after the first "
+                "request's, and a replay waits for it: give ms from the trace's start, or cut the trace"
+            )
     return sorted(records, key=lambda r: r.timestamp)
 
 
