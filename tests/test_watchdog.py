@@ -230,3 +230,38 @@ def test_leave_escapes_the_routers_worker_id_in_the_delete_path(monkeypatch):
     monkeypatch.setattr(watch_router, "wait_router", lambda *args, **kwargs: None)
     assert watch_router.leave(settings).startswith("took w1 out")
     assert calls == ["/workers/a%2Fb%3Fc%23d"]
+
+
+def test_a_unit_that_does_not_stop_after_sigkill_fails_the_run_with_one_line(monkeypatch, tmp_path, capsys):
+    """The stop after SIGKILL timing out: recorded in the host record, not started, exit 1 and one line, no
+    traceback (issue 50, item 1)."""
+    unit = {"ActiveState": "active", "LoadState": "loaded", "ExecMainStartTimestampMonotonic": "1000000"}
+    monkeypatch.setattr(watchdog, "run_systemctl_show", lambda service, properties: unit)
+    monkeypatch.setattr(watchdog, "probe", lambda url, key, deadline: "no token")
+    monkeypatch.setattr(watchdog, "journal", lambda service: ["line one"])
+    calls = []
+
+    def run(argv, timeout, **kwargs):
+        calls.append(argv[1])
+        if argv[1] == "stop":
+            raise watchdog.subprocess.TimeoutExpired(argv, timeout)
+        return watchdog.subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(watchdog.subprocess, "run", run)
+    config = {
+        **BASE,
+        "failures": 1,
+        "grace_s": 0,
+        "state_path": str(tmp_path / "state.json"),
+        "record_path": str(tmp_path / "sglang_server.fact"),
+        "hold_path": str(tmp_path / "hold"),
+    }
+    (tmp_path / "watch.json").write_text(json.dumps(config))
+    assert watchdog.main(["--config", str(tmp_path / "watch.json")]) == 1
+    out, err = capsys.readouterr()
+    assert err == "" and out.splitlines() == [
+        "restart failed: sglang did not stop after SIGKILL (systemctl stop sglang took over 60 s): not started"
+    ]
+    assert calls == ["stop", "kill", "stop"]
+    fact = json.loads((tmp_path / "sglang_server.fact").read_text())
+    assert "did not stop after SIGKILL" in host_record.read({"sglang_server": fact})["watchdog"]["reason"]

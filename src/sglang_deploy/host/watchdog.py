@@ -138,7 +138,7 @@ class Seen:
 
 
 # Actions: none (healthy), held, starting (a failure within the grace), failing (counted, not yet N),
-# restart, rate_limited (N reached, restarts spent).
+# restart, rate_limited (N reached, restarts spent); act makes a restart whose systemctl failed restart_failed.
 def decide(state: dict, seen: Seen, settings: Settings, now: float) -> tuple[dict, str]:
     """The state after this run and its action. ``now`` is the wall clock in seconds (restart times outlive boots)."""
     restarts = [t for t in state.get("restarts", []) if now - t < settings.window_s]
@@ -283,14 +283,21 @@ def systemctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 def restart(service: str, stop_timeout_s: float) -> tuple[bool, str | None]:
     """Stop the unit (SIGTERM: the server drains), kill it where the stop takes longer than ``stop_timeout_s`` (a
     stalled server's drain never ends: its requests never finish, and the unit would wait TimeoutStopSec), clear its
-    start limit and queue its start. (killed, the error or None)."""
+    start limit and queue its start. (killed, the error or None); a unit that does not stop even when killed is not
+    started (the error says so)."""
     killed = False
     try:
         systemctl("stop", service, timeout=stop_timeout_s)
     except subprocess.TimeoutExpired:
         killed = True
-        systemctl("kill", "--signal=SIGKILL", service)
-        systemctl("stop", service)  # returns once the stop job has ended
+        try:
+            systemctl("kill", "--signal=SIGKILL", service)
+            systemctl("stop", service)  # returns once the stop job has ended
+        except subprocess.TimeoutExpired as exc:
+            return (
+                killed,
+                f"{service} did not stop after SIGKILL ({' '.join(exc.cmd)} took over {exc.timeout:g} s): not started",
+            )
     systemctl("reset-failed", service)
     proc = systemctl("start", "--no-block", service)
     return killed, (proc.stderr.strip()[:300] if proc.returncode else None)
@@ -343,8 +350,8 @@ def record(settings: Settings, state: dict, reason: str, excerpt: list[str], now
     host_record.write(host_record.with_watchdog(current, entry), settings.record_path)
 
 
-def act(settings: Settings, before: dict, state: dict, action: str, now: float) -> list[str]:
-    """Carry out ``action``; the lines to log."""
+def act(settings: Settings, before: dict, state: dict, action: str, now: float) -> tuple[str, list[str]]:
+    """Carry out ``action``; (the action, restart_failed where systemctl failed, and the lines to log)."""
     lines = []
     if action == "none" and state.get("left_router"):
         lines.append(watch_router.rejoin(settings))
@@ -352,7 +359,7 @@ def act(settings: Settings, before: dict, state: dict, action: str, now: float) 
     if action == "rate_limited" and before.get("rate_limited") != state["rate_limited"]:
         record(settings, state, state["reason"], journal(settings.service), now)
     if action != "restart":
-        return lines
+        return action, lines
     excerpt = journal(settings.service)
     if settings.router_url:
         lines.append(watch_router.leave(settings))
@@ -362,8 +369,9 @@ def act(settings: Settings, before: dict, state: dict, action: str, now: float) 
     if killed:
         reason += f" (killed: its stop took longer than {settings.stop_timeout_s:g} s)"
     record(settings, state, reason if not error else f"{reason}, but systemctl failed: {error}", excerpt, now)
-    lines.append(f"restarted {settings.service}: {state['reason']}" if not error else f"restart failed: {error}")
-    return lines
+    if error:
+        return "restart_failed", [*lines, f"restart failed: {error}"]
+    return action, [*lines, f"restarted {settings.service}: {state['reason']}"]
 
 
 def run_once(settings: Settings, now: float, monotonic: float) -> tuple[str, list[str]]:
@@ -372,7 +380,7 @@ def run_once(settings: Settings, now: float, monotonic: float) -> tuple[str, lis
     before = load_state(settings.state_path)
     seen = look(settings, api_key, now, monotonic)
     state, action = decide(before, seen, settings, now)
-    lines = act(settings, before, state, action, now)
+    action, lines = act(settings, before, state, action, now)
     save_state(state, settings.state_path)
     detail = {
         "held": "held by a deploy or a roll: not probing",
@@ -396,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for line in lines:
         print(host_record.printable(line))
-    return 1 if action == "rate_limited" else 0
+    return 1 if action in ("rate_limited", "restart_failed") else 0
 
 
 if __name__ == "__main__":
