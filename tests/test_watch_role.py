@@ -12,7 +12,8 @@ import yaml
 
 from sglang_deploy.host import watchdog
 
-ROLE = Path(__file__).resolve().parents[1] / "roles" / "sglang_watch"
+REPO = Path(__file__).resolve().parents[1]
+ROLE = REPO / "roles" / "sglang_watch"
 
 
 def test_the_settings_the_role_writes_are_the_watchdogs():
@@ -58,3 +59,18 @@ def test_unchanged_modules_cost_one_comparison_and_new_ones_restart_the_exporter
     assert install["notify"] == "sglang_watch exporter"
     handlers = yaml.safe_load((ROLE / "handlers" / "main.yml").read_text())
     assert any(h.get("listen") == "sglang_watch exporter" and "when" in h for h in handlers)
+
+
+def test_the_rollback_holds_the_host_and_releases_it_always():
+    """playbooks/rollback.yml restarts the server as deploy.yml does: held against the watchdog, released in an always
+    block (issue 50, item 3)."""
+    play = yaml.safe_load((REPO / "playbooks" / "rollback.yml").read_text())[0]
+    block = next(task for task in play["tasks"] if "block" in task)
+
+    def entry(tasks, name):
+        return [t for t in tasks if t.get("ansible.builtin.import_role", {}).get("tasks_from") == name]
+
+    for tasks, name in ((block["block"][:1], "hold"), (block["always"], "release")):
+        (task,) = entry(tasks, name)
+        assert task["ansible.builtin.import_role"]["name"] == "sglang_watch"
+        assert task["when"] == "sglang_watch_enabled | default(true) | bool"
