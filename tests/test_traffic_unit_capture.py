@@ -77,7 +77,19 @@ def test_the_module_without_the_key_fails_and_says_so(tmp_path, capsys):
         failed, res = run_module(sglang_traffic, {"url": emu.url, "service": "sglang", "duration": 1}, capsys)
     finally:
         emu.stop()
-    assert failed and "give the admin API key" in res["msg"]
+    assert failed and "did not say whether request logging is on" in res["msg"] and "SGLANG_API_KEY" in res["msg"]
+
+
+def test_logging_settings_not_known_stop_the_capture_before_it_switches_anything(monkeypatch):
+    """Red team (issue 51, LOW 3): a /server_info the capture could not read (it needs another key) left SGLang's
+    defaults as the settings to restore, turning off logging the operator had switched on. It now refuses."""
+    switched = []
+    monkeypatch.setattr(sglang_traffic.unit_capture.server_http, "get_json", lambda *_a, **_k: None)
+    monkeypatch.setattr(sglang_traffic.capture, "switch", lambda *a: switched.append(a))
+    monkeypatch.setattr(sglang_traffic.unit_capture, "restore", lambda *a: switched.append(a))
+    with pytest.raises(ValueError, match="did not say whether request logging is on.*not started"):
+        sglang_traffic.unit_capture.run("http://127.0.0.1:1", "sglang", limits=sglang_traffic.capture.Limits(0.01, 1))
+    assert not switched
 
 
 def _answer(tr, **extra) -> dict:

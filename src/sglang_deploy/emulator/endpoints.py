@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from .config import SECRET_ARGS, log
 from .metrics import render_metrics
 from .protocol import HttpError, Request, Responder, openai_error
+from .request_log import LAUNCH
 
 if TYPE_CHECKING:
     from .server import Server
@@ -79,7 +80,7 @@ def _internal_state(server: Server) -> dict:
 async def server_info(server: Server, req: Request, out: Responder) -> None:
     cfg = server.cfg
     info = {k: v for k, v in vars(cfg.args).items() if not k.startswith("emu_")}
-    info.update(cfg.ignored_flags)
+    info.update(LAUNCH | cfg.ignored_flags)  # SGLang shows every ServerArgs field, defaults too
     info.update(
         {
             "served_model_name": cfg.served_model_name,

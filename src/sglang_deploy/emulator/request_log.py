@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 VOCAB = 151936  # Qwen's vocabulary size
 LEVELS = (0, 1, 2, 3)
+LAUNCH = {"log_requests": False, "log_requests_level": 2, "log_requests_format": "text"}  # ServerArgs' defaults
 FORMATS = ("json", "text")
 CUT = 2048  # level 2's max_length: longer strings and lists keep their first and last 1024
 
@@ -34,9 +35,10 @@ class RequestLog:
     """The logging switches, from the launch flags (split_argv's ignored flags) and /configure_logging."""
 
     def __init__(self, flags: dict):
-        self.on = flags.get("log_requests") is True
-        self.level = flags.get("log_requests_level", 2)
-        self.format = flags.get("log_requests_format", "text")
+        flags = LAUNCH | flags
+        self.on = flags["log_requests"] is True
+        self.level = flags["log_requests_level"]
+        self.format = flags["log_requests_format"]
 
     def finished(self, obj: dict, meta: dict) -> None:
         if self.level < 2:

@@ -1,7 +1,8 @@
 """A capture from a deployed host (module sglang_traffic): the server runs as a systemd unit, so its request log is
 the unit's journal. Turn request logging on (capture.switch), wait the duration or until N requests finished, read
-the journal's lines of that window (bounded: capture.Limits), turn logging back to what /server_info said it was,
-and return the trace's text. The API key goes as a header only; the log lines' text only where asked."""
+the journal's lines of that window (bounded: capture.Limits), turn logging back to what /server_info said it was
+(no capture where it does not say), and return the trace's text. The API key goes as a header only; the log lines'
+text only where asked."""
 
 # journalctl's output is streamed and bounded as it comes (run_command reads it whole).
 # pylint: disable=ansible-bad-function
@@ -33,13 +34,23 @@ def keys(env_file: str, api_key: str | None) -> tuple:
     return key or None, admin or key or None
 
 
-def found_logging(url: str, api_key: str | None) -> dict:
-    """The server's request-logging settings as GET /server_info gives them (its launch flags), SGLang's defaults
-    for what it does not say: what the capture restores."""
-    info = server_http.get_json(server_http.Endpoint.parse(url), "/server_info", api_key) or {}
+def found_logging(url: str, api_keys: tuple) -> dict:
+    """The server's request-logging settings as GET /server_info gives them (its launch flags; asked with each key
+    in turn), SGLang's defaults for the level and format where it does not say: what the capture restores.
+    ValueError when it does not say whether logging is on: the capture would not know what to set back."""
+    info = None
+    for key in dict.fromkeys(api_keys):
+        info = server_http.get_json(server_http.Endpoint.parse(url), "/server_info", key)
+        if isinstance(info, dict):
+            break
+    if not isinstance(info, dict) or not isinstance(info.get("log_requests"), bool):
+        raise ValueError(
+            f"GET /server_info at {url} did not say whether request logging is on, so the capture could not set it "
+            "back: not started. Give the keys the server takes (SGLANG_API_KEY and SGLANG_ADMIN_API_KEY in its "
+            "environment file, or sglang_api_key)"
+        )
     out = dict(OFF)
-    if isinstance(info.get("log_requests"), bool):
-        out["log_requests"] = info["log_requests"]
+    out["log_requests"] = info["log_requests"]
     if info.get("log_requests_level") in (0, 1, 2, 3) and not isinstance(info.get("log_requests_level"), bool):
         out["log_requests_level"] = info["log_requests_level"]
     if info.get("log_requests_format") in ("json", "text"):
@@ -91,7 +102,7 @@ def run(
     journald's LineMax), stop, restored, text_file: a 0600 file of the prompts' text (keep_text) or None}."""
     limits = limits or capture.Limits()
     key, admin = keys(env_file, api_key)
-    before = found_logging(url, key)
+    before = found_logging(url, (key, admin))
     start = clock.time()
     # A play stopped mid-capture (Ctrl-C, a lost connection) ends the module with SIGTERM or SIGHUP: restore first,
     # or the server keeps writing every prompt to its journal (level 3).
