@@ -167,3 +167,28 @@ def test_a_capture_stopped_by_a_signal_sets_request_logging_back():
     assert "logging on" in proc.stdout
     assert "restored {'log_requests': False" in proc.stdout, (proc.returncode, proc.stderr[-500:])
     assert "stopped by signal" in proc.stderr
+
+
+def test_the_prompts_text_is_sized_on_the_host_before_it_is_fetched(monkeypatch, tmp_path):
+    """Red team (issue 51, LOW 2): with --keep-text the host's text file was fetched whole, whatever its size, and
+    only then checked. The playbook now stats it and refuses one over the limit the controller passes."""
+    import yaml
+
+    from sglang_deploy import paths
+    from sglang_deploy.host.bench import capture as host_capture
+
+    play = yaml.safe_load((paths.REPO / "playbooks/traffic.yml").read_text())[0]
+    (block,) = [t for t in play["tasks"] if "block" in t]
+    steps = [next(k for k in t if k.startswith("ansible.builtin.")) for t in block["block"]]
+    assert steps == ["ansible.builtin.stat", "ansible.builtin.assert", "ansible.builtin.fetch"]
+    assert any("sglang_traffic_max_text_bytes" in c for c in block["block"][1]["ansible.builtin.assert"]["that"])
+    seen = {}
+
+    def run_playbook(_playbook, **kw):
+        seen.update(kw["extravars"])
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(api_capture.runner, "run_playbook", run_playbook)
+    with pytest.raises(RuntimeError):
+        api_capture.capture(str(tmp_path / "t.jsonl"), keep_text=True)
+    assert seen["sglang_traffic_max_text_bytes"] == host_capture.MAX_TEXT_BYTES

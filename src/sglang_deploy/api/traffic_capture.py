@@ -59,6 +59,7 @@ def capture(
     try:
         extravars = {"sglang_traffic_duration": duration, "sglang_traffic_max_requests": max_requests}
         extravars |= {"sglang_traffic_keep_text": keep_text, "sglang_traffic_text_dir": str(fetched)}
+        extravars["sglang_traffic_max_text_bytes"] = host_capture.MAX_TEXT_BYTES  # checked on the host first
         run = runner.run_playbook(
             "playbooks/traffic.yml",
             inventory=inventory,
