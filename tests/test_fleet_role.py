@@ -40,7 +40,11 @@ def where(pattern: str) -> list[str]:
         ("the host record's writer", r"^\s*sglang.deploy.sglang_host_record:\n\s*event: (?!read\b)", None),
         ("a service account", r"ansible\.builtin\.user:", "roles/sglang_service/tasks/account.yml"),
         ("a service's launcher", r"src: launch\.py", "roles/sglang_service/tasks/launcher.yml"),
-        ("a service's environment file", r"env_path \}\}\"\n(?:.*\n)*?\s*mode: \"0600\"\n  no_log: true", "roles/sglang_service/tasks/files.yml"),
+        (
+            "a service's environment file",
+            r"env_path \}\}\"\n(?:.*\n)*?\s*mode: \"0600\"\n  no_log: true",
+            "roles/sglang_service/tasks/files.yml",
+        ),
     ],
 )
 def test_each_fleet_concern_is_written_in_one_place(what, pattern, owner):
