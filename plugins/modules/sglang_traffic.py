@@ -15,7 +15,7 @@ description:
     (arrival, input and output token counts, prefix blocks as hashes). Logging is then set back to what
     C(/server_info) said it was.
   - The API key and the admin key come from O(api_key) or the server's 0600 environment file O(env_file); they go as
-    headers only. The prompts' text is kept only with O(keep_text), in a 0600 file on the host (O(text_file) returned).
+    headers only. The prompts' text is kept only with O(keep_text), in a 0600 file on the host (its path returned as C(text_file)).
   - While level 3 is on, SGLang itself writes the prompts to its journal; capture for a bounded time.
 version_added: "0.3.0"
 author: sglang-deploy maintainers (@sglang-deploy)

@@ -4,8 +4,8 @@ One file per (model, host, stack, profile): STORE/<model>/<host>/<stack>/<profil
 passed the gate (host/quality.py runs the gate on the host). The reference of a deploy is the newest fingerprint of
 the same model on the same host and profile, on any stack (so a candidate stack is held against the one it
 replaces), else the newest of the same model on that host; a stack canary names the stack to be held against. A
-host is held only against its own history: what one host reports (it may be hostile, or broken) never becomes another host's reference. A fingerprint file came from a
-host: it is bounded and validated on read (FingerprintError naming the file and the fix).
+host is held only against its own history: what one host reports (it may be hostile, or broken) never becomes
+another host's reference. A fingerprint file came from a host: it is bounded and validated on read (FingerprintError naming the file and the fix).
 """
 
 from __future__ import annotations
