@@ -35,6 +35,7 @@ def test_search_prunes_survives_failures_and_finds_the_optimum(searched):
         "failed": 2,
         "measured_ok": 2,
         "not_run_budget": 0,
+        "not_run_wrong": 0,
         "not_planned_budget": 0,
         "new_runs": 4,
     }
