@@ -286,7 +286,7 @@ def test_lab_monitor_deploys_with_the_monitoring_inventory_and_prints_the_addres
     assert kw["extravars"]["sglang_benchmark_enabled"] is False
     out = capsys.readouterr().out
     assert "Prometheus on sglang-lab-1: http://172.17.0.2:9090 (" in out
-    assert "alerts page: http://172.17.0.2:9090/alerts" in out
+    assert "alerts page: http://172.17.0.2:9090/classic/alerts" in out  # Debian's package: /alerts is a 404
     assert "sglang-deploy status -i inventory/lab-monitoring" in out
 
 

@@ -37,7 +37,8 @@ def format_prometheus(urls: dict, inventory: str) -> list[str]:
         else:
             reach = "the host's own address; on the lab the container's on Docker's bridge, which this machine reaches"
         lines.append(f"Prometheus on {host}: {url} ({reach})")
-        lines.append(f"  alerts page: {url}/alerts; targets: {url}/targets")
+        # Debian's and Ubuntu's prometheus package (what the role installs) serves the classic UI only.
+        lines.append(f"  alerts page: {url}/classic/alerts; targets: {url}/classic/targets")
     lines.append(f"alerts in the status: sglang-deploy status -i {inventory}")
     lines.append(f"deploys that keep the metrics on: sglang-deploy deploy PROFILE -i {inventory}")
     return lines
