@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from sglang_deploy.compare import noise  # noqa: E402
-from sglang_deploy.host.bench import run_benchmark  # noqa: E402
-from sglang_deploy.host.readiness import wait_ready  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import run_benchmark  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils.readiness import wait_ready  # noqa: E402
 from local_emulator import free_port  # noqa: E402
 
 DECODE_TOK_S, AGGREGATE_TOK_S = 172.0, 2156.0

@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO / "src"))
 from bench_serving_run import Stepped, emulator_flags, write_sharegpt, write_word_tokenizer  # noqa: E402
 from local_emulator import free_port, proc_cpu_s  # noqa: E402
 
-from sglang_deploy.host.readiness import wait_ready  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils.readiness import wait_ready  # noqa: E402
 
 CLIENT_CPU, EMULATOR_CPU = 0, 1
 TTFT_MS, INPUT_LEN, SEED = 10.0, 64, 42
@@ -54,7 +54,7 @@ def _cpu_self() -> float:
 
 def ours_child(url: str, dataset: str, output_len: int, levels: list, emu_pid: int) -> None:
     """(In the pinned child.) Our engine, one run per (concurrency, requests): a LEVEL line with CPU s, tokens, s."""
-    from sglang_deploy.host import bench
+    from ansible_collections.sglang.deploy.plugins.module_utils import bench
 
     for c, n in levels:
         cpu0, emu0 = _cpu_self(), proc_cpu_s(emu_pid)

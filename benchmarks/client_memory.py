@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from sglang_deploy.host.bench import client  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import client  # noqa: E402
 
 MODEL = "stand-in"
 TEXT = ("alpha beta gamma delta epsilon zeta eta theta iota kappa " * 80)[: client.EVENT_BYTES - 200]
@@ -91,7 +91,7 @@ def _headers(head: bytes):
 
 def child(url: str, output_len: int, requests: int) -> None:
     """(In the child.) One level of `requests` requests at once; a JSON line: peak RSS, completed, errors."""
-    from sglang_deploy.host import bench
+    from ansible_collections.sglang.deploy.plugins.module_utils import bench
 
     result = bench.run_benchmark(
         url,

@@ -43,8 +43,8 @@ sys.path[:0] = [str(REPO / "src"), str(REPO / "tests" / "gpu")]
 import benchcmp  # tests/gpu: the suite's server launch, stop and key handling
 import harness
 
-from sglang_deploy.host.bench.workload import build_prompt
-from sglang_deploy.host.readiness import freeze_gc
+from ansible_collections.sglang.deploy.plugins.module_utils.bench.workload import build_prompt
+from ansible_collections.sglang.deploy.plugins.module_utils.readiness import freeze_gc
 
 # (label, our level key, our statistic, bench_serving key, goal: relative tolerance, absolute tolerance in ms)
 FIGURES = (

@@ -61,7 +61,7 @@ class Emulator:
         self.exited_at = time.monotonic()
 
     def wait_ready(self, timeout: float = 20.0) -> "Emulator":
-        from sglang_deploy.host.readiness import wait_ready
+        from ansible_collections.sglang.deploy.plugins.module_utils.readiness import wait_ready
 
         wait_ready(self.url, timeout=timeout, sleep=0.1)
         return self

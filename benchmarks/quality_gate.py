@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What the quality gate adds to a deploy (issue 49's goal: at most 10 s), on the lab's emulated server: the gate
-(sglang_deploy.host.quality.gate: 12 questions at once, then 4 fingerprints one after another) against a fresh
+(ansible_collections.sglang.deploy.plugins.module_utils.quality.gate: 12 questions at once, then 4 fingerprints one after another) against a fresh
 emulator at the lab's rates (172 tok/s decode, 2156 tok/s aggregate, TTFT 80 ms), with and without a reference.
 
     python benchmarks/quality_gate.py [--repeats 5]
@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from local_emulator import Emulator  # noqa: E402
 
-from sglang_deploy.host import quality  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils import quality  # noqa: E402
 
 
 def main() -> int:

@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from sglang_deploy.locks import stack_files, stack_lock
-from sglang_deploy.host import stack, wheel_fetch
+from ansible_collections.sglang.deploy.plugins.module_utils import stack, wheel_fetch
 from sglang_deploy.paths import STACKS
 
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO / "src"))
 from bench_serving_run import Stepped, emulator_flags, write_sharegpt, write_word_tokenizer  # noqa: E402
 from local_emulator import Emulator  # noqa: E402
 
-from sglang_deploy.host.bench.workload import build_prompt  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils.bench.workload import build_prompt  # noqa: E402
 
 CLIENT_CPU, EMULATOR_CPU, INPUT_LEN, SEED = 0, 1, 64, 42
 TOOLS = ("ours", "bench_serving", "bench_serving kept-alive")

@@ -1,4 +1,4 @@
-"""How accurate and how cheap is the benchmark client? Runs the engine (sglang_deploy.host.bench) against the
+"""How accurate and how cheap is the benchmark client? Runs the engine (ansible_collections.sglang.deploy.plugins.module_utils.bench) against the
 emulated server set to known rates and prints reported vs configured figures and the CPU time used by
 the client (this process, resource.getrusage) and by the emulator (/proc).
 
@@ -26,8 +26,8 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 sys.path[:0] = [SRC, str(Path(__file__).resolve().parents[1] / "benchmarks")]
 
 from local_emulator import free_port, proc_cpu_s  # noqa: E402
-from sglang_deploy.host import bench  # noqa: E402
-from sglang_deploy.host.readiness import wait_ready  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils import bench  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils.readiness import wait_ready  # noqa: E402
 
 RATE, TTFT_MS = 172.0, 80.0
 

@@ -16,8 +16,8 @@ from emulator_proc import Emulator, run_module  # first: puts the repo's module_
 
 import sglang_bench
 from sglang_deploy import cli
-from sglang_deploy.host.bench import sweep
-from sglang_deploy.host.bench.metrics import Timeline
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import sweep
+from ansible_collections.sglang.deploy.plugins.module_utils.bench.metrics import Timeline
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from sglang_deploy import cli
-from sglang_deploy.host import readiness, server_http
-from sglang_deploy.host.server_http import Endpoint, HttpError
+from ansible_collections.sglang.deploy.plugins.module_utils import readiness, server_http
+from ansible_collections.sglang.deploy.plugins.module_utils.server_http import Endpoint, HttpError
 
 MODEL = "tiny"
 
@@ -297,8 +297,8 @@ def count_answers(url: str, path: str, timeout: float = 10.0):
     """The sharegpt dataset at `path`, calibrated to 1.5 tokens per word, its answers counted by the server."""
     import asyncio
 
-    from sglang_deploy.host.bench import sweep
-    from sglang_deploy.host.bench.client import Target
+    from ansible_collections.sglang.deploy.plugins.module_utils.bench import sweep
+    from ansible_collections.sglang.deploy.plugins.module_utils.bench.client import Target
 
     _, _, data = sweep.check_workload(dataset_name="sharegpt", dataset_path=path)
     data.calibrate(1.5)
@@ -408,7 +408,7 @@ def test_an_endless_answer_fails_its_request_at_a_bound_of_its_max_tokens(event,
 def test_a_chunk_size_out_of_range_is_refused_at_once(size):
     """A negative chunk size sent the decoder back to where it began, for ever (a loop that never awaits: no timeout
     stops it); a huge one kept every byte while it waited for the chunk's end."""
-    from sglang_deploy.host.bench import client
+    from ansible_collections.sglang.deploy.plugins.module_utils.bench import client
 
     raised = []
 
@@ -437,7 +437,7 @@ def test_a_dataset_nested_past_the_recursion_limit_is_refused_by_name(name, text
 def test_endless_trailers_after_the_last_chunk_are_refused_past_the_line_cap():
     """After the last chunk (size 0) the decoder waited for the blank line that ends the trailers and kept every byte
     until then: a server sending trailer lines for ever grew the client's memory until --timeout (issue 41 review)."""
-    from sglang_deploy.host.bench import client
+    from ansible_collections.sglang.deploy.plugins.module_utils.bench import client
 
     decoder = client.ChunkedDecoder(lambda data: None)
     decoder.feed(b"0\r\n")
@@ -457,7 +457,7 @@ def test_the_client_keeps_only_the_prefix_of_an_answer_the_output_check_reads(sc
     reasoning and content in order, and counts the rest."""
     import asyncio
 
-    from sglang_deploy.host.bench import client, metrics
+    from ansible_collections.sglang.deploy.plugins.module_utils.bench import client, metrics
 
     chunk = {"object": "chat.completion.chunk", "model": MODEL}
     pieces = [f"{i:03d} " + "w" * 96 for i in range(100)]

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from sglang_deploy.host.bench import client, metrics, table, workload
-from sglang_deploy.host.bench.metrics import Timeline, level_metrics
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import client, metrics, table, workload
+from ansible_collections.sglang.deploy.plugins.module_utils.bench.metrics import Timeline, level_metrics
 
 
 def synthetic(

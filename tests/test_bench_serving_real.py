@@ -37,9 +37,9 @@ import pytest
 from bench_serving_run import Stepped, emulator_flags, write_sharegpt, write_word_tokenizer
 from emulator_proc import Emulator
 
-from sglang_deploy.host import bench
-from sglang_deploy.host.bench import workload
-from sglang_deploy.host.bench.workload import build_prompt
+from ansible_collections.sglang.deploy.plugins.module_utils import bench
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import workload
+from ansible_collections.sglang.deploy.plugins.module_utils.bench.workload import build_prompt
 
 PYTHON_ENV = "SGLANG_DEPLOY_BENCH_SERVING_PYTHON"
 REQUIREMENTS = "tests/bench_serving-requirements.txt"

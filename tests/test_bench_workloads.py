@@ -13,10 +13,10 @@ import pytest
 from emulator_proc import Emulator  # first: puts the repo's module_utils on the import path
 
 from sglang_deploy import cli
-from sglang_deploy.host import bench, server_http
-from sglang_deploy.host.bench import dataset, metrics, workload
-from sglang_deploy.host.bench.metrics import Timeline, level_metrics
-from sglang_deploy.host.server_http import Endpoint
+from ansible_collections.sglang.deploy.plugins.module_utils import bench, server_http
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import dataset, metrics, workload
+from ansible_collections.sglang.deploy.plugins.module_utils.bench.metrics import Timeline, level_metrics
+from ansible_collections.sglang.deploy.plugins.module_utils.server_http import Endpoint
 
 LOAD = {"input_len": 32, "output_len": 16, "range_ratio": 1.0, "seed": 42}
 

@@ -12,7 +12,7 @@ from lab_host import LAB_HOST
 from sglang_deploy import api, fingerprints
 from sglang_deploy.api.rollout import Rollout
 from sglang_deploy.cli import main
-from sglang_deploy.host import host_record
+from ansible_collections.sglang.deploy.plugins.module_utils import host_record
 from sglang_deploy.launch import group_vars
 
 GROUP_VARS = "---\n# the fleet's stack\nsglang_stack_bundle: stable-0.5.23-2026-11-30  # pinned\nother: 1\n"

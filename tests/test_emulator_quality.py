@@ -1,4 +1,4 @@
-"""The emulator against the quality gate (sglang_deploy.host.quality, issue 49): right answers and sound logprobs
+"""The emulator against the quality gate (ansible_collections.sglang.deploy.plugins.module_utils.quality, issue 49): right answers and sound logprobs
 without a fault; the faults wrong, nan_logprobs, nondeterministic and spec_changes_tokens each caught by the gate."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from emulator_proc import Emulator
 
 from sglang_deploy.emulator import answers
 from sglang_deploy.emulator.config import Config
-from sglang_deploy.host import quality
-from sglang_deploy.host.server_http import Endpoint
+from ansible_collections.sglang.deploy.plugins.module_utils import quality
+from ansible_collections.sglang.deploy.plugins.module_utils.server_http import Endpoint
 
 SPEC = ("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3")
 FAST = {"ttft_ms": 1, "decode_tok_s": 5000}

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from emulator_proc import Emulator, free_port
 
-from sglang_deploy.host import readiness, server_http
-from sglang_deploy.host.bench import metrics
+from ansible_collections.sglang.deploy.plugins.module_utils import readiness, server_http
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import metrics
 from sglang_deploy.emulator.group import DEATH_DELAY_S, MEMBER_EXIT_DELAY_S, MEMBER_EXIT_STATUS
 
 REAL = Path(__file__).parent / "fixtures" / "sglang-0.5.16-h200"

@@ -1,5 +1,5 @@
 """The quality gate's fingerprint store on the controller (sglang_deploy.fingerprints) and the gate's judgement of
-fingerprints (sglang_deploy.host.quality): what is broken at once, drift against a reference, the settings."""
+fingerprints (ansible_collections.sglang.deploy.plugins.module_utils.quality): what is broken at once, drift against a reference, the settings."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sglang_deploy import fingerprints
-from sglang_deploy.host import quality
+from ansible_collections.sglang.deploy.plugins.module_utils import quality
 
 PROMPT = quality.FINGERPRINT_PROMPTS[0]
 

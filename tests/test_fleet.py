@@ -17,7 +17,7 @@ from emulator_proc import Emulator, free_port, run_module  # first: puts the rep
 import sglang_drain
 import sglang_router_wait
 from sglang_deploy.fleet import fleet
-from sglang_deploy.host import fleet_probes
+from ansible_collections.sglang.deploy.plugins.module_utils import fleet_probes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 WORKERS = [{"id": "gpu-1", "url": "http://10.0.0.11:30000"}, {"id": "gpu-2", "url": "http://10.0.0.12:30000"}]

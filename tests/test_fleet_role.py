@@ -1,6 +1,6 @@
 """One owner per fleet concern (issue 21 items 3 and 4): the router's worker list, the router wait, the local-fact
 read, the rule facts, the default profile and the service roles' shared parts each live in one task or variable; the host record has one schema,
-one writer (plugins/modules/sglang_host_record.py, its logic in sglang_deploy.host.host_record) and one reader."""
+one writer (plugins/modules/sglang_host_record.py, its logic in ansible_collections.sglang.deploy.plugins.module_utils.host_record) and one reader."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import yaml
 
 from ansible_json import needs_playbook, run_playbook
 
-from sglang_deploy.host import host_record
+from ansible_collections.sglang.deploy.plugins.module_utils import host_record
 from sglang_deploy.paths import REPO
 
 YAML = sorted(
@@ -182,7 +182,7 @@ def test_python_reads_the_host_record_only_through_its_reader():
         for p in (REPO / folder).rglob("*.py")
         if re.search(r"""\.get\(["']sglang_server["']\)""", p.read_text())
     ]
-    assert readers == ["src/sglang_deploy/host/host_record.py"]
+    assert readers == ["src/plugins/module_utils/host_record.py"]
 
 
 def test_the_rollback_reads_a_host_record_that_lacks_fields():

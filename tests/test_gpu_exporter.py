@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sglang_deploy.host import gpu_exporter
+from ansible_collections.sglang.deploy.plugins.module_utils import gpu_exporter
 
 NAMES = {
     "sglang_gpu_utilization_ratio", "sglang_gpu_memory_used_bytes", "sglang_gpu_memory_total_bytes",

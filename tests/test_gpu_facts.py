@@ -1,4 +1,4 @@
-"""nvidia-smi parsing (src/sglang_deploy/host/gpu.py) on recorded and hand-written outputs, and the sglang_gpu_facts module."""
+"""nvidia-smi parsing (src/plugins/module_utils/gpu.py) on recorded and hand-written outputs, and the sglang_gpu_facts module."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from sglang_deploy.host import gpu
+from ansible_collections.sglang.deploy.plugins.module_utils import gpu
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "nvidia-smi"

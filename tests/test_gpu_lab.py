@@ -317,7 +317,7 @@ def test_a_phase_runs_timed_with_its_log_its_gzip_and_the_key_from_its_file(tmp_
 
 
 def test_restart_unit_empties_the_caches_when_cold_and_reports_the_start(tmp_path, monkeypatch):
-    from sglang_deploy.host import readiness, startup
+    from ansible_collections.sglang.deploy.plugins.module_utils import readiness, startup
 
     cache = tmp_path / "cache" / "venv-1" / "flashinfer"
     cache.mkdir(parents=True)

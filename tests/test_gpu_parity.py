@@ -153,7 +153,7 @@ def test_ours_reads_a_sharegpt_file_in_bench_serving_s_seeded_order(tmp_path):
     2026-12-02: the same 16 of 66 rows for seed 1)."""
     import random
 
-    from sglang_deploy.host.bench import dataset
+    from ansible_collections.sglang.deploy.plugins.module_utils.bench import dataset
 
     data = gpu_parity.write_dataset(tmp_path / "d.json", 66, 12)
     for seed in (1, 7):

@@ -8,7 +8,7 @@ import pytest
 from sglang_deploy import api, cli
 from sglang_deploy.api import results, rollout
 from sglang_deploy.fleet import fleet
-from sglang_deploy.host import host_record
+from ansible_collections.sglang.deploy.plugins.module_utils import host_record
 
 LOOKUP = "{{ lookup('pipe', 'id > PWNED; echo baseline') }}"
 GOOD = {"profile": "baseline", "last_good_profile": "baseline", "service": "sglang", "emulated": True}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_deploy.host.launch import Masker
+from ansible_collections.sglang.deploy.plugins.module_utils.launch import Masker
 
 LAUNCH = Path(__file__).resolve().parents[1] / "src" / "sglang_deploy" / "host" / "launch.py"
 

@@ -1,5 +1,5 @@
 """Imports run one way: command line (sglang_deploy.cli) -> API (sglang_deploy.api) -> tune -> controller domain ->
-host package (sglang_deploy.host, what runs on hosts). Within the domain, rules/, locks/, fleet/ and compare/ build
+host package (plugins/module_utils, imported as the collection's module_utils: what runs on hosts). Within the domain, rules/, locks/, fleet/ and compare/ build
 on launch/, and all on paths and secret_names (DOMAIN). The host package imports only itself and the standard
 library; nothing imports the emulator (a test double). Only the command line writes to the terminal; the programs
 that run on their own (host-side scripts, the emulated server) print their own output."""
@@ -12,7 +12,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "sglang_deploy"
-HOST = PACKAGE / "host"
+# The host package: the collection's module_utils, its one home.
+HOST = REPO / "plugins" / "module_utils"
+HOST_NAME = "ansible_collections.sglang.deploy.plugins.module_utils"
 # Programs whose stdout/stderr is their interface: run by the roles on hosts, or the emulated server package.
 PROGRAMS = {
     "host/check_argv.py",
@@ -41,18 +43,22 @@ DOMAIN = {
     "traffic": BASE,
 }
 # The other parts: the layers above the domain, what runs on hosts, the test double, the package data.
-OTHER_PARTS = {"__init__", "api", "cli", "tune", "host", "emulator", "data"}
+OTHER_PARTS = {"__init__", "api", "cli", "tune", "emulator", "data"}
 
 
 def part_of(path: Path) -> str:
     """The top-level module or package (cli, emulator, host, api, ...) a file belongs to; host/launch.py and
     host/check_argv.py are named as such."""
-    rel = path.relative_to(PACKAGE).as_posix()
+    rel = (
+        f"host/{path.relative_to(HOST).as_posix()}"
+        if path.is_relative_to(HOST)
+        else path.relative_to(PACKAGE).as_posix()
+    )
     return rel if rel in PROGRAMS else rel.split("/")[0]
 
 
-def imported(tree: ast.AST, path_parts: tuple = ()) -> set:
-    """Absolute names a module imports; ``path_parts``: the file's folders under sglang_deploy (("host", "bench"))."""
+def imported(tree: ast.AST, path_parts: tuple = (), root: str = "sglang_deploy") -> set:
+    """Absolute names a module imports; ``path_parts``: the file's folders under the package ``root`` (("bench",))."""
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -60,7 +66,7 @@ def imported(tree: ast.AST, path_parts: tuple = ()) -> set:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # relative: from . import x / from .x import y, resolved against the file's package
-                package = ".".join(["sglang_deploy", *path_parts][: len(path_parts) + 2 - node.level])
+                package = ".".join([root, *path_parts][: len(path_parts) + 2 - node.level])
                 base = package + ("." + base if base else "")
             names.add(base)
             names.update(f"{base}.{a.name}" for a in node.names)
@@ -87,6 +93,8 @@ def modules(folder: Path, recursive: bool = False):
 
 
 def imports_of(path: Path, tree: ast.AST) -> set:
+    if path.is_relative_to(HOST):
+        return imported(tree, path.relative_to(HOST).parent.parts, HOST_NAME)
     return imported(tree, path.relative_to(PACKAGE).parent.parts)
 
 
@@ -110,6 +118,8 @@ def test_the_domain_imports_neither_the_api_nor_the_command_line():
 
 def part_named(name: str) -> str | None:
     """The part of the package an imported name is in: sglang_deploy.launch.flags -> launch (None: the package)."""
+    if inside(name, HOST_NAME):
+        return "host"
     parts = name.split(".")
     return parts[1] if parts[0] == "sglang_deploy" and len(parts) > 1 else None
 
@@ -145,8 +155,8 @@ def test_the_api_does_not_import_the_command_line():
 
 def test_only_the_command_line_and_the_programs_print():
     bad = {
-        str(p.relative_to(PACKAGE)): lines
-        for p, tree in modules(PACKAGE, recursive=True)
+        part_of(p): lines
+        for p, tree in [*modules(PACKAGE, recursive=True), *modules(HOST, recursive=True)]
         if part_of(p) not in PROGRAMS | {"cli"}
         for lines in [terminal_writes(tree)]
         if lines
@@ -180,7 +190,7 @@ def test_importing_a_module_runs_nothing():
 
 
 def sglang_deploy_imports(path: Path, tree: ast.AST) -> set:
-    return {n for n in imports_of(path, tree) if n == "sglang_deploy" or n.startswith("sglang_deploy.")}
+    return {n for n in imports_of(path, tree) if inside(n, "sglang_deploy") or inside(n, HOST_NAME)}
 
 
 def inside(name: str, package: str) -> bool:
@@ -193,12 +203,12 @@ def test_the_host_package_imports_only_itself_and_the_standard_library():
         allowed = HOST_THIRD_PARTY.get(p.name, set())
         for n in imports_of(p, tree):
             top = n.split(".")[0]
-            if top == "sglang_deploy":
-                # `from sglang_deploy.host import x` also yields "sglang_deploy" and "sglang_deploy.host" itself
-                if not inside(n, "sglang_deploy.host") and n != "sglang_deploy":
-                    bad.append(f"{p.relative_to(PACKAGE)} imports {n}")
+            if top in ("sglang_deploy", "ansible_collections"):
+                # `from ansible_collections...module_utils import x` also yields the packages above module_utils
+                if not inside(n, HOST_NAME) and not HOST_NAME.startswith(n + "."):
+                    bad.append(f"{part_of(p)} imports {n}")
             elif top != "__future__" and top not in sys.stdlib_module_names and top not in allowed:
-                bad.append(f"{p.relative_to(PACKAGE)} imports {n}, which hosts do not have")
+                bad.append(f"{part_of(p)} imports {n}, which hosts do not have")
     assert bad == []
 
 
@@ -213,13 +223,17 @@ def test_nothing_imports_the_emulator():
     assert bad == []
 
 
-def test_the_emulator_imports_only_itself():
-    """It ships to lab hosts as a package of its own (roles/sglang_server/files/emulator)."""
+def test_the_emulator_imports_only_itself_and_sglang_defaults():
+    """It ships to lab hosts as a package of its own, the host package's sglang_defaults.py beside its modules
+    (the lookup sglang_emulator_sources)."""
+    defaults = f"{HOST_NAME}.sglang_defaults"
     bad = [
         f"{p.relative_to(PACKAGE)} imports {n}"
         for p, tree in modules(PACKAGE / "emulator", recursive=True)
         for n in sglang_deploy_imports(p, tree)
-        if not inside(n, "sglang_deploy.emulator") and n != "sglang_deploy"
+        if not inside(n, "sglang_deploy.emulator")
+        and n != "sglang_deploy"
+        and not (inside(n, defaults) or inside(defaults, n))
     ]
     assert bad == []
 
@@ -230,24 +244,24 @@ def test_the_controller_uses_only_public_names_of_the_host_package():
         if part_of(p) in ("host", "emulator"):
             continue
         for n in sglang_deploy_imports(p, tree):
-            if inside(n, "sglang_deploy.host") and any(part.startswith("_") for part in n.split(".")[2:]):
+            if inside(n, HOST_NAME) and any(part.startswith("_") for part in n.split(".")[5:]):
                 bad.append(f"{p.relative_to(PACKAGE)} imports {n}")
     assert bad == []
 
 
 def test_the_layer_scans_see_what_they_forbid():
-    tree = ast.parse("from ... import rules\nfrom ..emulator import config\nfrom .server_http import request\n")
-    names = imported(tree, ("host", "bench"))
+    tree = ast.parse(
+        "from ..files import write_file\nfrom ..emulator import config\nfrom .server_http import request\n"
+    )
+    names = imported(tree, ("bench",), HOST_NAME)
     assert {
-        "sglang_deploy.rules",
-        "sglang_deploy.host.emulator.config",
-        "sglang_deploy.host.bench.server_http",
+        f"{HOST_NAME}.files",
+        f"{HOST_NAME}.bench.server_http",
     } <= names
     assert "sglang_deploy.emulator.config" in imported(tree, ("host",))
+    assert part_named(f"{HOST_NAME}.files") == "host"
 
 
-def test_the_roles_copy_only_host_programs_and_the_emulator_from_the_package():
-    links = [p for p in REPO.glob("roles/*/files/*") if p.is_symlink()]
-    assert links, "the roles copy the launcher and check_argv through links"
-    targets = {p.resolve() for p in links}
-    assert {t for t in targets if not (t.is_relative_to(HOST) or t.is_relative_to(PACKAGE / "emulator"))} == set()
+def test_the_roles_hold_no_links():
+    """The roles copy the host programs from plugins/module_utils by path (role_path), not through links."""
+    assert [p for p in REPO.glob("roles/*/files/**/*") if p.is_symlink()] == []

@@ -16,7 +16,7 @@ from emulator_proc import run_module  # first: puts the repo's module_utils on t
 
 from sglang_deploy.fleet import model_fanout
 from sglang_deploy.locks import model_lock
-from sglang_deploy.host import model
+from ansible_collections.sglang.deploy.plugins.module_utils import model
 from sglang_deploy.cli import main
 
 REPO = Path(__file__).resolve().parents[1]

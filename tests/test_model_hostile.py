@@ -27,7 +27,7 @@ from emulator_proc import run_module  # first: puts the repo's module_utils on t
 
 from sglang_deploy.locks import model_lock
 from sglang_deploy.cli import main
-from sglang_deploy.host import model, model_place
+from ansible_collections.sglang.deploy.plugins.module_utils import model, model_place
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "plugins" / "modules"))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from sglang_deploy.locks import model_lock
-from sglang_deploy.host import model
+from ansible_collections.sglang.deploy.plugins.module_utils import model
 from sglang_deploy.cli import main
 
 pytest.importorskip("olah")

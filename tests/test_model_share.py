@@ -23,7 +23,7 @@ import pytest
 import yaml
 from emulator_proc import run_module  # first: puts the repo's module_utils on the import path
 
-from sglang_deploy.host import model_share
+from ansible_collections.sglang.deploy.plugins.module_utils import model_share
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "plugins" / "modules"))

@@ -1,6 +1,5 @@
-"""What the modules ship to hosts: module_utils/sglang_deploy is a link to the host package (src/sglang_deploy/host),
-so a relative import names the same file in both places, no controller code ships, and anything else imported is the
-standard library."""
+"""What the modules ship to hosts: plugins/module_utils is the host package's one home (no link, no copy); a relative
+import names a shipped file, no controller code ships, and anything else imported is the standard library."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from test_layers import HOST_THIRD_PARTY
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "plugins" / "module_utils"
-HOST = REPO / "src" / "sglang_deploy" / "host"
 
 
 def shipped_files() -> list:
@@ -26,9 +24,8 @@ def shipped_files() -> list:
     )
 
 
-def test_module_utils_is_a_link_to_the_host_package_alone():
-    assert SHIPPED.is_symlink(), f"{SHIPPED} is a copy, not a link"
-    assert SHIPPED.resolve() == HOST.resolve()
+def test_module_utils_is_the_host_package_itself():
+    assert not SHIPPED.is_symlink() and not (REPO / "src" / "sglang_deploy" / "host").exists()
 
 
 def unshipped(rel: Path, node: ast.ImportFrom) -> bool:

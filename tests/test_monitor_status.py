@@ -15,7 +15,7 @@ from emulator_proc import free_port, run_module  # first: puts the repo's module
 import sglang_prometheus_alerts
 from sglang_deploy import api, cli
 from sglang_deploy.api import runner
-from sglang_deploy.host import prometheus_alerts, server_http
+from ansible_collections.sglang.deploy.plugins.module_utils import prometheus_alerts, server_http
 from sglang_deploy.paths import REPO
 
 LOCAL_MONITORING = REPO / "tests" / "fixtures" / "runner" / "monitoring-hosts.yml"

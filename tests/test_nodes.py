@@ -17,7 +17,7 @@ from ansible_json import PLAYBOOK_BIN, needs_playbook, run_playbook
 from sglang_deploy.fleet import fleet
 from sglang_deploy.launch import nodes, profiles
 from sglang_deploy.rules import rules
-from sglang_deploy.host import ports
+from ansible_collections.sglang.deploy.plugins.module_utils import ports
 from sglang_deploy.paths import REPO
 
 SETTINGS = profiles.load_settings()

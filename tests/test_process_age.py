@@ -4,7 +4,7 @@ import subprocess
 import sys
 import time
 
-from sglang_deploy.host.process_age import newer_files, process_start
+from ansible_collections.sglang.deploy.plugins.module_utils.process_age import newer_files, process_start
 
 
 def test_files_changed_after_the_process_started_are_newer(tmp_path):

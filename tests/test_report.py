@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sglang_deploy.compare import compare_report, figures
-from sglang_deploy.host import bench
+from ansible_collections.sglang.deploy.plugins.module_utils import bench
 from sglang_deploy.api import Failure, HostOutcome, RunResult
 
 HOST = "gpu-1"

@@ -306,7 +306,7 @@ def test_rules_predict_what_real_sglang_did(row):
 def test_spec_running_cap_has_one_source(monkeypatch):
     """The rule warns at the cap the emulated server applies: one constant, host/sglang_defaults.py, which the
     emulator (shipped alone to lab hosts) reads through its link emulator/sglang_defaults.py."""
-    from sglang_deploy.host import sglang_defaults
+    from ansible_collections.sglang.deploy.plugins.module_utils import sglang_defaults
 
     emulator_copy = Path(rules.__file__).parents[1] / "emulator" / "sglang_defaults.py"
     assert emulator_copy.is_symlink() and emulator_copy.resolve() == Path(sglang_defaults.__file__).resolve()

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from sglang_deploy.host.server_http import Endpoint, Response, auth_headers, check_api_key, first_model
+from ansible_collections.sglang.deploy.plugins.module_utils.server_http import (
+    Endpoint,
+    Response,
+    auth_headers,
+    check_api_key,
+    first_model,
+)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Stack bundle rules (src/sglang_deploy/host/stack.py) on the shipped bundles and on made-up wheelhouses; the prune of old
+"""Stack bundle rules (src/plugins/module_utils/stack.py) on the shipped bundles and on made-up wheelhouses; the prune of old
 venvs (plugins/modules/sglang_stack_prune.py) against real processes that hold a venv's files."""
 
 from __future__ import annotations  # noqa: I001 (emulator_proc must come before the modules)
@@ -15,7 +15,7 @@ import yaml
 from emulator_proc import run_module  # first: puts the repo's module_utils on the import path
 
 import sglang_stack_prune
-from sglang_deploy.host import stack, stack_prune, wheel_fetch
+from ansible_collections.sglang.deploy.plugins.module_utils import stack, stack_prune, wheel_fetch
 from sglang_deploy.paths import STACKS
 
 

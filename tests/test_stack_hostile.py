@@ -16,7 +16,7 @@ import yaml
 from ansible_json import needs_playbook, run_playbook
 
 from sglang_deploy.locks import stack_files, stack_lock
-from sglang_deploy.host import stack, wheel_fetch
+from ansible_collections.sglang.deploy.plugins.module_utils import stack, wheel_fetch
 from sglang_deploy.cli import main
 from sglang_deploy.paths import REPO, STACKS
 

@@ -16,7 +16,7 @@ import yaml
 from ansible_json import REPO, needs_playbook, run_playbook
 
 from sglang_deploy.locks import stack_lock
-from sglang_deploy.host import stack, wheel_fetch
+from ansible_collections.sglang.deploy.plugins.module_utils import stack, wheel_fetch
 
 LAYERED = yaml.safe_load((REPO / "stacks" / "h200-image-torch-0.5.16.yml").read_text())
 
@@ -47,7 +47,7 @@ def test_a_base_that_is_not_an_absolute_interpreter_path_is_refused(base):
 def test_a_base_interpreter_another_user_can_change_is_refused(tmp_path):
     """The role runs base.python as root: it, its link target and every folder above them must be root's alone (a
     sticky folder such as /tmp excepted)."""
-    from sglang_deploy.host import stack as host_stack
+    from ansible_collections.sglang.deploy.plugins.module_utils import stack as host_stack
 
     image = tmp_path / "image" / "bin"
     image.mkdir(parents=True)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from sglang_deploy.locks import stack_files, stack_lock
-from sglang_deploy.host import stack
+from ansible_collections.sglang.deploy.plugins.module_utils import stack
 from sglang_deploy.cli import main
 from sglang_deploy.paths import STACKS
 

@@ -1,4 +1,4 @@
-"""Where an SGLang start went (sglang_deploy.host.startup): SGLang's own log lines as recorded from 0.5.16 on an H200
+"""Where an SGLang start went (ansible_collections.sglang.deploy.plugins.module_utils.startup): SGLang's own log lines as recorded from 0.5.16 on an H200
 and as 0.5.23's source writes them, the journal's form of them, the emulator's lines through the sglang_ready module,
 and the environment that keeps a restart's caches warm."""
 

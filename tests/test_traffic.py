@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from sglang_deploy.host.bench import trace
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import trace
 from sglang_deploy.traffic import traffic, traffic_plot
 
 

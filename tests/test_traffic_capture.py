@@ -12,7 +12,7 @@ import pytest
 from emulator_proc import Emulator  # first: puts the repo's module_utils on the import path
 
 from sglang_deploy import cli
-from sglang_deploy.host.bench import capture, trace
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import capture, trace
 
 
 def load_trace(n: int, seed: int = 5) -> list:

@@ -8,7 +8,7 @@ import pytest
 
 from sglang_deploy.api.results import HostOutcome, RunResult
 from sglang_deploy.compare import compare_report, figures
-from sglang_deploy.host.bench import table, trace
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import table, trace
 from sglang_deploy.tune import measures, searchfile
 
 

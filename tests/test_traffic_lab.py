@@ -18,7 +18,7 @@ from test_api import lab
 from test_traffic_capture import load_trace
 
 from sglang_deploy import api, cli
-from sglang_deploy.host.bench import trace
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import trace
 from sglang_deploy.paths import REPO
 
 pytestmark = lab
@@ -57,7 +57,7 @@ def captured(tmp_path_factory):
     trace.write(sent, str(out / "sent.jsonl"))
     _exec("rm", "-rf", WHERE)
     _exec("mkdir", "-p", WHERE)
-    subprocess.run(["docker", "cp", str(REPO / "src/sglang_deploy/host"), f"{LAB_HOST}:{WHERE}/hostpkg"], check=True)
+    subprocess.run(["docker", "cp", str(REPO / "plugins/module_utils"), f"{LAB_HOST}:{WHERE}/hostpkg"], check=True)
     subprocess.run(["docker", "cp", str(out / "sent.jsonl"), f"{LAB_HOST}:{WHERE}/sent.jsonl"], check=True)
     found: dict = {}
     start = time.time()

@@ -12,9 +12,9 @@ import sim_clock
 from emulator_proc import Emulator  # first: puts the repo's module_utils on the import path
 
 from sglang_deploy import cli
-from sglang_deploy.host import bench, server_http
-from sglang_deploy.host.bench import dataset, sweep, trace, workload
-from sglang_deploy.host.bench.client import Target
+from ansible_collections.sglang.deploy.plugins.module_utils import bench, server_http
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import dataset, sweep, trace, workload
+from ansible_collections.sglang.deploy.plugins.module_utils.bench.client import Target
 
 
 def poisson_trace(n: int, rate: float, seed: int = 3) -> list:

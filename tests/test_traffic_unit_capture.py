@@ -15,8 +15,8 @@ from emulator_proc import Emulator, run_module  # first: puts the repo's module_
 
 import sglang_traffic
 from sglang_deploy.api import traffic_capture as api_capture
-from sglang_deploy.host import server_http
-from sglang_deploy.host.bench import trace
+from ansible_collections.sglang.deploy.plugins.module_utils import server_http
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import trace
 
 KEY = "k-secret-7"
 PREFIX = " ".join(f"p{i}" for i in range(600))  # more than one 512-token block, shared by every prompt
@@ -136,7 +136,7 @@ def test_a_sound_answer_is_written_0600_and_its_notes_escaped(tmp_path, monkeypa
 
 STOPPED_MID_CAPTURE = """
 import os, signal, time
-from sglang_deploy.host.bench import capture, unit_capture
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import capture, unit_capture
 
 unit_capture.found_logging = lambda url, key: dict(unit_capture.OFF)
 capture.switch = lambda url, key, on: print("logging on", flush=True)
@@ -175,7 +175,7 @@ def test_the_prompts_text_is_sized_on_the_host_before_it_is_fetched(monkeypatch,
     import yaml
 
     from sglang_deploy import paths
-    from sglang_deploy.host.bench import capture as host_capture
+    from ansible_collections.sglang.deploy.plugins.module_utils.bench import capture as host_capture
 
     play = yaml.safe_load((paths.REPO / "playbooks/traffic.yml").read_text())[0]
     (block,) = [t for t in play["tasks"] if "block" in t]

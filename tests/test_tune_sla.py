@@ -184,7 +184,7 @@ def test_runs_of_rates_stored_before_the_arrivals_were_bench_servings_are_measur
     (other gaps for the same seed) are not resumed into a comparison with new ones; closed-loop keys stay."""
     import dataclasses
 
-    from sglang_deploy.host import bench
+    from ansible_collections.sglang.deploy.plugins.module_utils import bench
     from sglang_deploy.tune.planning import run_key
 
     for work in (rate_search().workload, sla_search().workload):

@@ -10,7 +10,7 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from sglang_deploy.host import watchdog
+from ansible_collections.sglang.deploy.plugins.module_utils import watchdog
 
 REPO = Path(__file__).resolve().parents[1]
 ROLE = REPO / "roles" / "sglang_watch"

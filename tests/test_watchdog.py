@@ -9,7 +9,7 @@ import os
 import pytest
 
 from emulator_proc import Emulator
-from sglang_deploy.host import host_record, watch_router, watchdog
+from ansible_collections.sglang.deploy.plugins.module_utils import host_record, watch_router, watchdog
 from sglang_deploy.launch.formats import env_file
 
 BASE = {"service": "sglang", "failures": 3, "max_restarts": 2, "window_s": 3600, "grace_s": 600}
@@ -163,7 +163,7 @@ def test_a_deploy_keeps_the_watchdog_entry():
 
 
 def test_the_probe_finds_a_stalled_server_whose_health_is_200(tmp_path):
-    from sglang_deploy.host.readiness import probe as health
+    from ansible_collections.sglang.deploy.plugins.module_utils.readiness import probe as health
 
     emulator = Emulator(tmp_path, fault="stall").wait_ready()
     try:

@@ -373,7 +373,7 @@ def _get_pip_stand_in() -> None:
     from ansible_test._internal.python_requirements import get_venv_packages  # noqa: PLC0415
 
     sys.path.insert(0, str(REPO / "src"))
-    from sglang_deploy.host.files import write_file  # noqa: PLC0415
+    from ansible_collections.sglang.deploy.plugins.module_utils.files import write_file  # noqa: PLC0415
 
     class _Python:  # get_venv_packages reads only the version
         version = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -409,7 +409,7 @@ def write_fragment() -> None:
     import yaml  # noqa: PLC0415
 
     sys.path.insert(0, str(REPO / "src"))
-    from sglang_deploy.host.bench.workload import ansible_options  # noqa: PLC0415
+    from ansible_collections.sglang.deploy.plugins.module_utils.bench.workload import ansible_options  # noqa: PLC0415
 
     workload = {
         "description": "The workload, by bench_serving's names; a setting left out takes its default.",

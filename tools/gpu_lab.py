@@ -287,7 +287,10 @@ def restart_unit(name: str, caches: str, unit: str = "sglang", url: str = "http:
     """Inside the lab: one `systemctl restart` of the unit (its caches emptied first when cold), the readiness wait
     of the sglang_ready module with the unit watched, and where the start went, read from the journal as the role
     reads it (host/startup.py)."""
-    from sglang_deploy.host import readiness, startup  # the lab's checkout's src/, on PYTHONPATH
+    from ansible_collections.sglang.deploy.plugins.module_utils import (
+        readiness,
+        startup,
+    )  # the lab's checkout's src/, on PYTHONPATH
 
     if caches == "cold":
         for path in glob.glob(CACHES):

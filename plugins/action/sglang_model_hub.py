@@ -13,7 +13,7 @@ from ansible_collections.sglang.deploy.plugins.plugin_utils import package
 
 try:
     from sglang_deploy.locks import model_lock
-    from sglang_deploy.host import model
+    from ansible_collections.sglang.deploy.plugins.module_utils import model
 except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
     package.missing(exc)
 

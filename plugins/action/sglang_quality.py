@@ -1,6 +1,6 @@
 """Action plugin sglang_quality: read the reference fingerprint on the controller, run the module's checks on the
 host, judge by the mode, and keep a fingerprint that passed. Documentation: plugins/modules/sglang_quality.py; the
-checks are in sglang_deploy.host.quality, the store in sglang_deploy.fingerprints."""
+checks are in ansible_collections.sglang.deploy.plugins.module_utils.quality, the store in sglang_deploy.fingerprints."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ try:
     from sglang_deploy.rules import rules
     from sglang_deploy import secret_names
     from sglang_deploy.compare import measured, validate
-    from sglang_deploy.host import gpu, host_record, stack, text
+    from ansible_collections.sglang.deploy.plugins.module_utils import gpu, host_record, stack, text
 except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
     package.missing(exc)
 

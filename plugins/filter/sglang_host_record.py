@@ -7,7 +7,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.sglang.deploy.plugins.plugin_utils import package
 
 try:
-    from sglang_deploy.host import host_record
+    from ansible_collections.sglang.deploy.plugins.module_utils import host_record
 except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
     package.missing(exc)
 

@@ -1,5 +1,5 @@
 """Filters sglang_model_fanout_rounds: the rounds of a host-to-host fetch (sglang_deploy.fleet.model_fanout.fanout_rounds);
-sglang_model_lock_id: a lock's id as the controller computes it (sglang_deploy.host.model.lock_id)."""
+sglang_model_lock_id: a lock's id as the controller computes it (ansible_collections.sglang.deploy.plugins.module_utils.model.lock_id)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from ansible_collections.sglang.deploy.plugins.plugin_utils import package
 
 try:
     from sglang_deploy.fleet import model_fanout
-    from sglang_deploy.host import model
+    from ansible_collections.sglang.deploy.plugins.module_utils import model
 except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
     package.missing(exc)
 

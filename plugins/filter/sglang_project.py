@@ -17,7 +17,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.sglang.deploy.plugins.plugin_utils import package
 
 try:
-    from sglang_deploy.host.files import check_folder
+    from ansible_collections.sglang.deploy.plugins.module_utils.files import check_folder
 except ImportError as exc:  # package.require() names the fix
     package.missing(exc)
 

@@ -1,12 +1,12 @@
 """Filters of the server's start: its stack's cache folder and the environment that keeps a restart's JIT and
-compile caches and gives FlashInfer's JIT its tools (sglang_deploy.host.startup)."""
+compile caches and gives FlashInfer's JIT its tools (ansible_collections.sglang.deploy.plugins.module_utils.startup)."""
 
 from __future__ import annotations
 
 from ansible_collections.sglang.deploy.plugins.plugin_utils import package
 
 try:
-    from sglang_deploy.host import startup
+    from ansible_collections.sglang.deploy.plugins.module_utils import startup
 except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
     package.missing(exc)
 

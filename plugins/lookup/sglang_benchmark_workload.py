@@ -26,7 +26,7 @@ from ansible_collections.sglang.deploy.plugins.plugin_utils import package
 
 try:
     from sglang_deploy.compare import bench_vars
-    from sglang_deploy.host.bench import WORKLOAD
+    from ansible_collections.sglang.deploy.plugins.module_utils.bench import WORKLOAD
 except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
     package.missing(exc)
 

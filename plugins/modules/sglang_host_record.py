@@ -10,7 +10,7 @@ short_description: Read or update the host record of the SGLang server (local fa
 description:
   - The record C(/etc/ansible/facts.d/sglang_server.fact) says what the sglang_server role deployed on the host;
     C(ansible_local.sglang_server) reads it back (through the filter C(sglang_host_record), which gives every field).
-    This module is its only writer, with one schema (sglang_deploy.host.host_record.FIELDS).
+    This module is its only writer, with one schema (ansible_collections.sglang.deploy.plugins.module_utils.host_record.FIELDS).
   - O(event=asked) when the unit of O(profile) is written (a rollback on record is dropped);
     O(event=deployed) when that profile passed the readiness wait (the last good profile, its launch and venv);
     O(event=rolled_back) when O(profile) failed and the last good profile serves again;

@@ -18,7 +18,7 @@ description:
     controller), measures token agreement and logprob drift and holds them to O(settings) C(min_agreement) and
     C(max_logprob_drift); with O(lossless) (speculative decoding) to C(lossless_min_agreement).
   - O(mode=enforce) fails the task when the gate fails (the role then rolls back); O(mode=report) only reports;
-    O(mode=off) checks nothing. The checks themselves are in C(sglang_deploy.host.quality).
+    O(mode=off) checks nothing. The checks themselves are in C(ansible_collections.sglang.deploy.plugins.module_utils.quality).
 version_added: "0.2.0"
 author: sglang-deploy maintainers (@sglang-deploy)
 options:
@@ -39,7 +39,7 @@ options:
     default: enforce
   settings:
     description: >-
-      Overrides of the gate's settings (C(sglang_deploy.host.quality.DEFAULTS)): pass_mark, max_tokens,
+      Overrides of the gate's settings (C(ansible_collections.sglang.deploy.plugins.module_utils.quality.DEFAULTS)): pass_mark, max_tokens,
       fingerprint_tokens, top_k, min_agreement, max_logprob_drift, lossless_min_agreement, timeout.
     type: dict
     default: {}

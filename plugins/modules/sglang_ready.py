@@ -144,7 +144,7 @@ stage:
   type: str
 startup:
   description:
-    - Where the start went (sglang_deploy.host.startup), from the unit's journal. C(milestones) are seconds
+    - Where the start went (ansible_collections.sglang.deploy.plugins.module_utils.startup), from the unit's journal. C(milestones) are seconds
       after the process start at which SGLang logged each step (process_start, server_args, first_model_line
       (spawn and imports done), weights_begin, weights_loaded, kv_cache_allocated, cuda_graphs_begin,
       cuda_graphs_captured, http_up, ready); C(phases) the seconds per phase (imports, weights and cuda_graphs

@@ -1,6 +1,6 @@
 #!/usr/bin/python
 """Ansible module: capture the traffic a deployed SGLang server serves as a trace (the work is
-C(sglang_deploy.host.bench.unit_capture))."""
+C(ansible_collections.sglang.deploy.plugins.module_utils.bench.unit_capture))."""
 
 from __future__ import annotations
 

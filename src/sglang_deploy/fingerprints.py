@@ -17,8 +17,8 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .host.files import check_folder, write_file
-from .host.quality import FINGERPRINT_PROMPTS
+from ansible_collections.sglang.deploy.plugins.module_utils.files import check_folder, write_file
+from ansible_collections.sglang.deploy.plugins.module_utils.quality import FINGERPRINT_PROMPTS
 from .paths import read_bounded
 
 MAX_FILE_BYTES = 1 << 20

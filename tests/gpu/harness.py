@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from sglang_deploy.launch import profiles
-from sglang_deploy.host import gpu, readiness, server_http
+from ansible_collections.sglang.deploy.plugins.module_utils import gpu, readiness, server_http
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = REPO / "src" / "sglang_deploy" / "host" / "launch.py"

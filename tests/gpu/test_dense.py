@@ -16,7 +16,7 @@ import harness
 import pytest
 from harness import DENSE_ARGS, Server
 
-from sglang_deploy.host import gpu, readiness
+from ansible_collections.sglang.deploy.plugins.module_utils import gpu, readiness
 
 LEVELS = (1, 8, 32)
 INPUT_LEN = OUTPUT_LEN = 256

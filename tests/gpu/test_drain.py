@@ -17,7 +17,7 @@ import pytest
 from harness import Server
 from test_multi_gpu import ARGS
 
-from sglang_deploy.host import server_http
+from ansible_collections.sglang.deploy.plugins.module_utils import server_http
 
 STREAM_TOKENS = 6000  # about 7 s of decode for the tiny model at concurrency 1
 UNIT_TEMPLATE = harness.REPO / "roles" / "sglang_server" / "templates" / "sglang.service.j2"

@@ -14,7 +14,7 @@ from harness import Server
 from test_drain import Stream
 from test_multi_gpu import ARGS
 
-from sglang_deploy.host import readiness
+from ansible_collections.sglang.deploy.plugins.module_utils import readiness
 
 
 @pytest.fixture(autouse=True)

@@ -26,7 +26,7 @@ import harness
 import pytest
 from harness import API_KEY, DENSE_ARGS, SGLANG_VERSION, Server
 
-from sglang_deploy.host import server_http
+from ansible_collections.sglang.deploy.plugins.module_utils import server_http
 from sglang_deploy.monitor import metrics, rules
 
 LOAD_S = 150  # under load for longer than the stall rule's for: (1m), with its 180 s window filling
@@ -124,7 +124,7 @@ def test_prometheus_evaluates_every_rule_and_the_stall_alert_stays_quiet_under_l
     binary = prometheus_binary()
     gpu_port, prom_port = harness.free_port(), harness.free_port()
     exporter = subprocess.Popen(
-        [sys.executable, str(harness.REPO / "src/sglang_deploy/host/gpu_exporter.py"), "--port", str(gpu_port)],
+        [sys.executable, str(harness.REPO / "src/plugins/module_utils/gpu_exporter.py"), "--port", str(gpu_port)],
         stdout=subprocess.DEVNULL,
         stderr=open(out_dir / "gpu_exporter.log", "wb"),  # noqa: SIM115 - closed with the process
     )

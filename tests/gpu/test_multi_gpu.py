@@ -13,7 +13,7 @@ import pytest
 from harness import Server
 
 from sglang_deploy.rules import rules
-from sglang_deploy.host import readiness
+from ansible_collections.sglang.deploy.plugins.module_utils import readiness
 
 ARGS = {
     "load-format": "dummy",

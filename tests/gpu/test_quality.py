@@ -1,4 +1,4 @@
-"""The quality gate (sglang_deploy.host.quality, docs/quality.md) on real SGLang, small dense model, dummy weights (so
+"""The quality gate (ansible_collections.sglang.deploy.plugins.module_utils.quality, docs/quality.md) on real SGLang, small dense model, dummy weights (so
 the fingerprint only: random weights answer no question): the shape of /generate's logprobs as the gate reads them,
 whether greedy tokens hold across restarts of one launch, whether the attention backend or CUDA graphs move them, and
 how long the gate takes. Writes quality.json (every launch's drift against the first and the gate's seconds).
@@ -16,7 +16,7 @@ import harness
 import pytest
 from harness import API_KEY, DENSE_ARGS, Server
 
-from sglang_deploy.host import quality
+from ansible_collections.sglang.deploy.plugins.module_utils import quality
 
 GATE_BUDGET_S = 10.0  # what the gate may add to a deploy (issue 49)
 RESTARTS = 3

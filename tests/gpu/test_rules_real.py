@@ -12,7 +12,7 @@ import pytest
 from harness import Server
 
 from sglang_deploy.rules import rules
-from sglang_deploy.host import readiness
+from ansible_collections.sglang.deploy.plugins.module_utils import readiness
 
 REPORT_WITHIN_S = 3.0
 # Launches run side by side: each caps its KV pool (max-total-tokens), so the memory check's fraction of the

@@ -17,8 +17,8 @@ import harness
 import pytest
 from harness import API_KEY, DENSE_ARGS, Server
 
-from sglang_deploy.host import startup
-from sglang_deploy.host.readiness import freeze_gc
+from ansible_collections.sglang.deploy.plugins.module_utils import startup
+from ansible_collections.sglang.deploy.plugins.module_utils.readiness import freeze_gc
 
 SMOKE_BUDGET_S = 300.0
 LEVELS = (1, 8)

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field
 
 from sglang_deploy.compare import gate, validate
 from sglang_deploy.fleet import fleet
-from sglang_deploy.host import host_record, prometheus_alerts
-from sglang_deploy.host import text as host_text
-from sglang_deploy.host.readiness import parse_systemctl_show
+from ansible_collections.sglang.deploy.plugins.module_utils import host_record, prometheus_alerts
+from ansible_collections.sglang.deploy.plugins.module_utils import text as host_text
+from ansible_collections.sglang.deploy.plugins.module_utils.readiness import parse_systemctl_show
 
 
 @dataclass

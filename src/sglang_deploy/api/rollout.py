@@ -12,7 +12,7 @@ Ansible as an unsafe value (runner.py), never as a template.
 
 from __future__ import annotations
 
-from sglang_deploy.host.host_record import NAME_RE
+from ansible_collections.sglang.deploy.plugins.module_utils.host_record import NAME_RE
 
 from . import operations
 from .results import RunResult

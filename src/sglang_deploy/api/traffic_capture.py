@@ -10,10 +10,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..host.bench import capture as host_capture
-from ..host.bench import trace
-from ..host.files import check_dest, write_file
-from ..host.text import escaped
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import capture as host_capture
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import trace
+from ansible_collections.sglang.deploy.plugins.module_utils.files import check_dest, write_file
+from ansible_collections.sglang.deploy.plugins.module_utils.text import escaped
 from ..paths import read_bounded
 from . import runner
 from .results import RunResult

@@ -6,10 +6,10 @@ import argparse
 import os
 import sys
 
-from sglang_deploy.host import bench
+from ansible_collections.sglang.deploy.plugins.module_utils import bench
 from sglang_deploy.cli import workload
 from sglang_deploy.cli.errors import UsageError
-from sglang_deploy.host.server_http import Endpoint, check_api_key
+from ansible_collections.sglang.deploy.plugins.module_utils.server_http import Endpoint, check_api_key
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from sglang_deploy.locks import model_lock
-from sglang_deploy.host import model
+from ansible_collections.sglang.deploy.plugins.module_utils import model
 from sglang_deploy.cli.errors import UsageError
 
 _MODELS_HELP = f"folder of model locks ({model_lock.MODELS})"

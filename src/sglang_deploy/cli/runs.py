@@ -10,8 +10,8 @@ from pathlib import Path
 
 from sglang_deploy import api
 from sglang_deploy.compare import compare_report, gate, noise
-from sglang_deploy.host import bench
-from sglang_deploy.host.files import check_folder
+from ansible_collections.sglang.deploy.plugins.module_utils import bench
+from ansible_collections.sglang.deploy.plugins.module_utils.files import check_folder
 from sglang_deploy.cli import workload
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.cli.extravars import parse_extravars

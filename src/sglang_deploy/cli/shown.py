@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from sglang_deploy.host import text as host_text
+from ansible_collections.sglang.deploy.plugins.module_utils import text as host_text
 from sglang_deploy.secret_names import mask_shown
 
 

@@ -15,7 +15,7 @@ from sglang_deploy.cli.extravars import parse_extravars
 from sglang_deploy.cli.progress import Progress
 from sglang_deploy.compare import gate
 from sglang_deploy.locks import stack_files, stack_lock
-from sglang_deploy.host import wheel_fetch
+from ansible_collections.sglang.deploy.plugins.module_utils import wheel_fetch
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.paths import STACKS
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from sglang_deploy import api
 from sglang_deploy.cli.errors import UsageError
 from sglang_deploy.cli.progress import Progress
-from sglang_deploy.host.files import write_file
+from ansible_collections.sglang.deploy.plugins.module_utils.files import write_file
 from sglang_deploy.traffic import traffic
 
 

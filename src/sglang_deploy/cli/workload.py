@@ -14,7 +14,7 @@ from pathlib import Path
 from sglang_deploy import api
 from sglang_deploy.compare import bench_vars, figures
 from sglang_deploy.launch import nodes
-from sglang_deploy.host import bench
+from ansible_collections.sglang.deploy.plugins.module_utils import bench
 from sglang_deploy.paths import REPO
 from sglang_deploy.tune import measures as tune_measures, searchfile
 

@@ -9,7 +9,7 @@ import json
 import math
 from pathlib import Path
 
-from ..host.bench import WORKLOAD
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import WORKLOAD
 
 ROLE_PREFIX = "sglang_benchmark_"
 _EMPTY = {"int": 0, "str": "", "path": "", "list": [], "dict": {}}

@@ -16,9 +16,9 @@ from pathlib import Path
 from sglang_deploy.compare import gate, noise
 from sglang_deploy.compare.figures import comparable, first_difference
 from sglang_deploy.compare.profile_ranking import rank_profiles, ratio
-from sglang_deploy.host.bench import table
-from sglang_deploy.host.files import write_files
-from sglang_deploy.host.text import IN_LINES, escaped
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import table
+from ansible_collections.sglang.deploy.plugins.module_utils.files import write_files
+from ansible_collections.sglang.deploy.plugins.module_utils.text import IN_LINES, escaped
 from sglang_deploy.secret_names import mask_shown
 
 SYNTHETIC_NOTE = "LAB: emulated SGLang server, these numbers are synthetic"

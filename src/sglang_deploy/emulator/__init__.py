@@ -72,7 +72,7 @@ planet, lower case, a number missing from a list), the same ones every time; nan
 differently on each request (drawn from the request's number); spec_changes_tokens, only with a speculative
 algorithm, moves every token after position 4 (a lossless mode that is not).
 
-Answers: the OpenAI routes answer the quality gate's questions (sglang_deploy.host.quality.QUESTIONS: sums, word
+Answers: the OpenAI routes answer the quality gate's questions (ansible_collections.sglang.deploy.plugins.module_utils.quality.QUESTIONS: sums, word
 problems, a few facts, two format prompts) right, as the first tokens, then EOS (after the thinking share with a
 reasoning parser and thinking on); other prompts get vocabulary words. /generate never answers; with
 return_logprob its meta_info has output_token_logprobs ([logprob, id, null] per token, from the prompt and the

@@ -1,4 +1,4 @@
-"""Answers to the quality gate's questions (sglang_deploy.host.quality.QUESTIONS), as a good model gives them.
+"""Answers to the quality gate's questions (ansible_collections.sglang.deploy.plugins.module_utils.quality.QUESTIONS), as a good model gives them.
 
 A TEST DOUBLE, not a model: it recognises the few prompt forms the gate asks (sums, three word problems, a tiny
 facts table, two format prompts) by pattern and computes the answer, so the gate can pass against the emulator;

@@ -8,7 +8,11 @@ import sys
 import time
 
 from . import perf
-from .sglang_defaults import SPEC_DEFAULT_MAX_RUNNING
+
+try:  # on a lab host the role installs the collection's sglang_defaults.py beside these modules
+    from .sglang_defaults import SPEC_DEFAULT_MAX_RUNNING
+except ImportError:  # in the sglang_deploy package: the collection's module_utils, its one home
+    from ansible_collections.sglang.deploy.plugins.module_utils.sglang_defaults import SPEC_DEFAULT_MAX_RUNNING
 
 BANNER = "EMULATED SGLang server: numbers are synthetic"
 FAULTS = (

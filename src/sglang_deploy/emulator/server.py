@@ -182,7 +182,7 @@ def _log_launch(cfg: Config) -> None:
     a = cfg.args
     log(BANNER)
     # Real SGLang (0.5.23 included) logs server_args with the API key in clear; so does the emulator, so that the
-    # deploy's launcher has to mask it (sglang_deploy/host/launch.py) and the lab proves it does.
+    # deploy's launcher has to mask it (plugins/module_utils/launch.py) and the lab proves it does.
     log(
         f"server_args=ServerArgs(model_path={a.model_path!r}, served_model_name={cfg.served_model_name!r}, "
         f"api_key={a.api_key!r}, host={a.host!r}, port={a.port}, speculative_algorithm={a.speculative_algorithm!r}, "
@@ -266,7 +266,7 @@ async def serve(cfg: Config) -> int:
     if cfg.spec_assert_fails:
         sys.stderr.write(args_assert_traceback())
         return 1
-    # SGLang 0.5.23's startup lines (sglang_deploy.host.startup reads them) with synthetic timing: the load time is
+    # SGLang 0.5.23's startup lines (ansible_collections.sglang.deploy.plugins.module_utils.startup reads them) with synthetic timing: the load time is
     # half weights, half CUDA graph capture; no memory is used.
     tic = time.perf_counter()
     log("Init parallel begin." + (f" (emulated: node rank {a.node_rank} of {a.nnodes})" if a.nnodes > 1 else ""))

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ..host.fleet_probes import FleetError
-from ..host.readiness import whole
+from ansible_collections.sglang.deploy.plugins.module_utils.fleet_probes import FleetError
+from ansible_collections.sglang.deploy.plugins.module_utils.readiness import whole
 from ..launch.nodes import local_only
 
 MANIFEST_VERSION = 1
@@ -104,7 +104,7 @@ def router_argv(args: dict) -> list[str]:
 def summary(hosts: list[str], previous: dict, results: dict, profile: str, routed: bool) -> list[dict]:
     """What each host serves after a (possibly stopped) run of ``profile`` and what the run did there: rows of
     {"host", "serves", "outcome" (deployed, unchanged, rolled back, failed, untouched), "state" (in words)}, and
-    "startup" (where the start went: sglang_deploy.host.startup's report) for a host this run restarted, and
+    "startup" (where the start went: ansible_collections.sglang.deploy.plugins.module_utils.startup's report) for a host this run restarted, and
     "quality" (the quality gate's result) where the gate ran.
     ``previous``: host -> profile before the run (its host record, read from the host); ``results``: host ->
     {"restarted": bool, "startup": report or None} for a host that passed, {"failed": True, "rolled_back_to":

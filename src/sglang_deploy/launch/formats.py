@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import yaml
 
-from ..host.launch import API_KEYS, MIN_KEY_LENGTH
+from ansible_collections.sglang.deploy.plugins.module_utils.launch import API_KEYS, MIN_KEY_LENGTH
 from ..paths import REPO
 
 # systemd's env_name_is_valid() (src/basic/env-util.c) also takes other bytes; this is the portable shell subset.

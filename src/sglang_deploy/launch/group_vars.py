@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..host.files import check_dest, write_file
+from ansible_collections.sglang.deploy.plugins.module_utils.files import check_dest, write_file
 from ..secret_names import is_secret_name
 from . import profiles
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from . import flags, formats, nodes
 from .formats import MAX_VALUE_BYTES
-from ..host.launch import MIN_KEY_LENGTH, SECRET_FLAGS
+from ansible_collections.sglang.deploy.plugins.module_utils.launch import MIN_KEY_LENGTH, SECRET_FLAGS
 from ..secret_names import is_secret_name, value_secrets
 
 API_KEY_ENV = "SGLANG_API_KEY"

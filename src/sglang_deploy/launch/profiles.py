@@ -35,9 +35,9 @@ import yaml
 
 from . import flags, formats, launch_values, nodes
 from .formats import MAX_LAUNCH_BYTES
-from ..host.launch import SECRET_FLAGS
+from ansible_collections.sglang.deploy.plugins.module_utils.launch import SECRET_FLAGS
 from .launch_values import API_KEY_ENV, OPTION_LIKE, SECRETS_VAR, check_api_key
-from ..host import host_record
+from ansible_collections.sglang.deploy.plugins.module_utils import host_record
 from ..paths import GROUP_VARS, SHARED_DEFAULTS, read_bounded
 from ..secret_names import is_secret_name, value_secrets
 

@@ -28,10 +28,10 @@ from pathlib import Path
 import yaml
 
 from sglang_deploy import paths
-from sglang_deploy.host import model, wheel_fetch
+from ansible_collections.sglang.deploy.plugins.module_utils import model, wheel_fetch
 from sglang_deploy.launch import profiles
-from sglang_deploy.host.files import write_file
-from sglang_deploy.host.wheel_fetch import sha256_file
+from ansible_collections.sglang.deploy.plugins.module_utils.files import write_file
+from ansible_collections.sglang.deploy.plugins.module_utils.wheel_fetch import sha256_file
 
 MODELS = paths.REPO / "models"
 HUB = "https://huggingface.co"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sglang_deploy.launch import profiles
-from sglang_deploy.host import stack, stack_prune, wheel_fetch
+from ansible_collections.sglang.deploy.plugins.module_utils import stack, stack_prune, wheel_fetch
 from sglang_deploy.locks.stack_lock import LockError
 
 

@@ -36,8 +36,8 @@ import yaml
 from packaging import tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from sglang_deploy.host import stack, stack_prune, wheel_fetch
-from sglang_deploy.host.files import write_file
+from ansible_collections.sglang.deploy.plugins.module_utils import stack, stack_prune, wheel_fetch
+from ansible_collections.sglang.deploy.plugins.module_utils.files import write_file
 from sglang_deploy.secret_names import mask_secrets
 
 DEFAULT_PLATFORM = "x86_64-manylinux_2_35"  # glibc 2.35: Ubuntu 22.04; Debian 12 and Ubuntu 24.04 are newer

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 from packaging.version import Version
 
 from . import hardware_rules
-from ..host import sglang_defaults
+from ansible_collections.sglang.deploy.plugins.module_utils import sglang_defaults
 from ..launch.flags import FLAG_RENAMES, SPEC_V2_ENV, is_truthy
 from .launch_facts import MAX_CONFIG_BYTES, ModelConfigError, gpu_facts, model_facts, model_facts_from_path
 from ..launch.profiles import Launch, ProfileError, render

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from sglang_deploy.host.bench import trace
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import trace
 
 
 def import_trace(src: str, dest: str) -> dict:

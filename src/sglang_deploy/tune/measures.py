@@ -10,7 +10,7 @@ from typing import Any
 
 from ..compare import bench_vars
 from ..compare.figures import RESULT_METRICS, SLA_LEVEL, TRACE_LEVEL, level_key
-from ..host import bench
+from ansible_collections.sglang.deploy.plugins.module_utils import bench
 
 # A search file's workload: the benchmark's settings, by the engine's names (the table bench.WORKLOAD).
 WORKLOAD_KEYS = set(bench.WORKLOAD)

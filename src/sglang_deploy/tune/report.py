@@ -11,7 +11,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from ..host.files import check_folder, write_files
+from ansible_collections.sglang.deploy.plugins.module_utils.files import check_folder, write_files
 from ..compare.compare_report import SYNTHETIC_NOTE
 from ..secret_names import mask_shown
 from .expansion import one_line

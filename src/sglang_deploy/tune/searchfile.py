@@ -41,7 +41,7 @@ from typing import Any
 
 from ..compare import bench_vars, noise
 from ..launch import formats, profiles
-from ..host import bench
+from ansible_collections.sglang.deploy.plugins.module_utils import bench
 from ..compare.figures import METRICS, RESULT_METRICS, SLA_LEVEL, TRACE_LEVEL, level_key
 from .measures import WORKLOAD_KEYS, Limit, Objective, Workload, engine_settings
 from ..secret_names import MASK, is_secret_name, mask_secrets

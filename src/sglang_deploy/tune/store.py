@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from ..compare.validate import number
-from ..host.files import write_file
+from ansible_collections.sglang.deploy.plugins.module_utils.files import write_file
 from ..secret_names import mask_shown
 from .searchfile import SearchError
 

@@ -1,1 +1,0 @@
-../../../src/sglang_deploy/host/launch.py

@@ -1,1 +1,0 @@
-../../../../src/sglang_deploy/host/gpu_exporter.py

@@ -1,1 +1,0 @@
-../../../../src/sglang_deploy/host/host_record.py

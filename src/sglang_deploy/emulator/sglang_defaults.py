@@ -1,1 +1,0 @@
-../host/sglang_defaults.py
