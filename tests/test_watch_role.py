@@ -39,10 +39,10 @@ def test_the_settings_the_role_writes_are_the_watchdogs():
 
 
 def test_the_role_copies_every_host_module_the_programs_import():
-    folder = ROLE / "files" / "sglang_watch"
-    have = {p.stem for p in folder.glob("*.py")}
+    folder = REPO / "plugins" / "module_utils"
+    have = set(yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__sglang_watch_modules"])
     wanted = set()
-    for path in folder.glob("*.py"):
+    for path in (folder / f"{name}.py" for name in have):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level:
                 wanted |= {node.module} if node.module else {a.name for a in node.names}

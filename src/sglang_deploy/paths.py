@@ -2,8 +2,10 @@
 
 Found in this order: the environment variable SGLANG_DEPLOY_HOME; the source checkout this package runs from
 (`pip install -e .`, or src/ on the path); the current folder or the nearest parent of it that holds site.yml
-and roles/ (a wheel install run from a checkout of the playbooks). `require_project()` says how to fix a miss.
-Results go to SGLANG_DEPLOY_RESULTS, else <project>/results.
+and roles/ (a wheel install run from a checkout of the playbooks); the collection the wheel installs beside the package
+(ansible_collections/sglang/deploy). `require_project()` says how to fix a miss.
+Results go to SGLANG_DEPLOY_RESULTS, else <project>/results (the current folder's results/ for the installed
+collection: site-packages is no place for them).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import stat
 from pathlib import Path
 
 HOME_ENV = "SGLANG_DEPLOY_HOME"
+# The collection a wheel installs beside this package.
+INSTALLED = Path(__file__).resolve().parents[1] / "ansible_collections" / "sglang" / "deploy"
 
 
 class ProjectNotFound(RuntimeError):
@@ -30,8 +34,7 @@ def find_project() -> Path | None:
     if is_project(checkout):
         return checkout
     cwd = Path.cwd().resolve()
-    return next((p for p in (cwd, *cwd.parents) if is_project(p)), None)
-
+    return next((p for p in (cwd, *cwd.parents, INSTALLED) if is_project(p)), None)
 
 PROJECT = find_project()
 REPO = PROJECT or Path.cwd()  # files under it are missing when no project was found: see require_project()
@@ -40,7 +43,7 @@ GROUP_VARS = REPO / "group_vars"
 # The settings and launch profiles every role shares: the defaults of the role sglang (below all inventory vars).
 SHARED_DEFAULTS = REPO / "roles" / "sglang" / "defaults" / "main"
 STACKS = REPO / "stacks"
-RESULTS = Path(os.environ.get("SGLANG_DEPLOY_RESULTS") or REPO / "results")
+RESULTS = Path(os.environ.get("SGLANG_DEPLOY_RESULTS") or (Path.cwd() if REPO == INSTALLED else REPO) / "results")
 
 
 def require_project() -> Path:
