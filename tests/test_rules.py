@@ -304,12 +304,19 @@ def test_rules_predict_what_real_sglang_did(row):
 
 
 def test_spec_running_cap_has_one_source(monkeypatch):
-    """The rule warns at the cap the emulated server applies: one constant, host/sglang_defaults.py, which the
-    emulator (shipped alone to lab hosts) reads through its link emulator/sglang_defaults.py."""
+    """The rule warns at the cap the emulated server applies: one constant, the collection's
+    module_utils/sglang_defaults.py. The emulator imports it (no copy or link in emulator/), and the lookup that ships
+    the emulator to lab hosts ships that file beside it."""
     from ansible_collections.sglang.deploy.plugins.module_utils import sglang_defaults
+    from sglang_deploy.emulator import config
 
-    emulator_copy = Path(rules.__file__).parents[1] / "emulator" / "sglang_defaults.py"
-    assert emulator_copy.is_symlink() and emulator_copy.resolve() == Path(sglang_defaults.__file__).resolve()
+    emulator = Path(config.__file__).parent
+    assert not (emulator / "sglang_defaults.py").exists()
+    assert config.SPEC_DEFAULT_MAX_RUNNING is sglang_defaults.SPEC_DEFAULT_MAX_RUNNING
+    from ansible_collections.sglang.deploy.plugins.lookup import sglang_emulator_sources as sources
+
+    shipped = [Path(p) for p in sources.LookupModule().run([])]
+    assert [p for p in shipped if p.name == "sglang_defaults.py"] == [Path(sglang_defaults.__file__).resolve()]
     monkeypatch.setattr(sglang_defaults, "SPEC_DEFAULT_MAX_RUNNING", 40)
     fired = [f.message for f in run(case(SPEC_AUTO, concurrency=44)) if f.rule == "spec-running-cap"]
     assert fired and "> 40 running requests" in fired[0]
