@@ -5,11 +5,19 @@ own conftest). `./lab test` runs `-m "not lab"` and `-m lab` side by side."""
 from __future__ import annotations
 
 import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
 
 import pytest
 from lab_host import lab_missing
 
 LAB_LOCK = "/tmp/sglang-lab-1.lock"
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
 
 
 def pytest_configure(config):
@@ -41,3 +49,84 @@ def lab_exclusive(request):
     for it (the unit lane of ./lab test runs beside the lab lane)."""
     if request.node.get_closest_marker("lab"):
         request.getfixturevalue("lab_lock")
+
+
+def _checkout_copy(dest: Path) -> Path:
+    """The tree's files as git sees them (tracked and new, not ignored): no build/, egg-info or results of this one."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        if (REPO / name).is_file() or (REPO / name).is_symlink():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, dest / name, follow_symlinks=False)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def wheel_venv(tmp_path_factory) -> Path:
+    """A fresh venv holding the wheel of this tree (built offline, --no-build-isolation) and nothing of the checkout;
+    the dependencies come from this venv's site-packages by a .pth (no index), as `pip install` would bring them."""
+    pytest.importorskip("setuptools")
+    tmp = tmp_path_factory.mktemp("wheel")
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    tree = _checkout_copy(tmp / "tree")
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", tmp / "dist", tree],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = (tmp / "dist").glob("sglang_deploy-*.whl")
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True, capture_output=True, timeout=300)
+    python = venv / "bin" / "python"
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    Path(site, "_dependencies.pth").write_text("".join(f"{d}\n" for d in sorted(deps)))
+    subprocess.run(
+        [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    # ansible-core's console script, as pip writes it when it installs the dependency.
+    script = venv / "bin" / "ansible-playbook"
+    script.write_text(f"#!{python}\nfrom ansible.cli.playbook import main\nmain()\n")
+    script.chmod(0o755)
+    return venv
+
+
+def outside_env(venv: Path | None = None, **extra: str) -> dict:
+    """The environment of a user outside the checkout: no PYTHONPATH, ANSIBLE_* or SGLANG_DEPLOY_* of this run; the
+    venv's bin first on PATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "SGLANG_DEPLOY_", "PYTHONPATH"))}
+    if venv:
+        env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env | extra
+
+
+@pytest.fixture(scope="session")
+def plain_collection(tmp_path_factory) -> tuple[Path, Path]:
+    """(tarball, collections folder): plain `ansible-galaxy collection build` at the root, the tarball installed from
+    outside the checkout (its ansible.cfg's collections_path would find sglang.deploy already there)."""
+    tmp = tmp_path_factory.mktemp("collection")
+    galaxy = [BIN / "ansible-galaxy", "collection"]
+    subprocess.run([*galaxy, "build", "--output-path", tmp], cwd=REPO, capture_output=True, check=True, timeout=300)
+    (tarball,) = tmp.glob("sglang-deploy-*.tar.gz")
+    subprocess.run(
+        [*galaxy, "install", "--offline", "-p", tmp / "c", tarball],
+        cwd=tmp,
+        capture_output=True,
+        check=True,
+        timeout=300,
+    )
+    return tarball, tmp / "c"

@@ -1,7 +1,8 @@
 """The collection sglang.deploy as plain `ansible-galaxy collection build` makes it at the repository's root (no lab
-needed): what the tarball holds, its
-changelog, and the execution environment's definition (checked with ansible-builder, which also reads the needs the
-installed collection declares). The lab deploy from the installed tarball: tests/test_collection_lab.py."""
+needed): what the tarball holds, its changelog, and the execution environment's definition (checked with
+ansible-builder, which also reads the needs the installed collection declares). Its playbook run from outside the
+repository with its declared requirement: tests/test_packaging.py; the lab deploy from the installed tarball:
+tests/test_collection_lab.py."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import sys
 import tarfile
 from pathlib import Path
 
-import pytest
 import yaml
 
 from sglang_deploy.paths import REPO
@@ -23,35 +23,8 @@ from sglang_deploy.paths import REPO
 BIN = Path(sys.executable).parent
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """(tarball, installed collection folder), built into a folder of this test's own."""
-    tmp = tmp_path_factory.mktemp("collection")
-    galaxy = [BIN / "ansible-galaxy", "collection"]
-    subprocess.run([*galaxy, "build", "--output-path", tmp], cwd=REPO, capture_output=True, check=True)
-    (tarball,) = tmp.glob("sglang-deploy-*.tar.gz")
-    # From outside the checkout: its ansible.cfg's collections_path would have the install find it already there.
-    subprocess.run(
-        [*galaxy, "install", "--offline", "-p", tmp / "c", tarball], cwd=tmp, capture_output=True, check=True
-    )
-    return tarball, tmp / "c"
-
-
-def test_the_installed_collection_runs_its_playbook_from_outside_the_repository(installed, tmp_path):
-    """With its requirement, the sglang_deploy package, importable (src/ here; pip install sglang-deploy elsewhere)."""
-    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(installed[1]), "PYTHONPATH": str(REPO / "src")}
-    r = subprocess.run(
-        [BIN / "ansible-playbook", "sglang.deploy.site", "--syntax-check", "-i", "localhost,"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 0 and str(installed[1]) in r.stdout, r.stderr
-
-
-def test_the_tarball_is_the_collection_without_links_or_the_repository(installed):
-    tarball, _ = installed
+def test_the_tarball_is_the_collection_without_links_or_the_repository(plain_collection):
+    tarball, _ = plain_collection
     with tarfile.open(tarball) as tar:
         members = {m.name: m for m in tar.getmembers()}
     assert not [n for n, m in members.items() if m.issym() or m.islnk()]
@@ -95,11 +68,11 @@ def test_the_licence_the_urls_and_the_sanity_ignores_agree_with_what_galaxy_yml_
     assert len(entries) == 1
 
 
-def test_the_plugins_need_only_ansible_and_the_declared_package(installed):
+def test_the_plugins_need_only_ansible_and_the_declared_package(plain_collection):
     """Every module-level third-party import of the controller plugins is ansible-core's or the sglang_deploy package,
     which requirements.txt names (pip install sglang-deploy), and ansible-builder reads requirements.txt and bindep.txt
     from the installed collection."""
-    _, folder = installed
+    _, folder = plain_collection
     root = folder / "ansible_collections" / "sglang" / "deploy"
     assert not (root / "vendor").exists() and not (root / "src").exists()
     third = set()
@@ -119,8 +92,8 @@ def test_the_plugins_need_only_ansible_and_the_declared_package(installed):
     assert any(r.startswith("openssh-client") for r in needs["system"])
 
 
-def test_the_execution_environment_installs_the_collection_and_its_needs(installed, tmp_path):
-    tarball, _ = installed
+def test_the_execution_environment_installs_the_collection_and_its_needs(plain_collection, tmp_path):
+    tarball, _ = plain_collection
     ee = yaml.safe_load((REPO / "execution-environment.yml").read_text())
     (source,) = [f["src"] for f in ee["additional_build_files"] if f["src"].endswith(".tar.gz")]
     assert Path(source).name == tarball.name  # the version galaxy.yml builds

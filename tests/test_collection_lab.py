@@ -1,22 +1,21 @@
-"""The collection as users get it: the tarball tools/collection.py builds, installed into a fresh collections folder,
+"""The collection as users get it: the tarball plain `ansible-galaxy collection build` makes, installed into a fresh
+collections folder, with its declared requirement (requirements.txt: sglang-deploy, the wheel in a fresh venv),
 deploys on the lab from a playbook and an inventory outside this repository (its roles by FQCN, and the collection's
 playbook sglang.deploy.site), with none of the repository's files, ansible.cfg or group_vars in reach."""
 
 from __future__ import annotations
 
 import json
-import os
+import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from conftest import outside_env
 
 from lab_host import LAB_HOST, lab_missing
 from sglang_deploy.paths import REPO
 
 pytestmark = [pytest.mark.lab, pytest.mark.skipif(lab_missing() is not None, reason=str(lab_missing()))]
-BIN = Path(sys.executable).parent
 
 INVENTORY = f"""all:
   children:
@@ -38,12 +37,11 @@ PLAYBOOK = """- name: Serve a launch profile with the collection's role
 """
 
 
-def test_the_installed_tarball_deploys_from_a_playbook_outside_the_repository(tmp_path):
-    work, user = tmp_path / "build", tmp_path / "user"
+def test_the_installed_tarball_deploys_from_a_playbook_outside_the_repository(plain_collection, wheel_venv, tmp_path):
+    user = tmp_path / "user"
     user.mkdir()
     collections = user / "collections"
-    env = {**os.environ, "SGLANG_DEPLOY_COLLECTION_BUILD": str(work)}
-    subprocess.run([sys.executable, REPO / "tools" / "collection.py", "install", collections], check=True, env=env)
+    shutil.copytree(plain_collection[1], collections, symlinks=True)
     installed = collections / "ansible_collections" / "sglang" / "deploy"
     assert (installed / "MANIFEST.json").is_file() and not [p for p in installed.rglob("*") if p.is_symlink()]
     # The lab's connection plugin (community.docker) from the repository's third-party collections, not sglang.deploy.
@@ -53,13 +51,13 @@ def test_the_installed_tarball_deploys_from_a_playbook_outside_the_repository(tm
         )
     (user / "inventory.yml").write_text(INVENTORY)
     (user / "play.yml").write_text(PLAYBOOK)
-    run_env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "SGLANG_DEPLOY_", "PYTHONPATH"))
-    } | {"ANSIBLE_COLLECTIONS_PATH": str(collections), "ANSIBLE_HOST_KEY_CHECKING": "false", "PY_COLORS": "0"}
+    run_env = outside_env(
+        wheel_venv, ANSIBLE_COLLECTIONS_PATH=str(collections), ANSIBLE_HOST_KEY_CHECKING="false", PY_COLORS="0"
+    )
 
     def playbook(*args):
         r = subprocess.run(
-            [BIN / "ansible-playbook", "-i", "inventory.yml", *args],
+            [wheel_venv / "bin" / "ansible-playbook", "-i", "inventory.yml", *args],
             cwd=user,
             env=run_env,
             capture_output=True,
