@@ -55,13 +55,15 @@ def test_one_install_gives_the_cli_and_the_collection(wheel_venv, tmp_path):
         "python",
         "-c",
         "import sglang_deploy, sglang_deploy.paths as p, ansible_collections.sglang.deploy.plugins.module_utils as m\n"
-        "print(sglang_deploy.__file__, p.PROJECT, m.__file__, p.RESULTS, sep='\\n')",
+        "import sglang_deploy.api.runner as r\n"
+        "print(sglang_deploy.__file__, p.PROJECT, m.__file__, p.RESULTS, r.RUNNER_DIR, sep='\\n')",
     )
     assert where.returncode == 0, where.stderr
-    package, project, host, results = where.stdout.splitlines()
+    package, project, host, results, runner = where.stdout.splitlines()
     collection = site / "ansible_collections" / "sglang" / "deploy"
     assert package.startswith(str(site)) and Path(project) == collection and host.startswith(str(collection))
-    assert Path(results) == tmp_path / "results"  # the user's folder, not site-packages
+    # A run's files go to the user's folder, not site-packages.
+    assert Path(results) == tmp_path / "results" and Path(runner) == tmp_path / ".runner"
     assert not [p for p in collection.rglob("*") if p.is_symlink()]
     for part in ("roles/sglang_server/tasks/main.yml", "playbooks/site.yml", "plugins/modules/sglang_ready.py"):
         assert (collection / part).is_file(), part

@@ -5,7 +5,7 @@ Found in this order: the environment variable SGLANG_DEPLOY_HOME; the source che
 and roles/ (a wheel install run from a checkout of the playbooks); the collection the wheel installs beside the package
 (ansible_collections/sglang/deploy). `require_project()` says how to fix a miss.
 Results go to SGLANG_DEPLOY_RESULTS, else <project>/results (the current folder's results/ for the installed
-collection: site-packages is no place for them).
+collection, and its .runner/ too).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ def find_project() -> Path | None:
     cwd = Path.cwd().resolve()
     return next((p for p in (cwd, *cwd.parents, INSTALLED) if is_project(p)), None)
 
+
 PROJECT = find_project()
 REPO = PROJECT or Path.cwd()  # files under it are missing when no project was found: see require_project()
 # The project's group_vars, which reach every inventory through the playbooks/group_vars link: a user's settings.
@@ -43,7 +44,10 @@ GROUP_VARS = REPO / "group_vars"
 # The settings and launch profiles every role shares: the defaults of the role sglang (below all inventory vars).
 SHARED_DEFAULTS = REPO / "roles" / "sglang" / "defaults" / "main"
 STACKS = REPO / "stacks"
-RESULTS = Path(os.environ.get("SGLANG_DEPLOY_RESULTS") or (Path.cwd() if REPO == INSTALLED else REPO) / "results")
+# Where a run's files go (results/, the runner's .runner/): the project, or the current folder for the installed
+# collection (site-packages is no place for them).
+WORK = Path.cwd() if REPO == INSTALLED else REPO
+RESULTS = Path(os.environ.get("SGLANG_DEPLOY_RESULTS") or WORK / "results")
 
 
 def require_project() -> Path:

@@ -1,6 +1,7 @@
 """Running a playbook of the project through ansible-runner (run_playbook): a fresh private data dir under
-REPO/.runner/ (gitignored) per run, with project_dir=REPO (sglang_deploy.paths), so the project's ansible.cfg,
-roles, library and collections apply. Extra variables are data, never templates: every string in them is written
+WORK/.runner/ (the project's, gitignored; the current folder's for the installed collection) per run, with
+project_dir=REPO (sglang_deploy.paths), so the project's ansible.cfg, roles, library and collections apply. Extra
+variables are data, never templates: every string in them is written
 `!unsafe` (a profile name a host reported could otherwise run a lookup on the controller), the public ones to the
 data dir's env/extravars (which ansible-runner passes as `-e @file`), the secret ones to a 0600 file passed as
 `-e @file` (ansible-runner's `cmdline`, so only the path is recorded), deleted when the run ends; the run's files
@@ -24,12 +25,12 @@ from typing import Callable
 
 import yaml
 
-from sglang_deploy.paths import REPO, require_project
+from sglang_deploy.paths import REPO, WORK, require_project
 
 from .redaction import redact, scrub_tree, secret_forms, secret_values, split_secrets
 from .results import RunResult, parse_events
 
-RUNNER_DIR = REPO / ".runner"
+RUNNER_DIR = WORK / ".runner"
 KEEP_RUNS = 50  # private data dirs kept under RUNNER_DIR, newest first
 DEFAULT_INVENTORY = REPO / "inventory" / "lab.yml"
 
