@@ -246,7 +246,8 @@ def test_up_boots_the_lab_over_the_carried_tree_and_deploys_with_the_key_unprint
     ]
     assert lines[7] == (
         "+ SGLANG_LAB_API_KEY=$(cat /root/gpulab.key) SGLANG_DEPLOY_RESULTS=/root/labout/results "
-        f"ANSIBLE_CONFIG=/root/gpu-src/ansible.cfg PYTHONPATH=/root/gpu-src/src {py} tools/gpu_lab.py exec /root/gpulab -- bash -c 'cd "
+        f"ANSIBLE_CONFIG=/root/gpu-src/ansible.cfg PYTHONPATH=/root/gpu-src/src:/root/gpu-src/collections "
+        f"{py} tools/gpu_lab.py exec /root/gpulab -- bash -c 'cd "
         "/root/gpu-src && /root/gpulab/ansible/bin/ansible-playbook -i inventory/gpu-lab.yml site.yml -e profile=dense'"
         " > /root/labout/deploy-first.log 2>&1"
     )
@@ -384,3 +385,18 @@ def test_a_checkout_without_the_collection_link_gets_it_and_ansible_finds_the_mo
     found = subprocess.run(doc, cwd=tree, env=env, capture_output=True, text=True)
     shown = re.sub(r"\x1b\[[0-9;]*m", "", found.stdout)
     assert found.returncode == 0 and f"sglang.deploy.sglang_quality ({tree}" in shown, found.stderr
+    # compare and restart-unit run plain Python in the lab: LAB_ENV's PYTHONPATH finds the package and the collection
+    # of that checkout (compare's `No module named 'sglang_deploy'`, issue 52).
+    path = gpu_lab.LAB_ENV["PYTHONPATH"].replace(str(gpu_lab.LAB_SRC), str(tree))
+    imports = "import sglang_deploy.cli as c, ansible_collections.sglang.deploy.plugins.module_utils.startup as s"
+    where = subprocess.run(
+        [sys.executable, "-c", f"{imports}; print(c.__file__); print(s.__file__)"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+    )
+    assert where.stdout.split() == [
+        f"{tree}/src/sglang_deploy/cli/__init__.py",
+        f"{tree}/collections/ansible_collections/sglang/deploy/plugins/module_utils/startup.py",
+    ], where.stderr

@@ -102,9 +102,9 @@ LAB_ENV = {
     "SGLANG_LAB_API_KEY": FileText(KEYFILE),
     "SGLANG_DEPLOY_RESULTS": f"{LAB_OUT}/results",
     "ANSIBLE_CONFIG": f"{LAB_SRC}/ansible.cfg",
-    # The package of the lab's own checkout, whatever tree boot ran from (its .pth names that one, gone by a later
-    # call): sglang-deploy compare, restart-unit.
-    "PYTHONPATH": f"{LAB_SRC}/src",
+    # The package and the collection (the link `up` makes) of the lab's own checkout, whatever tree boot ran from (its
+    # .pth names that one, gone by a later call): sglang-deploy compare and restart-unit import both.
+    "PYTHONPATH": f"{LAB_SRC}/src{os.pathsep}{LAB_SRC}/collections",
 }
 
 
@@ -286,11 +286,9 @@ def restart(s: Session, caches: list[str], repeats: int) -> int:
 def restart_unit(name: str, caches: str, unit: str = "sglang", url: str = "http://127.0.0.1:30000") -> dict:
     """Inside the lab: one `systemctl restart` of the unit (its caches emptied first when cold), the readiness wait
     of the sglang_ready module with the unit watched, and where the start went, read from the journal as the role
-    reads it (host/startup.py)."""
-    from ansible_collections.sglang.deploy.plugins.module_utils import (
-        readiness,
-        startup,
-    )  # the lab's checkout's src/, on PYTHONPATH
+    reads it (module_utils/startup.py)."""
+    # The lab's checkout's collection, through its collections/ on PYTHONPATH (LAB_ENV).
+    from ansible_collections.sglang.deploy.plugins.module_utils import readiness, startup
 
     if caches == "cold":
         for path in glob.glob(CACHES):
