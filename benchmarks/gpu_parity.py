@@ -38,7 +38,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "src"), str(REPO / "tests" / "gpu")]
+# collections/: the link to this checkout as sglang.deploy (tools/fetch_collections.py --self-only, gpu_lab.py's phases).
+sys.path[:0] = [str(REPO / "src"), str(REPO / "collections"), str(REPO / "tests" / "gpu")]
 
 import benchcmp  # tests/gpu: the suite's server launch, stop and key handling
 import harness

@@ -678,13 +678,16 @@ def test_a_node_that_never_joins_times_out_like_torch(emu):
 
 
 def test_runs_from_a_copied_package_with_the_stdlib_only_and_flags_override_env(emu, tmp_path):
-    # As on a lab host: the package copied next to the launcher, run as `launch.py -m emulator`; -I -S: no
+    # As on a lab host: the files the role installs (the lookup sglang_emulator_sources: the emulator's modules and the
+    # collection's sglang_defaults.py) copied next to the launcher, run as `launch.py -m emulator`; -I -S: no
     # site-packages and no sglang_deploy, so an import outside the stdlib fails here.
+    from ansible_collections.sglang.deploy.plugins.lookup.sglang_emulator_sources import LookupModule
+
     opt = tmp_path / "opt"
-    shutil.copytree(
-        REPO / "src" / "sglang_deploy" / "emulator", opt / "emulator", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    shutil.copy(REPO / "src" / "sglang_deploy" / "host" / "launch.py", opt / "launch.py")
+    (opt / "emulator").mkdir(parents=True)
+    for source in LookupModule().run([]):
+        shutil.copy(source, opt / "emulator")
+    shutil.copy(REPO / "plugins" / "module_utils" / "launch.py", opt / "launch.py")
     run_launcher = (
         "import runpy, sys; sys.path.insert(0, sys.argv[1]); sys.argv[1:2] = []; "
         "runpy.run_path(sys.path[0] + '/launch.py', run_name='__main__')"

@@ -191,6 +191,7 @@ def dry_run(tmp_path, monkeypatch, capsys, *argv) -> list[str]:
 def test_smoke_prints_the_install_then_pytest_on_the_image_python(tmp_path, monkeypatch, capsys):
     out, py = tmp_path / "out", sys.executable
     assert dry_run(tmp_path, monkeypatch, capsys, "smoke") == [
+        f"+ {py} tools/fetch_collections.py --self-only",
         f"+ {py} tools/gpu_stage.py install /root/stage {tmp_path}/site > {out}/install.log 2>&1",
         "+ PYTHONPATH=/root/site PYTHONUNBUFFERED=1 timeout 560 /opt/torch/.venv/bin/python -m pytest "
         f"tests/gpu/test_smoke.py -v -p no:cacheprovider --gpu-out /root/gpu-out > {out}/pytest-test_smoke.log 2>&1",
@@ -202,7 +203,7 @@ def test_suite_runs_each_file_and_installs_nothing_where_sglang_is(tmp_path, mon
     (tmp_path / "site" / "sglang").mkdir(parents=True)
     lines = dry_run(tmp_path, monkeypatch, capsys, "suite", "--budget", "300", "test_dense.py", "test_nextn.py")
     assert not [line for line in lines if "gpu_stage.py install" in line]
-    assert [re.search(r"timeout (\d+) .* (tests/gpu/\S+)", line).groups() for line in lines[:2]] == [
+    assert [re.search(r"timeout (\d+) .* (tests/gpu/\S+)", line).groups() for line in lines[1:3]] == [
         ("300", "tests/gpu/test_dense.py"),
         ("300", "tests/gpu/test_nextn.py"),
     ]
@@ -211,7 +212,7 @@ def test_suite_runs_each_file_and_installs_nothing_where_sglang_is(tmp_path, mon
 def test_parity_passes_its_arguments_and_collects_the_record(tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
     args = ("parity", "--timeout", "540", "commit 9e49fbd", "--levels", "", "--rates", "16:96")
-    lines = dry_run(tmp_path, monkeypatch, capsys, *args)[1:]
+    lines = dry_run(tmp_path, monkeypatch, capsys, *args)[2:]
     work = re.search(r"--out (/root/parity-\d+) ", lines[0]).group(1)
     assert lines == [
         f"+ PYTHONPATH=/root/site PYTHONUNBUFFERED=1 timeout 540 /opt/torch/.venv/bin/python benchmarks/gpu_parity.py "
@@ -235,23 +236,24 @@ def test_parity_passes_its_arguments_and_collects_the_record(tmp_path, monkeypat
 def test_up_boots_the_lab_over_the_carried_tree_and_deploys_with_the_key_unprinted(tmp_path, monkeypatch, capsys):
     out, py = tmp_path / "out", sys.executable
     lines = dry_run(tmp_path, monkeypatch, capsys, "up", "--profile", "dense")
-    assert lines[:7] == [
+    assert lines[:8] == [
         "+ rm -rf /root/gpu-src",
         "+ cp -r build/gpu-src /root/gpu-src",
         f"+ {py} /root/gpu-src/tools/fetch_collections.py --self-only",
+        f"+ {py} tools/fetch_collections.py --self-only",
         f"+ {py} tools/gpu_stage.py install /root/stage {tmp_path}/site > /root/labout/install.log 2>&1",
         "+ a new API key into /root/gpulab.key (0600)",
         f"+ {py} /root/gpu-src/tools/make_models.py /data/models > /root/labout/models.log 2>&1",
         f"+ {py} tools/gpu_lab.py boot build/gpu-lab /root/gpulab --bind /root/labout > /root/labout/boot.txt 2>&1",
     ]
-    assert lines[7] == (
+    assert lines[8] == (
         "+ SGLANG_LAB_API_KEY=$(cat /root/gpulab.key) SGLANG_DEPLOY_RESULTS=/root/labout/results "
         f"ANSIBLE_CONFIG=/root/gpu-src/ansible.cfg PYTHONPATH=/root/gpu-src/src:/root/gpu-src/collections "
         f"{py} tools/gpu_lab.py exec /root/gpulab -- bash -c 'cd "
         "/root/gpu-src && /root/gpulab/ansible/bin/ansible-playbook -i inventory/gpu-lab.yml site.yml -e profile=dense'"
         " > /root/labout/deploy-first.log 2>&1"
     )
-    assert lines[8:] == [
+    assert lines[9:] == [
         f"+ cp -r /root/labout/. {out}",
         f"+ {py} tools/gpu_lab.py exec /root/gpulab -- journalctl -u sglang --no-pager -o short-iso 2>&1 | gzip > "
         f"{out}/journal-sglang.txt.gz",

@@ -205,4 +205,7 @@ def test_the_round_shares_as_its_own_account_with_a_token_out_of_argv_and_always
         peer["sglang.deploy.sglang_model_peer"]["token"]
         == "{{ hostvars[__sglang_model_peer].__sglang_model_share_token }}"
     )
-    assert (ROLE / "files" / "model_share.py").resolve() == REPO / "src" / "sglang_deploy" / "host" / "model_share.py"
+    # The share server is the host package's model_share.py, copied from its one home by role_path.
+    copied = {t["name"]: t for t in _tasks(ROLE / "tasks" / "fanout_round.yml")}["Copy the share server"]
+    assert copied["ansible.builtin.copy"]["src"] == "{{ role_path }}/../../plugins/module_utils/model_share.py"
+    assert (ROLE / "../../plugins/module_utils/model_share.py").resolve().is_file()

@@ -186,9 +186,7 @@ def test_expr_metrics_reads_names_not_functions_labels_or_durations():
 
 def test_the_gpu_exporter_writes_the_names_the_rules_read():
     """host/gpu_exporter.py's METRICS table holds every name of GPU_METRICS, with the same type."""
-    path = REPO / "src" / "sglang_deploy" / "host" / "gpu_exporter.py"
-    if not path.exists():
-        pytest.skip("host/gpu_exporter.py is not there yet")
+    path = REPO / "plugins" / "module_utils" / "gpu_exporter.py"
     tree = ast.parse(path.read_text())
     table = next(
         ast.literal_eval(n.value)

@@ -168,7 +168,9 @@ def _parser_pythons() -> dict[str, str]:
     return found
 
 
-CHECK_ARGV = str(Path(profiles.__file__).parent / "host" / "check_argv.py")  # the script the roles run on hosts
+CHECK_ARGV = str(
+    Path(__file__).resolve().parents[1] / "plugins" / "module_utils" / "check_argv.py"
+)  # the script the roles run on hosts
 
 
 def _check_with_real_parser(python: str, launches: dict) -> dict:

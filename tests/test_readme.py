@@ -188,10 +188,11 @@ def test_validate_help_lists_every_rule(capsys):
 
 
 def test_the_repository_map_names_every_module_of_the_package():
-    """docs/repository.md's package table: each module (host/ ones as host/x.py) and subpackage is on it."""
-    package = REPO / "src" / "sglang_deploy"
-    names = [p.name for p in package.glob("*.py") if p.name != "__init__.py"]
-    names += [f"host/{p.name}" for p in (package / "host").glob("*.py") if p.name != "__init__.py"]
-    names += [f"{p.relative_to(package).as_posix()}/" for p in [*package.glob("*/"), *package.glob("host/*/")]]
-    names = [n for n in names if not n.startswith(("data/", "__pycache__/", "host/__pycache__/"))]
+    """docs/repository.md's tables of the package and of the host package (plugins/module_utils): each module and
+    subpackage is on them."""
+    names = []
+    for package in (REPO / "src" / "sglang_deploy", REPO / "plugins" / "module_utils"):
+        names += [p.name for p in package.glob("*.py") if p.name != "__init__.py"]
+        names += [f"{p.name}/" for p in package.glob("*/") if p.name not in ("data", "__pycache__")]
+    assert "readiness.py" in names and "bench/" in names
     assert [n for n in names if f"`{n}`" not in DOCS["docs/repository.md"]] == []

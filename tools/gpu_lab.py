@@ -159,8 +159,10 @@ class Session:
 
 
 def ensure_site(s: Session) -> None:
-    """The staged SGLang installed into SITE, once per machine (gpu_stage.py install also joins the wheels into
-    STAGE/whl, the GPU lab inventory's wheelhouse)."""
+    """This checkout as the collection sglang.deploy (the collections/ link a carried tree lacks: tests/gpu and
+    gpu_parity.py import its module_utils), and the staged SGLang installed into SITE, once per machine
+    (gpu_stage.py install also joins the wheels into STAGE/whl, the GPU lab inventory's wheelhouse)."""
+    s.run([sys.executable, "tools/fetch_collections.py", "--self-only"])
     if (SITE / "sglang").is_dir():
         return
     cmd = [sys.executable, "tools/gpu_stage.py", "install", STAGE, SITE]

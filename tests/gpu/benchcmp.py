@@ -29,7 +29,8 @@ FIGURES = (
 def ours(server: Server, levels, out: Path, input_len: int, output_len: int) -> dict:
     """`sglang-deploy bench` (the project's CLI, from this checkout's src: nothing to install) with the API key
     from an environment variable."""
-    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    here = [str(REPO / "src"), str(REPO / "collections")]  # the package, and the collection it imports (its link)
+    path = os.pathsep.join(filter(None, [*here, os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "GPU_SUITE_KEY": server.api_key or "", "PYTHONPATH": path}
     cmd = [
         sys.executable,

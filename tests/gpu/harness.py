@@ -23,7 +23,7 @@ from sglang_deploy.launch import profiles
 from ansible_collections.sglang.deploy.plugins.module_utils import gpu, readiness, server_http
 
 REPO = Path(__file__).resolve().parents[2]
-LAUNCHER = REPO / "src" / "sglang_deploy" / "host" / "launch.py"
+LAUNCHER = REPO / "plugins" / "module_utils" / "launch.py"
 SGLANG_VERSION = "0.5.16"
 API_KEY = "gpu-suite-secret-9f3a1c"  # a test value: the suite checks it never shows in argv or logs
 # NVLink multicast stays off on shared hosts (the H200 machines' rule); harmless elsewhere.

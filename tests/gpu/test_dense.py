@@ -300,7 +300,7 @@ def test_check_argv_and_recorded_flags_with_the_installed_parser(dense, out_dir,
     proc = subprocess.run(
         [
             sys.executable,
-            str(harness.REPO / "src" / "sglang_deploy" / "host" / "check_argv.py"),
+            str(harness.REPO / "plugins" / "module_utils" / "check_argv.py"),
             json.dumps(launches),
         ],
         capture_output=True,
