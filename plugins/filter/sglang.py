@@ -9,6 +9,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.sglang.deploy.plugins.plugin_utils import package
 
+from ansible_collections.sglang.deploy.plugins.module_utils import gpu, host_record, stack, text
+
 try:
     from sglang_deploy.compare import compare_report
     from sglang_deploy.launch import flags, formats, nodes, profiles
@@ -16,9 +18,10 @@ try:
     from sglang_deploy.rules import rules
     from sglang_deploy import secret_names
     from sglang_deploy.compare import measured, validate
-    from ansible_collections.sglang.deploy.plugins.module_utils import gpu, host_record, stack, text
-except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
-    package.missing(exc)
+except ImportError as exc:  # a Python need of the collection is missing: each filter fails naming it
+    compare_report = flags = formats = nodes = profiles = fleet = rules = secret_names = measured = validate = (
+        package.missing(exc)
+    )
 
 
 def _slurped_json(result: dict, name: str) -> object:
@@ -203,7 +206,6 @@ def group_problems(place: dict, hostvars, in_run: list) -> list:
 
 class FilterModule:
     def filters(self):
-        package.require()
         return {
             "sglang_exec_start": _checked(formats.exec_start),
             "sglang_unit_value": _checked(formats.unit_value),

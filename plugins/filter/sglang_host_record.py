@@ -4,12 +4,7 @@ of its schema present (None where unrecorded). The one reader; the sglang_host_r
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.sglang.deploy.plugins.plugin_utils import package
-
-try:
-    from ansible_collections.sglang.deploy.plugins.module_utils import host_record
-except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
-    package.missing(exc)
+from ansible_collections.sglang.deploy.plugins.module_utils import host_record
 
 
 def read(local: dict | None) -> dict:
@@ -22,5 +17,4 @@ def read(local: dict | None) -> dict:
 
 class FilterModule:
     def filters(self):
-        package.require()
         return {"sglang_host_record": read}

@@ -11,13 +11,12 @@ from ansible_collections.sglang.deploy.plugins.plugin_utils import package
 
 try:
     from sglang_deploy.monitor import dashboard, scrape
-except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
-    package.missing(exc)
+except ImportError as exc:  # a Python need of the collection is missing: each filter fails naming it
+    dashboard = scrape = package.missing(exc)
 
 
 class FilterModule:
     def filters(self):
-        package.require()
         return {
             "sglang_monitor_rules": _checked(scrape.target_rules),
             "sglang_monitor_scrape_configs": _checked(scrape.scrape_configs),

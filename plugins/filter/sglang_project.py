@@ -14,15 +14,11 @@ from pathlib import Path
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.sglang.deploy.plugins.plugin_utils import package
-
-try:
-    from ansible_collections.sglang.deploy.plugins.module_utils.files import check_folder
-except ImportError as exc:  # package.require() names the fix
-    package.missing(exc)
+from ansible_collections.sglang.deploy.plugins.module_utils.files import check_folder
 
 ROOT = Path(__file__).resolve().parents[2]
-INSTALLED = (ROOT / "MANIFEST.json").is_file()
+# An installed collection (Galaxy's tarball, the wheel's copy) has no package source beside it; a checkout has.
+INSTALLED = not (ROOT / "src" / "sglang_deploy").is_dir()
 SHIPPED = {"stacks"}
 
 
@@ -37,7 +33,6 @@ def project_path(name: str, base: str | None = None) -> str:
 def unlinked_dest(dest: str, folder: str) -> str:
     """``dest``, a file the play writes under ``folder`` on the controller, refused where ``folder``, a folder between
     them or ``dest`` is a link or not what it should be (host/files.check_folder): the write would go where it points."""
-    package.require()
     try:
         parts = Path(dest).relative_to(folder).parts
         if not parts:

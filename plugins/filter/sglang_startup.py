@@ -3,15 +3,9 @@ compile caches and gives FlashInfer's JIT its tools (ansible_collections.sglang.
 
 from __future__ import annotations
 
-from ansible_collections.sglang.deploy.plugins.plugin_utils import package
-
-try:
-    from ansible_collections.sglang.deploy.plugins.module_utils import startup
-except ImportError as exc:  # a Python need of the collection is missing: package.require() names it
-    package.missing(exc)
+from ansible_collections.sglang.deploy.plugins.module_utils import startup
 
 
 class FilterModule:
     def filters(self):
-        package.require()
         return {"sglang_server_cache_dir": startup.cache_dir, "sglang_server_run_env": startup.run_env}

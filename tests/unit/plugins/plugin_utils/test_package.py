@@ -18,6 +18,14 @@ def test_a_missing_requirement_fails_naming_the_fix(monkeypatch):
         package.require()
 
 
+def test_a_filter_without_the_package_lists_its_names_and_fails_when_used(monkeypatch):
+    """ansible-doc lists a filter plugin's filters without the package; running one names the fix."""
+    monkeypatch.setattr(package, "IMPORT_ERRORS", [])
+    stand_in = package.missing(ModuleNotFoundError("No module named 'sglang_deploy'", name="sglang_deploy"))
+    with pytest.raises(AnsibleError, match=r"cannot import sglang_deploy: .*pip install sglang-deploy"):
+        stand_in.fanout_rounds(["a"], ["b"])
+
+
 def test_the_plugins_find_the_package_and_its_needs():
     pytest.importorskip("sglang_deploy")
     package.require()
