@@ -5,7 +5,6 @@ own conftest). `./lab test` runs `-m "not lab"` and `-m lab` side by side."""
 from __future__ import annotations
 
 import fcntl
-import os
 import shutil
 import subprocess
 import sys
@@ -103,15 +102,6 @@ def wheel_venv(tmp_path_factory) -> Path:
     script.write_text(f"#!{python}\nfrom ansible.cli.playbook import main\nmain()\n")
     script.chmod(0o755)
     return venv
-
-
-def outside_env(venv: Path | None = None, **extra: str) -> dict:
-    """The environment of a user outside the checkout: no PYTHONPATH, ANSIBLE_* or SGLANG_DEPLOY_* of this run; the
-    venv's bin first on PATH."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "SGLANG_DEPLOY_", "PYTHONPATH"))}
-    if venv:
-        env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    return env | extra
 
 
 @pytest.fixture(scope="session")
