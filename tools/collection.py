@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-# SGLANG_DEPLOY_COLLECTION_BUILD: another work folder (a test builds beside a sanity run of the default one).
-WORK = Path(os.environ.get("SGLANG_DEPLOY_COLLECTION_BUILD") or REPO / "build" / "collection")
+WORK = REPO / "build" / "collection"
 STAGE = WORK / "ansible_collections" / "sglang" / "deploy"
 
 
