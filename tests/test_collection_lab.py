@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 import pytest
-from user_env import outside_env
+from outside import outside_env
 
 from lab_host import LAB_HOST, lab_missing
 from sglang_deploy.paths import REPO

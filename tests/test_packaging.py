@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from user_env import outside_env
+from outside import outside_env
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "sglang_deploy"
