@@ -39,7 +39,7 @@ def where(pattern: str) -> list[str]:
         ("the default profile", r"'baseline'\)", "roles/sglang_server/defaults/main.yml"),
         ("the host record's writer", r"^\s*sglang.deploy.sglang_host_record:\n\s*event: (?!read\b)", None),
         ("a service account", r"ansible\.builtin\.user:", "roles/sglang_service/tasks/account.yml"),
-        ("a service's launcher", r"src: launch\.py", "roles/sglang_service/tasks/launcher.yml"),
+        ("a service's launcher", r"src: .*/module_utils/launch\.py", "roles/sglang_service/tasks/launcher.yml"),
         (
             "a service's environment file",
             r"env_path \}\}\"\n(?:.*\n)*?\s*mode: \"0600\"\n  no_log: true",
@@ -178,11 +178,11 @@ def test_python_reads_the_host_record_only_through_its_reader():
     """api.parse_status and the fleet filters each took the local fact apart themselves."""
     readers = [
         str(p.relative_to(REPO))
-        for folder in ("src", "plugins/filter", "plugins/action", "plugins/modules")
+        for folder in ("src", "plugins/filter", "plugins/action", "plugins/modules", "plugins/module_utils")
         for p in (REPO / folder).rglob("*.py")
         if re.search(r"""\.get\(["']sglang_server["']\)""", p.read_text())
     ]
-    assert readers == ["src/plugins/module_utils/host_record.py"]
+    assert readers == ["plugins/module_utils/host_record.py"]
 
 
 def test_the_rollback_reads_a_host_record_that_lacks_fields():

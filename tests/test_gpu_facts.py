@@ -1,4 +1,4 @@
-"""nvidia-smi parsing (src/plugins/module_utils/gpu.py) on recorded and hand-written outputs, and the sglang_gpu_facts module."""
+"""nvidia-smi parsing (plugins/module_utils/gpu.py) on recorded and hand-written outputs, and the sglang_gpu_facts module."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stack bundle rules (src/plugins/module_utils/stack.py) on the shipped bundles and on made-up wheelhouses; the prune of old
+"""Stack bundle rules (plugins/module_utils/stack.py) on the shipped bundles and on made-up wheelhouses; the prune of old
 venvs (plugins/modules/sglang_stack_prune.py) against real processes that hold a venv's files."""
 
 from __future__ import annotations  # noqa: I001 (emulator_proc must come before the modules)

@@ -124,7 +124,7 @@ def test_prometheus_evaluates_every_rule_and_the_stall_alert_stays_quiet_under_l
     binary = prometheus_binary()
     gpu_port, prom_port = harness.free_port(), harness.free_port()
     exporter = subprocess.Popen(
-        [sys.executable, str(harness.REPO / "src/plugins/module_utils/gpu_exporter.py"), "--port", str(gpu_port)],
+        [sys.executable, str(harness.REPO / "plugins/module_utils/gpu_exporter.py"), "--port", str(gpu_port)],
         stdout=subprocess.DEVNULL,
         stderr=open(out_dir / "gpu_exporter.log", "wb"),  # noqa: SIM115 - closed with the process
     )
