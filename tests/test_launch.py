@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.sglang.deploy.plugins.module_utils.launch import Masker
 
-LAUNCH = Path(__file__).resolve().parents[1] / "src" / "sglang_deploy" / "host" / "launch.py"
+LAUNCH = Path(__file__).resolve().parents[1] / "plugins" / "module_utils" / "launch.py"
 
 # Writes what it got to <script>.out (its stdout goes through the launcher's redaction when a key is set).
 SERVER = """
