@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+sys.path[:0] = [str(REPO / "src"), str(REPO / "collections")]  # the package; the collection (its link)
 
 from sglang_deploy.compare import noise  # noqa: E402
 from ansible_collections.sglang.deploy.plugins.module_utils.bench import run_benchmark  # noqa: E402
@@ -40,7 +40,7 @@ def start(speedup: float, noise_sd: float, period: float, seed: int, log: Path) 
     port = free_port()
     env = {
         **os.environ,
-        "PYTHONPATH": str(REPO / "src"),
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "collections")]),
         "SGLANG_EMU_LOAD_S": "0",
         "SGLANG_EMU_WARMUP_S": "0",
         "SGLANG_EMU_TTFT_MS": "20",

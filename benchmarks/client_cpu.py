@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+sys.path[:0] = [str(REPO / "src"), str(REPO / "collections")]  # the package; the collection (its link)
 
 from bench_serving_run import Stepped, emulator_flags, write_sharegpt, write_word_tokenizer  # noqa: E402
 from local_emulator import free_port, proc_cpu_s  # noqa: E402
@@ -151,7 +151,12 @@ def main() -> int:
     dataset = write_sharegpt(folder / "sharegpt.json", [f"{i} " + "word " * (INPUT_LEN - 1) for i in range(256)])
     tokenizer = write_word_tokenizer(folder, dataset)
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "SGLANG_EMU_LOAD_S": "0.2", "SGLANG_EMU_WARMUP_S": "0.1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "collections")]),
+        "SGLANG_EMU_LOAD_S": "0.2",
+        "SGLANG_EMU_WARMUP_S": "0.1",
+    }
     env |= {"SGLANG_EMU_DECODE_TOK_S": str(args.rate), "SGLANG_EMU_TTFT_MS": str(TTFT_MS)}
     flags = ["--model-path", "emu/model", "--served-model-name", "emu", "--port", str(port)]
     flags += ["--max-running-requests", str(max(concurrency))]

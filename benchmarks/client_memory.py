@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+sys.path[:0] = [str(REPO / "src"), str(REPO / "collections")]  # the package; the collection (its link)
 
 from ansible_collections.sglang.deploy.plugins.module_utils.bench import client  # noqa: E402
 

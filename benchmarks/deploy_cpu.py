@@ -34,7 +34,9 @@ def run_once(cmd: list[str], setting: str) -> tuple[float, float]:
     env, cwd = dict(os.environ), None
     if os.path.isdir(setting):
         cwd = setting
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.join(setting, "src"), env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [os.path.join(setting, "src"), os.path.join(setting, "collections"), env.get("PYTHONPATH")])
+        )
     else:
         name, _, value = setting.partition("=")
         env[name] = value

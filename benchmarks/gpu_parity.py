@@ -138,7 +138,7 @@ def run_one(server, tool: str, mode: str, level, count: int, args, dataset: Path
     else:
         cmd = theirs_cmd(server, mode, level, count, args, dataset, out, kept=tool == KEPT)
     status = server.request("POST", "/flush_cache", timeout=30)[0]
-    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [str(REPO / "src"), str(REPO / "collections"), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, **benchcmp.OFFLINE_ENV, "PYTHONPATH": path, "PARITY_KEY": server.api_key}
     env["OPENAI_API_KEY"] = server.api_key
     started, start = time.time(), time.monotonic()
@@ -401,7 +401,12 @@ def main(argv: list[str] | None = None) -> int:
                 [sys.executable, str(REPO / "tools" / "make_models.py"), str(out / "models"), "--large"], check=True
             )
         args.model = out / "models" / name
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(REPO / "src"), str(REPO / "collections"), os.environ.get("PYTHONPATH")])
+        ),
+    }
     help_text = subprocess.run(
         [sys.executable, "-m", "sglang_deploy.cli", "bench", "--help"],
         capture_output=True,

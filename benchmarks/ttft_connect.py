@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
+sys.path[:0] = [str(REPO / "src"), str(REPO / "collections")]  # the package; the collection (its link)
 
 from bench_serving_run import Stepped, emulator_flags, write_sharegpt, write_word_tokenizer  # noqa: E402
 from local_emulator import Emulator  # noqa: E402
@@ -61,7 +61,7 @@ def ours(url: str, dataset: Path, args, c: int, n: int, out: Path) -> float:
     cmd = [sys.executable, "-m", "sglang_deploy.cli", "bench", "--url", url, "--model", "qwen"]
     cmd += ["--dataset-name", "sharegpt", "--dataset-path", str(dataset), "--sharegpt-output-len", str(args.output_len)]
     cmd += ["--seed", str(SEED), "--warmup", "1", "--concurrency", str(c), "--num-prompts", str(n), "--json", str(out)]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "collections")])}
     subprocess.run(cmd, check=True, capture_output=True, env=env, preexec_fn=_pin)
     return json.loads(out.read_text())["levels"][0]["ttft_ms"]["mean"]
 

@@ -45,7 +45,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="result store (default: a fresh temporary folder)")
     args = ap.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="tune-bench-"))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "collections"), os.environ.get("PYTHONPATH", "")]),
+    }
 
     # Hold the lab container as tests/test_api.py does: another run deploying to it meanwhile spoils the figures.
     lab_lock = open("/tmp/sglang-lab-1.lock", "w")  # noqa: SIM115 (held until the process exits)

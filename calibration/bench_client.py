@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-sys.path[:0] = [SRC, str(Path(__file__).resolve().parents[1] / "benchmarks")]
+sys.path[:0] = [SRC, *(str(Path(__file__).resolve().parents[1] / d) for d in ("collections", "benchmarks"))]
 
 from local_emulator import free_port, proc_cpu_s  # noqa: E402
 from ansible_collections.sglang.deploy.plugins.module_utils import bench  # noqa: E402
