@@ -24,9 +24,12 @@ from pathlib import Path
 
 import yaml
 
-from sglang_deploy.locks import stack_files, stack_lock
-from ansible_collections.sglang.deploy.plugins.module_utils import stack, wheel_fetch
-from sglang_deploy.paths import STACKS
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "src"), str(REPO / "collections")]  # the package; the collection (its link)
+
+from sglang_deploy.locks import stack_files, stack_lock  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils import stack, wheel_fetch  # noqa: E402
+from sglang_deploy.paths import STACKS  # noqa: E402
 
 
 def du(path: Path) -> int:

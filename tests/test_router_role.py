@@ -164,7 +164,7 @@ def test_the_installed_smg_parser_refuses_a_typo_and_a_bad_value_before_the_rout
     """What the role's check runs on the router host (check_argv.py --smg): smg itself exits 2 on these at start."""
     from sglang_deploy.fleet import fleet
 
-    check_argv = REPO / "roles" / "sglang_router" / "files" / "check_argv.py"
+    check_argv = REPO / "plugins" / "module_utils" / "check_argv.py"
     launches = {
         "role": fleet.router_argv(
             {"host": "0.0.0.0", "port": 8000, "policy": "cache_aware", "discovery-provider": "file"}

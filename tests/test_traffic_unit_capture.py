@@ -9,6 +9,7 @@ import os
 import stat
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from emulator_proc import Emulator, run_module  # first: puts the repo's module_utils on the import path
@@ -163,7 +164,11 @@ def test_a_capture_stopped_by_a_signal_sets_request_logging_back():
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", STOPPED_MID_CAPTURE], capture_output=True, text=True, timeout=60)
+    here = Path(__file__).resolve().parents[1] / "collections"  # the checkout's collection (its link)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(here), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(
+        [sys.executable, "-c", STOPPED_MID_CAPTURE], capture_output=True, text=True, timeout=60, env=env
+    )
     assert "logging on" in proc.stdout
     assert "restored {'log_requests': False" in proc.stdout, (proc.returncode, proc.stderr[-500:])
     assert "stopped by signal" in proc.stderr
