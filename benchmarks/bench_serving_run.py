@@ -5,7 +5,7 @@ write_sharegpt and write_word_tokenizer make its dataset and tokenizer, emulator
 this script with --step for
 tests/test_bench_serving_real.py, benchmarks/client_cpu.py and benchmarks/ttft_connect.py.
 
-    PYTHON benchmarks/bench_serving_run.py [--step] [--keepalive] OUT.jsonl '[["--max-concurrency", "4", ...], ...]' \
+    PYTHON benchmarks/bench_serving_run.py [--step] [--keepalive] [--mooncake-fix] OUT.jsonl '[["--max-concurrency", "4", ...], ...]' \
         -- COMMON BENCH_SERVING FLAGS...
 
 Each level runs as `sglang.bench_serving <common flags> <level flags> --output-file OUT.jsonl` through
@@ -16,6 +16,8 @@ and waits for a line on standard input before each level (so another tool can ru
 --keepalive makes bench_serving reuse one aiohttp session per level, so kept-alive connections as ours, where it
 makes a new session per request (before its TTFT clock starts) and so connects inside that clock: a probe of what
 that costs (benchmarks/ttft_connect.py, gpu_parity.py --kept-alive), never a way to report bench_serving's figures.
+--mooncake-fix applies sglang 0.5.19's fix of `--dataset-name mooncake` to 0.5.13-0.5.16, whose replay stops with
+an AttributeError before its first request (mooncake_rows_fix; benchmarks/trace_parity.py).
 """
 
 from __future__ import annotations
@@ -107,16 +109,64 @@ def keep_connections_alive(serving) -> None:
     serving._create_bench_client_session, serving.benchmark = Kept, benchmark
 
 
+def mooncake_rows_fix(serving) -> None:
+    """Make sglang 0.5.13-0.5.16's `--dataset-name mooncake` run, as 0.5.19 fixed it: their benchmark() reads
+    `input_requests[0].prompt` of the trace's rows, which are dicts (AttributeError: 'dict' object has no attribute
+    'prompt', before any request), and calculate_metrics reads each row's `.prompt_len`. 0.5.19 skips the first read
+    for mooncake and gives calculate_metrics the DatasetRows its replay (get_mooncake_request_over_time) yielded, in
+    the order sent; so does this: each row a dict whose `.prompt` is "" (not a list: not multi-turn), and
+    calculate_metrics given the rows the replay yielded. Its prompts, send times and requests are unchanged, and
+    with 0.5.19 or later it changes nothing (the rows it sees there are DatasetRows)."""
+    load, replay, metrics, sent = (
+        serving.get_dataset,
+        serving.get_mooncake_request_over_time,
+        serving.calculate_metrics,
+        [],
+    )
+
+    class Row(dict):
+        prompt = ""
+
+    def get_dataset(args, *rest, **kw):
+        rows = load(args, *rest, **kw)
+        return [Row(r) for r in rows] if args.dataset_name == "mooncake" else rows
+
+    async def over_time(*args, **kw):
+        sent.clear()
+        async for row in replay(*args, **kw):
+            sent.append(row)
+            yield row
+
+    def calculate_metrics(*args, **kw):
+        if kw.get("input_requests") and isinstance(kw["input_requests"][0], Row):
+            kw["input_requests"] = list(sent)
+        return metrics(*args, **kw)
+
+    serving.get_dataset, serving.get_mooncake_request_over_time = get_dataset, over_time
+    serving.calculate_metrics = calculate_metrics
+
+
 class Stepped:
     """This script with --step in a child process of `python`: bench_serving imported once, a level per level()."""
 
-    def __init__(self, python: str, out: Path, levels: list, common: list, log: Path, keepalive=False, preexec_fn=None):
+    def __init__(
+        self,
+        python: str,
+        out: Path,
+        levels: list,
+        common: list,
+        log: Path,
+        keepalive=False,
+        preexec_fn=None,
+        mooncake_fix=False,
+    ):
         self.out = out
         cmd = [
             python,
             str(Path(__file__).resolve()),
             "--step",
             *(["--keepalive"] if keepalive else []),
+            *(["--mooncake-fix"] if mooncake_fix else []),
             str(out),
             json.dumps(levels),
         ]
@@ -159,9 +209,9 @@ def _cpu() -> float:
 
 
 def parse(argv: list) -> tuple[set, str, list, list]:
-    """[--step] [--keepalive] OUT LEVELS [--] COMMON... -> (the options given, OUT, the levels, the common flags)."""
+    """[--step] [--keepalive] [--mooncake-fix] OUT LEVELS [--] COMMON... -> (the options given, OUT, the levels, the common flags)."""
     argv, options = list(argv), set()
-    while argv and argv[0] in ("--step", "--keepalive"):
+    while argv and argv[0] in ("--step", "--keepalive", "--mooncake-fix"):
         options.add(argv.pop(0))
     if len(argv) < 2:
         raise SystemExit(__doc__)
@@ -179,6 +229,8 @@ def main(argv: list) -> int:
         from sglang.benchmark import serving
     if keepalive:
         keep_connections_alive(serving)
+    if "--mooncake-fix" in options:
+        mooncake_rows_fix(serving)
     print("IMPORTED", json.dumps({"cpu_s": _cpu()}), flush=True)
     for flags in levels:
         if step:

@@ -101,23 +101,28 @@ def _emulator_count(url: str, name: str) -> float:
         return next(float(line.split()[-1]) for line in resp.read().decode().splitlines() if line.startswith(name))
 
 
+def _wait_running(url: str) -> None:
+    """Until the emulator runs one request (30 s guards a hang, not speed)."""
+    deadline = time.monotonic() + 30
+    while _emulator_count(url, "sglang:num_running_reqs") != 1:
+        assert time.monotonic() < deadline, "the request never started"
+        time.sleep(0.05)
+
+
 def test_drain_waits_for_running_requests(tmp_path, capsys):
     emu = Emulator(tmp_path, "--enable-metrics", decode_tok_s=100).wait_ready()
     try:
         worker = threading.Thread(target=_stream, args=(emu.url, 150))  # about 1.5 s of decode
         finished = _emulator_count(emu.url, "sglang:num_requests_total")  # the server's own warm-up
         worker.start()
-        deadline = time.monotonic() + 30
-        while _emulator_count(emu.url, "sglang:num_running_reqs") != 1:
-            assert time.monotonic() < deadline, "the request never started"
-            time.sleep(0.05)
+        _wait_running(emu.url)
         failed, res = run_module(sglang_drain, {"url": emu.url, "timeout": 30}, capsys)
         assert not failed and res["metrics"] and res["running"] == 0
         assert _emulator_count(emu.url, "sglang:num_requests_total") == finished + 1  # the drain waited for it
         assert not worker.is_alive() or worker.join(2) is None
         worker.join()
-        threading.Thread(target=_stream, args=(emu.url, 1000), daemon=True).start()
-        time.sleep(0.4)
+        threading.Thread(target=_stream, args=(emu.url, 1000), daemon=True).start()  # about 10 s of decode
+        _wait_running(emu.url)  # not a fixed 0.4 s: a loaded machine may start it late
         failed, res = run_module(sglang_drain, {"url": emu.url, "timeout": 1}, capsys)
         assert failed and "still has 1 running requests" in res["msg"]
     finally:

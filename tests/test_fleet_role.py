@@ -74,8 +74,8 @@ def test_no_playbook_reads_a_roles_private_variables():
 
 
 def test_the_stack_play_validates_with_the_server_roles_rule_facts():
-    play = yaml.safe_load((REPO / "playbooks" / "stack.yml").read_text())[0]
-    render = next(t for t in play["tasks"][0]["block"] if "sglang.deploy.sglang_profile" in t)
+    tasks = yaml.safe_load((REPO / "playbooks" / "tasks" / "stack.yml").read_text())
+    render = next(t for t in tasks if "sglang.deploy.sglang_profile" in t)
     assert render["sglang.deploy.sglang_profile"]["facts"] == "{{ sglang_server_rule_facts }}"
 
 

@@ -464,8 +464,9 @@ def _hub_lock(folder: Path, tmp_path: Path) -> dict:
     return {**lock, "repository": "lab/dense", "revision": REVISION}
 
 
-def _bounded(call, seconds: float = 6):
-    """call() in a thread: a download that never ends fails the test, not the run. Returns its exception."""
+def _bounded(call, seconds: float = 60):
+    """call() in a thread: a download that never ends fails the test, not the run. Returns its exception. The 60 s
+    guard a hang (the downloads allow an hour a file; the tests' own timeouts are 1 s), not speed."""
     caught = []
 
     def run() -> None:

@@ -423,7 +423,7 @@ def test_an_unsound_result_is_dropped_with_its_reason_and_the_sound_runs_kept(ho
     runs["b"][1].data["sglang_benchmark"][HOST] = _unsound(how)
     t0 = time.monotonic()
     comp = compare_report.build_comparison(["a", "b"], runs)
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 60  # guards the 366 s of reading every level before the refusal, not speed
     line = f"b (deploy 2/3) on {HOST}: benchmark result dropped: {why}"
     assert comp.dropped() == [line] and row(comp, "b", 1)["runs"] == 2
     assert line in compare_report.format_table(comp) and f"- {line}" in compare_report.markdown(comp)

@@ -86,7 +86,8 @@ def test_crash_during_load_fails_fast_with_the_traceback(emulator, monkeypatch, 
     failed, res = run_module(sglang_ready, {"url": emu.url, "unit": "sglang.service", "timeout": 60}, capsys)
     done = time.monotonic()
     assert failed
-    assert emu.exited_at is not None and done - emu.exited_at < 3.0
+    # fast: well before the 60 s timeout (30 s guards waiting the timeout out, not speed: a loaded machine is slow)
+    assert emu.exited_at is not None and done - emu.exited_at < 30
     assert "died before it was ready" in res["msg"] and "Traceback" in res["msg"]
     assert any("Traceback (most recent call last)" in line for line in res["journal"])
     if restart:

@@ -20,7 +20,8 @@ pytestmark = lab
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory):
     out = tmp_path_factory.mktemp("tune")
-    return out, api.tune(SEARCH, out_dir=out)
+    # A noiseless lab: this checks the search's logic against the model's optimum, not the verdicts' noise handling.
+    return out, api.tune(SEARCH, out_dir=out, extravars={"sglang_lab_noise": 0})
 
 
 def test_search_prunes_survives_failures_and_finds_the_optimum(searched):
@@ -57,7 +58,8 @@ def test_rerun_from_the_command_line_measures_nothing_and_promotes(searched, tmp
     out, res = searched
     target = tmp_path / "profiles.yml"
     shutil.copy(profiles.PROFILES_FILE, target)
-    rc = cli.main(["tune", str(SEARCH), "--out", str(out), "--promote", "lab-fastest", "--into", str(target)])
+    args = ["tune", str(SEARCH), "--out", str(out), "--promote", "lab-fastest", "--into", str(target)]
+    rc = cli.main([*args, "-e", "sglang_lab_noise=0"])  # the search's own settings: a resume measures nothing
     text = capsys.readouterr()
     assert rc == 0, text.err
     assert "4 run (0 runs new this time)" in text.out and "+  lab-fastest:" in text.out

@@ -68,9 +68,10 @@ def test_the_rollback_holds_the_host_and_releases_it_always():
     block = next(task for task in play["tasks"] if "block" in task)
 
     def entry(tasks, name):
-        return [t for t in tasks if t.get("ansible.builtin.import_role", {}).get("tasks_from") == name]
+        return [t for t in tasks if t.get("ansible.builtin.include_role", {}).get("tasks_from") == name]
 
     for tasks, name in ((block["block"][:1], "hold"), (block["always"], "release")):
         (task,) = entry(tasks, name)
-        assert task["ansible.builtin.import_role"]["name"] == "sglang_watch"
+        assert task["ansible.builtin.include_role"]["name"] == "sglang_watch"
+        assert task["ansible.builtin.include_role"]["apply"] == {"tags": ["always"]}
         assert task["when"] == "sglang_watch_enabled | default(true) | bool"
