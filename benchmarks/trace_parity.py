@@ -61,15 +61,15 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "src"), str(REPO / "tests")]
+sys.path[:0] = [str(REPO / "src"), str(REPO / "collections"), str(REPO / "tests")]  # the package; the collection (its link); the tests' helpers
 
 from bench_serving_run import Stepped, write_sharegpt, write_word_tokenizer  # noqa: E402
 from local_emulator import Emulator  # noqa: E402
 from test_traffic_replay import poisson_trace  # noqa: E402  the seeded trace of the replay tests
 
 from sglang_deploy.compare.noise import spread  # noqa: E402
-from sglang_deploy.host import bench  # noqa: E402
-from sglang_deploy.host.bench import capture, trace  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils import bench  # noqa: E402
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import capture, trace  # noqa: E402
 
 CLIENT_CPU, EMULATOR_CPU, SEED = 0, 1, 42
 TOOLS = ("ours", "bench_serving")

@@ -21,7 +21,7 @@ from emulator_proc import Emulator
 from test_bench_serving_real import bench_serving_python
 from trace_parity import ours, server_view, their_flags, their_words, theirs_of, traces
 
-from sglang_deploy.host.bench import capture
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import capture
 
 REQUESTS, RATE = 16, 10.0
 
