@@ -168,7 +168,7 @@ def test_join_refuses_a_part_that_is_not_a_file(tmp_path):
         gpu_boot.join(parts, tmp_path / "stage" / "lab.tar")
 
 
-SESSION_PHASES = ("smoke", "suite", "parity", "up", "deploy", "restart", "restart-unit", "compare")
+SESSION_PHASES = ("smoke", "suite", "parity", "up", "deploy", "restart", "restart-unit", "traffic", "compare")
 
 
 @pytest.mark.parametrize("cmd", ("fetch", "pack", "boot", "exec", "stop", *SESSION_PHASES))
@@ -292,6 +292,42 @@ def test_compare_runs_a_command_line_the_cli_takes(tmp_path, monkeypatch, capsys
     assert shell.startswith("cd /root/gpu-src && PATH=/root/gpulab/ansible/bin:$PATH python -m sglang_deploy.cli ")
     args = cli.build_parser().parse_args(shlex.split(shell.split("sglang_deploy.cli ")[1]))
     assert (args.profiles, args.repeats, args.out) == (["dense", "dense-b"], 3, "/root/labout/compare")
+
+
+def test_compare_on_the_captured_trace_passes_bench_flags_the_cli_takes(tmp_path, monkeypatch, capsys):
+    from sglang_deploy import cli
+
+    argv = ("compare", "dense", "dense-b", "--repeats", "2", "--trace", "--bench=--num-prompts", "--bench=150")
+    shell = shlex.split(dry_run(tmp_path, monkeypatch, capsys, *argv)[0].split(" > ")[0])[-1]
+    args = cli.build_parser().parse_args(shlex.split(shell.split("sglang_deploy.cli ")[1]))
+    assert (args.dataset_name, args.dataset_path, args.requests) == ("trace", "/root/labout/captured.jsonl", 150)
+
+
+def test_the_mixed_load_is_seeded_poisson_with_shared_prefixes_under_journalds_line():
+    load = gpu_lab.mixed_load(600, 3.0, seed=7)
+    assert load == gpu_lab.mixed_load(600, 3.0, seed=7) != gpu_lab.mixed_load(600, 3.0, seed=8)
+    times = [line["timestamp"] for line in load]
+    assert times == sorted(times) and 1500 < len(load) < 2100 and times[-1] <= 600_000
+    assert max(line["input_length"] for line in load) <= 2500  # ~11 bytes a token at log level 3: under 48 KiB
+    firsts = [line["hash_ids"][0] for line in load]
+    assert {0, 1, 2, 3, 10, 12} <= set(firsts) and sum(f < 1000 for f in firsts) > len(load) / 2
+    for line in load:  # one id per 512-token block
+        assert len(line["hash_ids"]) == -(-line["input_length"] // 512)
+
+
+def test_traffic_starts_the_load_once_logging_is_on_and_keeps_the_capture(tmp_path, monkeypatch, capsys):
+    from sglang_deploy import cli
+
+    lines = dry_run(tmp_path, monkeypatch, capsys, "traffic", "--duration", "30", "--rate", "2")
+    assert lines[0] == "+ a seeded mixed load (seed 7, 2.0 req/s for 30 s) into /root/labout/load.jsonl"
+    words = shlex.split(lines[1])
+    shell = words[words.index("-c") + 1]
+    capture, rest = shell.split("python -m sglang_deploy.cli ", 2)[1:]
+    assert capture.startswith('traffic capture --duration 90.0 --max-requests "$N" --out /root/labout/captured.jsonl')
+    assert shell.index("log_requests=True") < shell.index("sglang_deploy.cli bench")
+    bench = rest.split(" > ")[0]
+    args = cli.build_parser().parse_args(shlex.split(bench))
+    assert (args.dataset_name, args.dataset_path, args.warmup) == ("trace", "/root/labout/load.jsonl", 0)
 
 
 def test_a_phase_needs_an_out_folder(monkeypatch, capsys):

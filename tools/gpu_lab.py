@@ -29,7 +29,8 @@ its files to --out ($OUT, the call's download folder). --dry-run prints the comm
                                                      # build/gpu-lab (this `pack`), first deploy of P (site.yml)
     python tools/gpu_lab.py deploy PROFILE [--name N] [-e VAR=VALUE]...   # site.yml in the lab again
     python tools/gpu_lab.py restart [--caches warm,cold] [--repeats 3]     # restarts through the unit, timed
-    python tools/gpu_lab.py compare PROFILE... [--repeats 3]              # sglang-deploy compare in the lab
+    python tools/gpu_lab.py traffic [--duration 90] [--rate 3]            # a seeded mixed load, captured as a trace
+    python tools/gpu_lab.py compare PROFILE... [--repeats 3] [--trace [FILE]]   # sglang-deploy compare in the lab
 
 The lab's phases log to /root/labout (bound into the lab, kept between calls) and copy it, with the unit's journal,
 to --out. End a session with `stop /root/gpulab`.
@@ -44,6 +45,7 @@ import gzip
 import importlib.util
 import json
 import os
+import random
 import re
 import secrets
 import shlex
@@ -305,9 +307,93 @@ def restart_unit(name: str, caches: str, unit: str = "sglang", url: str = "http:
     return {"name": name, "caches": caches, "restart_to_ready_s": round(ready - t0, 1), **report}
 
 
-def compare(s: Session, profiles: list[str], repeats: int) -> int:
-    """sglang-deploy compare of the profiles inside the lab (its Ansible on PATH), its report under LAB_OUT/compare."""
-    cli = shlex.join(["compare", *profiles, "--repeats", str(repeats), "-i", "inventory/gpu-lab.yml"])
+def mixed_load(duration: float, rate: float, seed: int) -> list[dict]:
+    """A known mixed load as Mooncake trace lines: Poisson arrivals at rate for duration seconds; half chats behind
+    one of 4 shared 512-token system prompts (600-1500 tokens, 32-256 out), a third short questions of their own
+    (50-400 tokens, 16-128 out), the rest documents behind one of 2 shared 1024-token prefixes (1800-2500 tokens,
+    64-200 out: under journald's 48 KiB line at the capture's log level)."""
+    rng, t, lines, i = random.Random(seed), 0.0, [], 0
+    while True:
+        t += rng.expovariate(rate)
+        if t > duration:
+            return lines
+        kind = rng.random()
+        if kind < 0.5:
+            n_in, n_out, shared = rng.randint(600, 1500), rng.randint(32, 256), [rng.randrange(4)]
+        elif kind < 0.83:
+            n_in, n_out, shared = rng.randint(50, 400), rng.randint(16, 128), []
+        else:
+            n_in, n_out, shared = (
+                rng.randint(1800, 2500),
+                rng.randint(64, 200),
+                [10 + 2 * (g := rng.randrange(2)), 11 + 2 * g],
+            )
+        own = range(len(shared), -(-n_in // 512))
+        ids = shared + [1000 + 8 * i + j for j in own]
+        lines.append({"timestamp": round(t * 1000, 3), "input_length": n_in, "output_length": n_out, "hash_ids": ids})
+        i += 1
+
+
+def traffic(s: Session, duration: float, rate: float, seed: int) -> int:
+    """`sglang-deploy traffic capture` of the lab's server while `sglang-deploy bench` replays a seeded mixed load
+    (mixed_load, LAB_OUT/load.jsonl) on it: the captured trace in LAB_OUT/captured.jsonl, its summary and plot
+    beside it. The load starts once the capture has switched request logging on (SGLang's journal says so)."""
+    load = LAB_OUT / "load.jsonl"
+
+    def write_load() -> None:
+        load.write_text("".join(json.dumps(line) + "\n" for line in mixed_load(duration, rate, seed)))
+
+    s.do(f"a seeded mixed load (seed {seed}, {rate} req/s for {duration:g} s) into {load}", write_load)
+    cli = "python -m sglang_deploy.cli"
+    capture = shlex.join(
+        [
+            "traffic",
+            "capture",
+            "--duration",
+            str(duration + 60),
+            "--max-requests",
+            "$N",
+            "--out",
+            str(LAB_OUT / "captured.jsonl"),
+            "-i",
+            "inventory/gpu-lab.yml",
+        ]
+    ).replace("'$N'", '"$N"')
+    bench = shlex.join(
+        [
+            "bench",
+            "--url",
+            "http://127.0.0.1:30000",
+            "--api-key-env",
+            "SGLANG_LAB_API_KEY",
+            "--dataset-name",
+            "trace",
+            "--dataset-path",
+            str(load),
+            "--warmup",
+            "0",
+            "--max-concurrency",
+            "64",
+        ]
+    )
+    shell = (
+        f"export PATH={LAB_ROOT}/ansible/bin:$PATH; N=$(wc -l < {load}); T=$(date +%s); {cli} {capture} & "
+        "for i in $(seq 120); do journalctl -u sglang --since @$T -o cat | grep -q 'log_requests=True' && break; "
+        f"sleep 1; done; {cli} {bench} > {LAB_OUT}/load-bench.txt; rc=$?; wait $! || rc=1; "
+        f"{cli} traffic summary {LAB_OUT}/captured.jsonl --plot {LAB_OUT}/captured.png; exit $rc"
+    )
+    rc = s.run(in_checkout(shell), phase="traffic", log=s.logs / "traffic.log", env=LAB_ENV, tail=25)
+    collect(s)
+    return rc
+
+
+def compare(s: Session, profiles: list[str], repeats: int, trace: str = "", bench: tuple = ()) -> int:
+    """sglang-deploy compare of the profiles inside the lab (its Ansible on PATH), its report under LAB_OUT/compare;
+    with a trace, on that trace (and bench's other workload flags, e.g. --num-prompts 120)."""
+    words = ["compare", *profiles, "--repeats", str(repeats), "-i", "inventory/gpu-lab.yml"]
+    if trace:
+        words += ["--dataset-name", "trace", "--dataset-path", trace]
+    cli = shlex.join([*words, *bench])
     shell = f"PATH={LAB_ROOT}/ansible/bin:$PATH python -m sglang_deploy.cli {cli} --out {LAB_OUT}/compare"
     rc = s.run(in_checkout(shell), phase="compare", log=s.logs / "compare.log", env=LAB_ENV, tail=20)
     collect(s)
@@ -320,7 +406,7 @@ def run_phase(args: argparse.Namespace) -> int:
     if out is None and not args.dry_run:
         raise LabError("no --out and no $OUT (the device call's download folder)")
     out = out or Path("$OUT")
-    lab = args.cmd in ("up", "deploy", "restart", "compare")
+    lab = args.cmd in ("up", "deploy", "restart", "traffic", "compare")
     s = Session(LAB_OUT if lab else out, out, args.dry_run)
     if args.cmd in ("smoke", "suite"):
         return suite(s, getattr(args, "files", ["test_smoke.py"]), getattr(args, "budget", CALL_BUDGET))
@@ -332,7 +418,9 @@ def run_phase(args: argparse.Namespace) -> int:
         return deploy(s, args.profile, args.name, tuple(args.extra))
     if args.cmd == "restart":
         return restart(s, args.caches.split(","), args.repeats)
-    return compare(s, args.profiles, args.repeats)
+    if args.cmd == "traffic":
+        return traffic(s, args.duration, args.rate, args.seed)
+    return compare(s, args.profiles, args.repeats, args.trace, tuple(args.bench))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -386,9 +474,27 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("restart-unit", help="inside the lab (restart runs it): one restart, a JSON line")
     p.add_argument("name")
     p.add_argument("caches", choices=("warm", "cold"))
+    p = sub.add_parser("traffic", parents=[phase], help="a seeded mixed load on the lab's server, captured")
+    p.add_argument("--duration", type=float, default=90.0, help="seconds of load (90)")
+    p.add_argument("--rate", type=float, default=3.0, help="requests a second, Poisson (3)")
+    p.add_argument("--seed", type=int, default=7, help="the load's seed (7)")
     p = sub.add_parser("compare", parents=[phase], help="sglang-deploy compare in the lab")
     p.add_argument("profiles", nargs="+", metavar="PROFILE")
     p.add_argument("--repeats", type=int, default=3, help="runs of each profile (3)")
+    p.add_argument(
+        "--trace",
+        nargs="?",
+        const=str(LAB_OUT / "captured.jsonl"),
+        default="",
+        help=f"compare on a trace (traffic's capture: {LAB_OUT}/captured.jsonl)",
+    )
+    p.add_argument(
+        "--bench",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="more of bench's workload flags, each its own --bench: --bench=--num-prompts --bench=120",
+    )
     args = ap.parse_args(argv)
     try:
         if hasattr(args, "dry_run"):
