@@ -61,7 +61,11 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "src"), str(REPO / "collections"), str(REPO / "tests")]  # the package; the collection (its link); the tests' helpers
+sys.path[:0] = [
+    str(REPO / "src"),
+    str(REPO / "collections"),
+    str(REPO / "tests"),
+]  # the package; the collection (its link); the tests' helpers
 
 from bench_serving_run import Stepped, write_sharegpt, write_word_tokenizer  # noqa: E402
 from local_emulator import Emulator  # noqa: E402
