@@ -12,6 +12,7 @@ import pytest
 from emulator_proc import Emulator  # first: puts the repo's module_utils on the import path
 
 from sglang_deploy import cli
+from ansible_collections.sglang.deploy.plugins.module_utils import server_http, watchdog
 from ansible_collections.sglang.deploy.plugins.module_utils.bench import capture, trace
 
 
@@ -37,6 +38,7 @@ def test_a_capture_from_the_emulator_matches_what_was_sent(tmp_path, capsys, mon
         monkeypatch.setenv("KEY", "k-secret")
         args = ["bench", "--url", emu.url, "--dataset-name", "trace", "--dataset-path", path, "--warmup", "0"]
         assert cli.main([*args, "--api-key-env", "KEY"]) == 0, capsys.readouterr()
+        assert watchdog.probe(emu.url, "k-secret", 10) is None  # the stall watchdog's: no one's traffic
         capture.switch(emu.url, "k-secret", False)
         with pytest.raises(ValueError, match="answered 401: give the admin API key"):
             capture.switch(emu.url, "wrong", True)
@@ -44,8 +46,8 @@ def test_a_capture_from_the_emulator_matches_what_was_sent(tmp_path, capsys, mon
         emu.stop()
     log = emu.log.read_text()
     assert "k-secret" not in "".join(x for x in log.splitlines() if "request.finished" in x)
-    got, stop = capture.collect(log.splitlines())
-    assert stop is None and len(got) == len(sent)
+    got, stop, probes = capture.collect(log.splitlines())
+    assert stop is None and len(got) == len(sent) and probes == 1
     dest = tmp_path / "captured.jsonl"
     info = capture.write(got, str(dest))
     assert info["hashed"] == len(sent) and stat.S_IMODE(os.stat(dest).st_mode) == 0o600
@@ -62,10 +64,10 @@ def test_a_capture_from_the_emulator_matches_what_was_sent(tmp_path, capsys, mon
     assert all("text" not in json.loads(x) for x in dest.read_text().splitlines())
 
 
-def finished(ts: str, n_in: int, n_out: int, e2e: float, ids=None, text=None) -> str:
-    obj = {"rid": "r", **({"input_ids": ids} if ids is not None else {}), **({"text": text} if text else {})}
+def finished(ts: str, n_in: int, n_out: int, e2e: float, ids=None, text=None, rid="r") -> str:
+    obj = {"rid": rid, **({"input_ids": ids} if ids is not None else {}), **({"text": text} if text else {})}
     meta = {"prompt_tokens": n_in, "completion_tokens": n_out, "e2e_latency": e2e}
-    line = {"timestamp": ts, "event": "request.finished", "rid": "r", "obj": obj, "out": {"meta_info": meta}}
+    line = {"timestamp": ts, "event": "request.finished", "rid": rid, "obj": obj, "out": {"meta_info": meta}}
     return "Nov 12 10:00:01 gpu1 sglang[42]: [2026-11-12 10:00:01] " + json.dumps(line)
 
 
@@ -85,13 +87,27 @@ def test_a_log_line_gives_arrival_counts_and_block_hashes_only():
         assert capture.parse_line(other) is None
 
 
+def test_health_checks_and_the_projects_probes_are_counted_apart_not_traced():
+    # as sglang 0.5.16 logged them on an H100 (results/gpu-h100/lab-phases-2026-12-06): /health_generate's input_ids
+    # [0] under rid HEALTH_CHECK_<hex>; the watchdog's "ping" under its own rid
+    lines = [
+        finished("2026-11-12T10:00:00", 1, 1, 0.01, [0], rid="HEALTH_CHECK_9f2c"),
+        finished("2026-11-12T10:00:01", 700, 5, 0.2, list(range(700)), rid="a1"),
+        finished("2026-11-12T10:00:02", 2, 1, 0.01, text="ping", rid=server_http.probe_rid()),
+        finished("2026-11-12T10:00:03", 9, 4, 0.1, rid="HEALTH_CHECKS_ARE_MY_PROMPT"),  # a client's own rid
+    ]
+    got, stop, probes = capture.collect(lines)
+    assert [g.input_length for g in got] == [700, 9] and (stop, probes) == (None, 2)
+    assert [capture.not_traffic(x) for x in lines] == [True, False, True, False]
+
+
 def test_a_capture_stops_at_its_bounds_and_keeps_text_only_in_its_own_file(tmp_path):
     lines = [finished(f"2026-11-12T10:00:{s:02d}", 5, 3, 0.0, text=f"t{s}") for s in range(50)]
     assert capture.collect(lines, capture.Limits(requests=4))[1] == "4 requests were captured"
-    got, stop = capture.collect(lines, capture.Limits(seconds=10))
+    got, stop, _probes = capture.collect(lines, capture.Limits(seconds=10))
     assert len(got) == 11 and stop == "10 s of arrivals were captured"
     assert capture.collect(lines, capture.Limits(log_bytes=len(lines[0]) * 3))[1].startswith("the log's")
-    got, _stop = capture.collect(lines[:3], keep_text=True)
+    got, _stop, _probes = capture.collect(lines[:3], keep_text=True)
     info = capture.write(got, str(tmp_path / "t.jsonl"), str(tmp_path / "text.jsonl"))
     assert stat.S_IMODE(os.stat(info["text"]).st_mode) == 0o600
     assert [json.loads(x)["text"] for x in open(info["text"])] == ["t0", "t1", "t2"]

@@ -14,6 +14,7 @@ import socket
 import ssl
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -22,6 +23,13 @@ CONNECT_TIMEOUT_S = 10.0  # connect + TLS handshake
 MAX_BODY_BYTES = 16 << 20  # of a plain answer (a large server's /metrics is about 1 MB); heads: http.client's caps
 # The modules' default server: SGLang's own default host and port (server_args.py: ServerArgs.host, ServerArgs.port).
 LOCAL_URL = "http://127.0.0.1:30000"
+# The request id of this project's own probes (the stall watchdog's): a traffic capture leaves them out.
+PROBE_RID = "sglang-deploy-probe-"
+
+
+def probe_rid() -> str:
+    """A unique request id marked as this project's probe (SGLang refuses a rid already in flight)."""
+    return PROBE_RID + uuid.uuid4().hex
 
 
 class HttpError(OSError):

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from . import host_record, watch_router
 from .readiness import run_systemctl_show
-from .server_http import Endpoint, request
+from .server_http import Endpoint, probe_rid, request
 
 # The marker a deploy or a roll writes while it holds the host (playbooks/deploy.yml, the sglang_watch role's
 # hold.yml) and removes after; one older than hold_max_s is a deploy that died, and no longer holds.
@@ -229,7 +229,7 @@ def env_value(path: str, name: str) -> str:
 
 def probe(url: str, api_key: str, deadline_s: float) -> str | None:
     """POST /generate for one token, greedy: None when it answered 200 within the deadline, else why not."""
-    body = {"text": "ping", "sampling_params": {"max_new_tokens": 1, "temperature": 0}}
+    body = {"text": "ping", "sampling_params": {"max_new_tokens": 1, "temperature": 0}, "rid": probe_rid()}
     try:
         resp = request(Endpoint.parse(url), "POST", "/generate", body, api_key or None, deadline_s, 1 << 20)
     except TimeoutError:

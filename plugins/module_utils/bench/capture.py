@@ -19,6 +19,10 @@ EVENT = "request.finished"
 LOG_LEVEL = 3  # the level whose lines hold every token id (2 cuts lists past 2048 items, 0 and 1 drop them)
 MAX_LINE_BYTES = 64 << 20  # a line of a 1M-token prompt's ids and text
 MAX_TEXT_BYTES = 256 << 20
+# Requests that are no one's traffic, by their request id: SGLang's own /health_generate (and /health where it
+# generates: HEALTH_CHECK_<hex>, input_ids [0]) and this project's probes (the stall watchdog's). Counted apart.
+NOT_TRAFFIC_RIDS = ("HEALTH_CHECK_", server_http.PROBE_RID)
+NOT_TRAFFIC = "not traffic"  # parse_line's answer for such a line
 
 
 class Limits(NamedTuple):
@@ -48,8 +52,14 @@ def switch(url: str, api_key: str | None, on: bool, timeout: float = 30.0) -> No
         )
 
 
-def parse_line(line: str, keep_text: bool = False) -> Captured | None:
-    """The record of one log line (a journal's or SGLang's prefix before the JSON allowed); None for any other line."""
+def not_traffic(line: str) -> bool:
+    """Whether a log line names a health check's or probe's request id (a quick look; parse_line decides)."""
+    return any(f'"{rid}' in line for rid in NOT_TRAFFIC_RIDS)
+
+
+def parse_line(line: str, keep_text: bool = False) -> Captured | str | None:
+    """The record of one log line (a journal's or SGLang's prefix before the JSON allowed); NOT_TRAFFIC for a health
+    check's or probe's request; None for any other line."""
     start = line.find('{"timestamp"')
     if start < 0 or len(line) > MAX_LINE_BYTES:
         return None
@@ -59,6 +69,8 @@ def parse_line(line: str, keep_text: bool = False) -> Captured | None:
         return None
     if not isinstance(item, dict) or item.get("event") != EVENT:
         return None
+    if isinstance(item.get("rid"), str) and item["rid"].startswith(NOT_TRAFFIC_RIDS):
+        return NOT_TRAFFIC
     obj = item.get("obj") if isinstance(item.get("obj"), dict) else {}
     meta = (item.get("out") or {}).get("meta_info") if isinstance(item.get("out"), dict) else None
     try:
@@ -76,16 +88,17 @@ def parse_line(line: str, keep_text: bool = False) -> Captured | None:
 
 def collect(lines, limits: Limits | None = None, keep_text: bool = False) -> tuple:
     """(the records of the lines, sorted by arrival, within the limits (default: Limits()); why it stopped early or
-    None)."""
+    None; how many health checks and probes were left out)."""
     limits = limits or Limits()
-    out, read, stop = [], 0, None
+    out, read, stop, skipped = [], 0, None, 0
     for line in lines:
         read += len(line)
         if read > limits.log_bytes:
             stop = f"the log's {limits.log_bytes} bytes were read"
             break
         rec = parse_line(line, keep_text)
-        if rec is None:
+        if rec is None or rec is NOT_TRAFFIC:
+            skipped += rec is NOT_TRAFFIC
             continue
         if out and rec.arrival - out[0].arrival > limits.seconds:
             stop = f"{limits.seconds:g} s of arrivals were captured"
@@ -94,7 +107,7 @@ def collect(lines, limits: Limits | None = None, keep_text: bool = False) -> tup
         if len(out) >= limits.requests:
             stop = f"{limits.requests} requests were captured"
             break
-    return sorted(out, key=lambda r: r.arrival), stop
+    return sorted(out, key=lambda r: r.arrival), stop, skipped
 
 
 def to_trace(captured: list) -> list:

@@ -85,7 +85,9 @@ def _stopped(signum, _frame) -> None:
 
 
 def finished_count(service: str, since: float, limits: capture.Limits) -> int:
-    return sum(capture.EVENT in line for line in journal_lines(service, since, None, limits))
+    return sum(
+        capture.EVENT in line and not capture.not_traffic(line) for line in journal_lines(service, since, None, limits)
+    )
 
 
 def run(
@@ -99,7 +101,7 @@ def run(
 ) -> dict:
     """Capture the unit's traffic for limits.seconds or until limits.requests finished; {trace: its JSONL text,
     summary, requests, hashed, unparsed: request.finished lines that were not read (a journal line cut at
-    journald's LineMax), stop, restored, text_file: a 0600 file of the prompts' text (keep_text) or None}."""
+    journald's LineMax), probes: health checks and probes left out, stop, restored, text_file: a 0600 file of the prompts' text (keep_text) or None}."""
     limits = limits or capture.Limits()
     key, admin = keys(env_file, api_key)
     before = found_logging(url, (key, admin))
@@ -123,8 +125,8 @@ def run(
     with contextlib.suppress(OSError, subprocess.SubprocessError):  # journald writes what it holds
         subprocess.run(["journalctl", "--sync"], capture_output=True, timeout=30, check=False)
     lines = list(journal_lines(service, start, clock.time() + 1, limits))
-    got, stop = capture.collect(lines, limits, keep_text)
-    unparsed = sum(capture.EVENT in line for line in lines) - len(got)
+    got, stop, probes = capture.collect(lines, limits, keep_text)
+    unparsed = sum(capture.EVENT in line for line in lines) - len(got) - probes
     records = capture.to_trace(got)
     text_file = None
     if keep_text:
@@ -135,6 +137,7 @@ def run(
         "summary": trace.summary(records) if records else None,
         "requests": len(records),
         "hashed": sum(1 for c in got if c.digests),
+        "probes": probes,
         "unparsed": max(0, unparsed) if stop is None else None,
         "stop": stop,
         "restored": before,

@@ -31,6 +31,7 @@ class CaptureResult:
     summary: dict | None = None  # trace.summary of what was written
     stop: str | None = None  # why the host stopped early
     unparsed: int | None = None  # request.finished lines the host could not read
+    probes: int | None = None  # health checks and probes the host left out (capture.NOT_TRAFFIC_RIDS)
     error: str | None = None
     notes: list = field(default_factory=list)
 
@@ -95,15 +96,20 @@ def _keep(res: CaptureResult, found, max_requests: int, dest: str, text_dest: st
     if not item["trace"].strip():
         raise ValueError(f"{res.host} served no request in the capture's window: nothing written")
     records = trace.parse(item["trace"], f"{res.host}'s trace", max_records=max_requests)
-    stop, unparsed = item.get("stop"), item.get("unparsed")
+    stop = item.get("stop")
     res.stop = escaped(stop)[:MAX_STOP_CHARS] if isinstance(stop, str) else None
-    res.unparsed = unparsed if isinstance(unparsed, int) and not isinstance(unparsed, bool) and unparsed >= 0 else None
+    res.unparsed, res.probes = (_count(item.get(k)) for k in ("unparsed", "probes"))
     if keep := text_dest is not None:
         text = _text(fetched / f"{host}.jsonl", len(records), res.host)
     res.path = trace.write(records, dest)
     res.summary = {"path": res.path, **trace.summary(records)}
     if keep:
         res.text_path = write_file(text, text_dest, 0o600)
+
+
+def _count(value) -> int | None:
+    """A count the host returned, or None where it is no count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _text(path: Path, n: int, host: str) -> str:

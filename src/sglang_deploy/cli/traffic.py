@@ -99,6 +99,11 @@ def run_capture(args: argparse.Namespace) -> int:
         return 1
     print(f"captured from {res.host} into {res.path}" + (f" (text: {res.text_path})" if res.text_path else ""))
     print("\n".join(traffic.summary_lines(res.summary)))
-    for note in filter(None, (res.stop and f"stopped: {res.stop}", res.unparsed and f"{res.unparsed} lines unread")):
+    probes = (
+        res.probes and f"left out {res.probes} health checks and probes (SGLang's /health_generate, the watchdog's)"
+    )
+    for note in filter(
+        None, (res.stop and f"stopped: {res.stop}", res.unparsed and f"{res.unparsed} lines unread", probes)
+    ):
         print(note)
     return 0

@@ -130,7 +130,8 @@ def logged(handler):
         if out.status != 200:
             return
         text, ids = _prompt(req)
-        rid = uuid.uuid4().hex
+        body = req.json()
+        rid = body["rid"] if isinstance(body.get("rid"), str) else uuid.uuid4().hex  # SGLang takes the client's
         completion = watch.counts.get("completion_tokens", watch.chunks)
         meta = {
             "id": rid,
@@ -138,7 +139,6 @@ def logged(handler):
             "completion_tokens": completion,
         }
         meta |= {"cached_tokens": 0, "e2e_latency": time.monotonic() - start, "emulated": True}
-        body = req.json()
         obj = {"rid": rid, "text": text, "input_ids": ids, "stream": bool(body.get("stream"))}
         obj["sampling_params"] = {k: body[k] for k in ("max_tokens", "ignore_eos", "temperature") if k in body}
         rl.finished(obj, meta)
