@@ -44,3 +44,20 @@ def test_the_parser_runs_where_no_comparison_ran_this_run():
     variables = dict(NOTHING_DUE)
     del variables["sglang_server_restarts"]
     assert runs(variables)
+
+
+APPLY = yaml.safe_load((REPO / "roles/sglang_server/tasks/apply.yml").read_text())
+KEEP = next(t for t in APPLY if t["name"] == "Keep the unit and environment as the last good ones")
+
+
+@pytest.mark.parametrize(
+    ("config_due", "restarted", "copies"),
+    ((False, False, False), (True, False, True), (False, True, True), (True, True, True)),
+)
+def test_the_last_good_copy_is_made_only_where_something_was_written_or_restarted(config_due, restarted, copies):
+    # unchanged and not restarted: the files are the ones an earlier deploy kept after its wait (or a rollback put back)
+    variables = {
+        "__sglang_server_files_due": {"config": config_due, "files": False},
+        "sglang_server_restarted": restarted,
+    }
+    assert bool(jinja2.Environment().compile_expression(KEEP["when"])(**variables)) is copies
