@@ -122,9 +122,10 @@ def standin(monkeypatch, tmp_path):
             shutil.rmtree(home, ignore_errors=True)
 
 
-def phase(out: Path, *argv, env: dict | None = None, timeout: int = 300) -> str:
+def phase(out: Path, *argv, env: dict | None = None, timeout: int = 600) -> str:
     """gpu_lab.py ARGV... as a GPU session runs it (a session phase with an --out of its own), env added, its wall
-    and CPU time printed (not the lab's own processes'); its output, once it exited 0."""
+    and CPU time printed (not the lab's own processes'); its output, once it exited 0. The timeout only ends a hang:
+    beside a whole ./lab test on 2 cores, compare took 196 s."""
     cmd = [sys.executable, GPU_LAB, *argv]
     if argv[0] not in ("fetch", "pack", "exec", "stop"):
         cmd += ["--out", out / argv[0]]
