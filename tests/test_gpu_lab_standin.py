@@ -138,7 +138,10 @@ def phase(out: Path, *argv, env: dict | None = None, timeout: int = 600) -> str:
     print(f"gpu_lab.py {argv[0]}: {time.monotonic() - t0:.1f} s wall, {cpu:.1f} CPU s, rc {done.returncode}")
     text = done.stdout + done.stderr
     print("".join(f"  {line}\n" for line in text.splitlines() if line.startswith("phase ")), end="")  # its steps
-    assert done.returncode == 0, f"gpu_lab.py {' '.join(map(str, argv))} exited {done.returncode}:\n{text[-4000:]}"
+    if done.returncode:  # the end of the phase's newest log too (a deploy's fatal task): CI keeps no files
+        logs = sorted((out / argv[0]).glob("*.log"), key=lambda log: log.stat().st_mtime)
+        text += "".join(f"\n--- {log}:\n" + log.read_text(errors="replace")[-3000:] for log in logs[-1:])
+    assert done.returncode == 0, f"gpu_lab.py {' '.join(map(str, argv))} exited {done.returncode}:\n{text[-7000:]}"
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
