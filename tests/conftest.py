@@ -1,6 +1,7 @@
 """Test tiers, one marker each: `unit` (this machine only: Python, ansible-playbook on localhost, local processes),
-`lab` (deploys to the lab container sglang-lab-1; skipped, with the reason, without it) and `gpu` (tests/gpu, its
-own conftest). `./lab test` runs `-m "not lab"` and `-m lab` side by side."""
+`lab` (deploys to the lab container sglang-lab-1; skipped, with the reason, without it), `standin` (the GPU lab's
+phases on a CPU stand-in, tests/test_gpu_lab_standin.py) and `gpu` (tests/gpu, its own conftest). `./lab test` runs
+`-m "not lab and not standin"`, `-m standin` and `-m lab` side by side."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ BIN = Path(sys.executable).parent
 def pytest_configure(config):
     config.addinivalue_line("markers", "unit: needs neither the lab container nor a GPU")
     config.addinivalue_line("markers", "lab: deploys to the lab container sglang-lab-1 (./lab setup creates it)")
+    config.addinivalue_line("markers", "standin: boots the GPU lab on this machine and runs its phases (needs root)")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -29,7 +31,7 @@ def pytest_collection_modifyitems(config, items):
         if item.get_closest_marker("lab"):
             if lab_missing():
                 item.add_marker(pytest.mark.skip(reason=lab_missing()))
-        elif not item.get_closest_marker("gpu"):
+        elif not item.get_closest_marker("gpu") and not item.get_closest_marker("standin"):
             item.add_marker(pytest.mark.unit)
 
 

@@ -91,6 +91,25 @@ def test_fill_upper_copies_files_and_links_and_a_second_boot_keeps_what_is_there
     assert (upper / "usr/lib/systemd/systemd").read_text() == "changed inside the lab"
 
 
+def test_the_units_the_host_enables_are_masked_in_the_lab(tmp_path):
+    """A host with systemd installed but not running (the CI machine of the CPU stand-in) enables dockerd and a
+    database: the lab's systemd would start them in the host's network namespace (issue 52)."""
+    host, upper = tmp_path / "host", tmp_path / "upper"
+    for rel in (
+        "multi-user.target.wants/docker.service",
+        "sockets.target.wants/docker.socket",
+        "x.requires/db.service",
+    ):
+        (host / "etc/systemd/system" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (host / "etc/systemd/system" / rel).symlink_to("/usr/lib/systemd/system/" + rel.split("/")[1])
+    (upper / "etc/systemd/system").mkdir(parents=True)
+    (upper / "etc/systemd/system/db.service").write_text("the lab's own, from an earlier boot")
+    assert gpu_boot.mask_host_units(upper, host) == ["db.service", "docker.service", "docker.socket"]
+    assert os.readlink(upper / "etc/systemd/system/docker.service") == "/dev/null"
+    assert (upper / "etc/systemd/system/db.service").read_text() == "the lab's own, from an earlier boot"
+    assert gpu_boot.mask_host_units(upper, tmp_path / "no-systemd") == []
+
+
 def test_boot_script_mounts_then_execs_systemd_in_the_merged_root(tmp_path):
     script = gpu_boot.boot_script(Path("/l/merged"), Path("/l/upper"), Path("/l/work"), ["/repo", "/out"])
     lines = script.splitlines()

@@ -236,6 +236,22 @@ def fill_upper(tree: Path, upper: Path, host: Path = Path("/")) -> list[str]:
     return wanted
 
 
+def mask_host_units(upper: Path, host: Path = Path("/")) -> list[str]:
+    """Mask in the upper layer every unit the host's /etc/systemd/system enables (its *.wants and *.requires): on a
+    host that has systemd installed but not as PID 1 (a container, such as the CI machine the CPU stand-in runs on),
+    the lab's systemd would start them, dockerd or a database among them, in the host's network namespace. The lab
+    starts what the playbook starts. A name already in the upper layer is left as it is."""
+    names = sorted(
+        {link.name for pattern in ("*.wants/*", "*.requires/*") for link in host.glob(f"etc/systemd/system/{pattern}")}
+    )
+    for name in names:
+        mask = upper / "etc/systemd/system" / name
+        if not os.path.lexists(mask):
+            mask.parent.mkdir(parents=True, exist_ok=True)
+            mask.symlink_to("/dev/null")
+    return names
+
+
 def boot_script(merged: Path, upper: Path, work: Path, binds: list[str]) -> str:
     """The script unshare runs (as root): overlay, mounts, then exec systemd as the namespace's PID 1. Every path is
     shell-quoted; LabError names one with a line break, and an overlay layer with a character the overlay's options
@@ -323,6 +339,7 @@ def boot(parts: Path, root: Path, binds: list[str], python: str, timeout: float 
         subprocess.run(["dpkg-deb", "-x", str(deb), str(debroot)], check=True)
     copied = fill_upper(debroot, upper)
     (upper / "etc/systemd/system").mkdir(parents=True, exist_ok=True)
+    masked = mask_host_units(upper)
     venv = ansible_venv(stage, root, python) if any((stage / "whl").glob("*.whl")) else None
     unpacked = time.monotonic()
     script = root / "boot.sh"
@@ -352,6 +369,7 @@ def boot(parts: Path, root: Path, binds: list[str], python: str, timeout: float 
     return {
         "state": state,
         "files_added": len(copied),
+        "host_units_masked": masked,
         "unpack_s": round(unpacked - started, 1),
         "boot_s": round(time.monotonic() - unpacked, 1),
         "systemd_pid": _pid(root),

@@ -34,6 +34,10 @@ its files to --out ($OUT, the call's download folder). --dry-run prints the comm
 
 The lab's phases log to /root/labout (bound into the lab, kept between calls) and copy it, with the unit's journal,
 to --out. End a session with `stop /root/gpulab`.
+
+The CPU stand-in (tests/test_gpu_lab_standin.py) runs the lab's phases on a machine without a GPU with three
+variables: SGLANG_GPU_LAB_HOME (every /root place under that folder), SGLANG_GPU_LAB_INVENTORY=inventory/cpu-lab.yml
+(the emulated server: no staged SGLang, no models) and SGLANG_GPU_LAB_PORT (that inventory's sglang_port).
 """
 
 from __future__ import annotations
@@ -61,15 +65,24 @@ _spec.loader.exec_module(gpu_boot)
 LabError, REPO = gpu_boot.LabError, gpu_boot.REPO
 
 
-# A GPU session's places on the device machine.
-STAGE = Path("/root/stage")  # tools/gpu_stage.py's parts, carried there (gpu_stage.py plan)
-SITE = Path("/root/site")  # where gpu_stage.py install puts SGLang: PYTHONPATH of tests/gpu and of the parity
+# A GPU session's places on the device machine: under /root, or under SGLANG_GPU_LAB_HOME where that is set (the CPU
+# stand-in, tests/test_gpu_lab_standin.py, keeps them in a folder of its own).
+HOME = Path(os.environ.get("SGLANG_GPU_LAB_HOME") or "/root")
+STAGE = HOME / "stage"  # tools/gpu_stage.py's parts, carried there (gpu_stage.py plan)
+SITE = HOME / "site"  # where gpu_stage.py install puts SGLang: PYTHONPATH of tests/gpu and of the parity
 IMAGE_PYTHON = "/opt/torch/.venv/bin/python"  # the image's Python, with its torch
-GPU_OUT = Path("/root/gpu-out")  # tests/gpu's --gpu-out
-LAB_ROOT = Path("/root/gpulab")  # the lab's root (boot, exec, stop)
-LAB_SRC = Path("/root/gpu-src")  # the checkout the lab's playbook runs from: a copy of the carried tree
-LAB_OUT = Path("/root/labout")  # bound into the lab: the lab phases' logs and results, kept between calls
-KEYFILE = Path("/root/gpulab.key")  # the lab server's API key (inventory/gpu-lab.yml reads SGLANG_LAB_API_KEY)
+GPU_OUT = HOME / "gpu-out"  # tests/gpu's --gpu-out
+LAB_ROOT = HOME / "gpulab"  # the lab's root (boot, exec, stop)
+LAB_SRC = HOME / "gpu-src"  # the checkout the lab's playbook runs from: a copy of the carried tree
+LAB_OUT = HOME / "labout"  # bound into the lab: the lab phases' logs and results, kept between calls
+KEYFILE = HOME / "gpulab.key"  # the lab server's API key (the inventory reads SGLANG_LAB_API_KEY)
+# The lab's inventory: the GPU machine's, or SGLANG_GPU_LAB_INVENTORY where that is set (the CPU stand-in's
+# inventory/cpu-lab.yml: an emulated server, which needs neither the staged SGLang nor the models).
+GPU_INVENTORY = "inventory/gpu-lab.yml"
+INVENTORY = os.environ.get("SGLANG_GPU_LAB_INVENTORY") or GPU_INVENTORY
+# The lab server's port on the machine's network, which the lab shares: the inventory's sglang_port (the stand-in's
+# inventory/cpu-lab.yml keeps off 30000, where the docker lab's server listens on a CI machine).
+PORT = int(os.environ.get("SGLANG_GPU_LAB_PORT") or 30000)
 CALL_BUDGET = 560  # seconds of a device call's 10 minutes that a suite's pytest files may take together
 PARITY_TIMEOUT = 470  # seconds for gpu_parity.py, its server's stop on SIGTERM included
 SITE_ENV = {"PYTHONPATH": str(SITE), "PYTHONUNBUFFERED": "1"}
@@ -193,7 +206,7 @@ def suite(s: Session, files: list[str], budget: int = CALL_BUDGET) -> int:
 def parity(s: Session, source: str, args: list[str], timeout: int = PARITY_TIMEOUT) -> int:
     """benchmarks/gpu_parity.py, then its table, raw figures, server logs and runs (not the dataset) into --out."""
     ensure_site(s)
-    work = Path(f"/root/parity-{int(time.time())}")
+    work = HOME / f"parity-{int(time.time())}"
     cmd = ["timeout", timeout, IMAGE_PYTHON, "benchmarks/gpu_parity.py", "--out", work, "--source", source, *args]
     rc = s.run(cmd, phase="gpu_parity", log=s.out / "parity-stdout.log", env=SITE_ENV, tail=30)
     s.run(["cp", work / "parity-raw.json", work / "parity-table.md", s.out])
@@ -231,7 +244,7 @@ def deploy(s: Session, profile: str, name: str = "", extra: tuple = ()) -> int:
             f"_ . + = - only, no '/' or '..' (its log is {LAB_OUT}/NAME.log)"
         )
     args = shlex.join(["-e", f"profile={profile}", *[w for e in extra for w in ("-e", e)]])
-    playbook = f"{LAB_ROOT}/ansible/bin/ansible-playbook -i inventory/gpu-lab.yml site.yml {args}"
+    playbook = f"{LAB_ROOT}/ansible/bin/ansible-playbook -i {INVENTORY} site.yml {args}"
     rc = s.run(in_checkout(playbook), phase=name, log=s.logs / f"{name}.log", env=LAB_ENV)
     if not s.dry_run:
         text = (s.logs / f"{name}.log").read_text(errors="replace")
@@ -253,7 +266,9 @@ def up(s: Session, profile: str, tree: str, parts: str) -> int:
         raise LabError(f"no {tree} to copy: carry it (a git archive of the commit to run)")
     # The playbooks name their modules sglang.deploy.*: the lab's checkout is that collection (a git archive has no link).
     s.run([sys.executable, LAB_SRC / "tools" / "fetch_collections.py", "--self-only"])
-    ensure_site(s)
+    gpu = INVENTORY == GPU_INVENTORY  # a CPU stand-in's emulated server needs neither SGLang nor the models
+    if gpu:
+        ensure_site(s)
 
     def new_key() -> None:
         KEYFILE.unlink(missing_ok=True)
@@ -262,7 +277,8 @@ def up(s: Session, profile: str, tree: str, parts: str) -> int:
             handle.write(secrets.token_hex(24) + "\n")
 
     s.do(f"a new API key into {KEYFILE} (0600)", new_key)
-    s.run([sys.executable, LAB_SRC / "tools" / "make_models.py", "/data/models"], log=s.logs / "models.log")
+    if gpu:
+        s.run([sys.executable, LAB_SRC / "tools" / "make_models.py", "/data/models"], log=s.logs / "models.log")
     boot_cmd = [sys.executable, "tools/gpu_lab.py", "boot", parts, LAB_ROOT, "--bind", LAB_OUT]
     if s.run(boot_cmd, phase="boot", log=s.logs / "boot.txt", tail=2):
         collect(s, journal=False)
@@ -287,7 +303,7 @@ def restart(s: Session, caches: list[str], repeats: int) -> int:
     return int(failed > 0)
 
 
-def restart_unit(name: str, caches: str, unit: str = "sglang", url: str = "http://127.0.0.1:30000") -> dict:
+def restart_unit(name: str, caches: str, unit: str = "sglang", url: str = f"http://127.0.0.1:{PORT}") -> dict:
     """Inside the lab: one `systemctl restart` of the unit (its caches emptied first when cold), the readiness wait
     of the sglang_ready module with the unit watched, and where the start went, read from the journal as the role
     reads it (module_utils/startup.py)."""
@@ -356,14 +372,14 @@ def traffic(s: Session, duration: float, rate: float, seed: int) -> int:
             "--out",
             str(LAB_OUT / "captured.jsonl"),
             "-i",
-            "inventory/gpu-lab.yml",
+            INVENTORY,
         ]
     ).replace("'$N'", '"$N"')
     bench = shlex.join(
         [
             "bench",
             "--url",
-            "http://127.0.0.1:30000",
+            f"http://127.0.0.1:{PORT}",
             "--api-key-env",
             "SGLANG_LAB_API_KEY",
             "--dataset-name",
@@ -390,7 +406,7 @@ def traffic(s: Session, duration: float, rate: float, seed: int) -> int:
 def compare(s: Session, profiles: list[str], repeats: int, trace: str = "", bench: tuple = ()) -> int:
     """sglang-deploy compare of the profiles inside the lab (its Ansible on PATH), its report under LAB_OUT/compare;
     with a trace, on that trace (and bench's other workload flags, e.g. --num-prompts 120)."""
-    words = ["compare", *profiles, "--repeats", str(repeats), "-i", "inventory/gpu-lab.yml"]
+    words = ["compare", *profiles, "--repeats", str(repeats), "-i", INVENTORY]
     if trace:
         words += ["--dataset-name", "trace", "--dataset-path", trace]
     cli = shlex.join([*words, *bench])
