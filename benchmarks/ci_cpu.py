@@ -10,7 +10,8 @@ Docker's containers are in):
 
 `./lab` moves each part into $SGLANG_DEPLOY_CGROUP_DIR/PART when that variable is set; "setup" is the command's own
 work outside its parts (the venv, the packages). A container is counted under
-the part whose name it carries (molecule-SCENARIO-* under molecule-SCENARIO, sglang-lab-* under pytest-lab); others
+the part whose name it carries (molecule-SCENARIO-* under molecule-SCENARIO, sglang-lab-N under
+pytest-lab-N, the lab lane that deploys to it, else pytest-lab); others
 under "other containers". "the rest" is the machine's busy time that no part and no container took (dockerd,
 containerd, runc; anything else running beside it). Container figures are lower bounds: read every 3 s, a
 container loses what it used after its last reading.
@@ -56,7 +57,10 @@ def owner(container: str, parts: list[str]) -> str:
     for part in sorted(parts, key=len, reverse=True):
         if part.startswith("molecule-") and container.startswith(part):
             return part
-    return "pytest-lab" if container.startswith("sglang-lab") else "other containers"
+    if not container.startswith("sglang-lab"):
+        return "other containers"
+    lane = "pytest-lab-" + container.removeprefix("sglang-lab-")  # ./lab test's lanes: sglang-lab-N's is pytest-lab-N
+    return lane if lane in parts else "pytest-lab"
 
 
 class Sampler:

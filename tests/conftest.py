@@ -1,11 +1,13 @@
 """Test tiers, one marker each: `unit` (this machine only: Python, ansible-playbook on localhost, local processes),
 `lab` (deploys to the lab container sglang-lab-1; skipped, with the reason, without it), `standin` (the GPU lab's
 phases on a CPU stand-in, tests/test_gpu_lab_standin.py) and `gpu` (tests/gpu, its own conftest). `./lab test` runs
-`-m "not lab and not standin"`, `-m standin` and `-m lab` side by side."""
+`-m "not lab and not standin"` and `-m standin` beside `-m lab` in two lanes (tests/lab_host.py: SGLANG_DEPLOY_LAB_LANE
+picks a lane's share of the lab tests and its container, sglang-lab-1 or sglang-lab-2)."""
 
 from __future__ import annotations
 
 import fcntl
+import os
 import shutil
 import subprocess
 import sys
@@ -13,9 +15,8 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from lab_host import lab_missing
+from lab_host import LAB_HOST, LAB_INVENTORY, LAB_LOCK, LANE, lab_missing, lane_of
 
-LAB_LOCK = "/tmp/sglang-lab-1.lock"
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -24,9 +25,28 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "unit: needs neither the lab container nor a GPU")
     config.addinivalue_line("markers", "lab: deploys to the lab container sglang-lab-1 (./lab setup creates it)")
     config.addinivalue_line("markers", "standin: boots the GPU lab on this machine and runs its phases (needs root)")
+    if LANE:
+        # This lane's container is the default target: of the api (sglang_deploy.api.runner) and of ansible-playbook
+        # run without -i (ansible.cfg names inventory/lab.yml) in this process and its children.
+        from sglang_deploy.api import runner
+
+        runner.DEFAULT_INVENTORY = LAB_INVENTORY
+        os.environ["ANSIBLE_INVENTORY"] = str(LAB_INVENTORY)
+
+
+def pytest_report_header(config):
+    if LANE:
+        return f"lab lane {LANE}: its share of the lab tests (tests/lab_host.py), on {LAB_HOST} ({LAB_INVENTORY.name})"
+    return None
 
 
 def pytest_collection_modifyitems(config, items):
+    if LANE:  # a lane of ./lab test: the other lane's lab tests are not this process's
+        other = [item for item in items if item.get_closest_marker("lab") and lane_of(item.nodeid) != LANE]
+        if other:
+            config.hook.pytest_deselected(items=other)
+            gone = {id(item) for item in other}
+            items[:] = [item for item in items if id(item) not in gone]
     for item in items:
         if item.get_closest_marker("lab"):
             if lab_missing():
@@ -37,8 +57,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="module")
 def lab_lock():
-    """Hold the lab container for the rest of a module: two test runs deploying to sglang-lab-1 at once fail each
-    other, and a module's lab tests build on each other's deploys."""
+    """Hold the lab container for the rest of a module: two test runs deploying to sglang-lab-1 (or, in lane 2 of
+    ./lab test, sglang-lab-2) at once fail each other, and a module's lab tests build on each other's deploys."""
     with open(LAB_LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield

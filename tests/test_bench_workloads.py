@@ -11,6 +11,7 @@ import socket
 
 import pytest
 from emulator_proc import Emulator  # first: puts the repo's module_utils on the import path
+from lab_host import LAB_HOST
 
 from sglang_deploy import cli
 from ansible_collections.sglang.deploy.plugins.module_utils import bench, server_http
@@ -589,7 +590,7 @@ def test_the_role_runs_a_custom_dataset_at_request_rates_and_an_sla_search_on_th
         rc = cli.main(["deploy", "baseline", "--tags", "benchmark", "--json", *flags, *more])
         out = capsys.readouterr().out
         assert rc == 0, out[-3000:]
-        return json.loads(out)["data"]["sglang_benchmark"]["sglang-lab-1"]
+        return json.loads(out)["data"]["sglang_benchmark"][LAB_HOST]
 
     r = deploy("--request-rate", "20,inf")  # the lab lock is held: tests/conftest.py's lab_exclusive
     s = deploy("--sla-search", "5,40", "--sla-search-steps", "1")["sla_search"]
