@@ -5,6 +5,7 @@ matching no host in an inventory without the group monitoring."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 
-from sglang_deploy.monitor import scrape
+from sglang_deploy.monitor import metrics, scrape
 from sglang_deploy.monitor.metrics import JOBS, MonitorError
 from test_monitor_promtool import promtool  # noqa: F401 (the fixture)
 
@@ -124,3 +125,26 @@ def test_the_monitoring_plays_match_no_host_without_the_group_monitoring():
     watched = [p for p in plays if "Prometheus" in p.splitlines()[0]]
     assert len(watched) == 2 and all("hosts (0):" in p for p in watched)
     assert "monitoring" not in done.stderr  # no warning about a missing group
+
+
+def _relabel(name: str, rule: dict) -> str:
+    """Prometheus's replace action on __name__: the regex anchored at both ends, $1 the first group."""
+    found = re.fullmatch(rule["regex"], name)
+    return found.expand(re.sub(r"\$(\d)", r"\\\1", rule["replacement"])) if found else name
+
+
+def test_the_server_job_names_underscore_escaped_sglang_samples_back():
+    """prometheus_client answers Prometheus 2.x's OpenMetrics scrape with sglang_<name> samples (client_python
+    issue 1177; issue 50): the server job's metric relabelling gives every recorded sample its sglang: name back
+    and leaves colon names, and other jobs, alone."""
+    jobs = _jobs(scrape.scrape_configs(TARGETS, "127.0.0.1:9115"))
+    (rule,) = jobs[JOBS["server"]]["metric_relabel_configs"]
+    assert rule["source_labels"] == ["__name__"] and rule["target_label"] == "__name__"
+    assert all("metric_relabel_configs" not in job for name, job in jobs.items() if name != JOBS["server"])
+    for path in sorted((REPO / "src/sglang_deploy/data").glob("metrics-0.*.json")):
+        recorded = metrics.metric_set(path.stem.removeprefix("metrics-"))
+        for sample in recorded.series():
+            assert sample.startswith("sglang:"), (path.name, sample)  # the relabel would rename an sglang_ one
+            assert _relabel(sample, rule) == sample
+            assert _relabel("sglang_" + sample.removeprefix("sglang:"), rule) == sample
+    assert _relabel("up", rule) == "up"

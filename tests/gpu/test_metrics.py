@@ -12,6 +12,7 @@ without one.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -27,7 +28,7 @@ import pytest
 from harness import API_KEY, DENSE_ARGS, SGLANG_VERSION, Server
 
 from ansible_collections.sglang.deploy.plugins.module_utils import server_http
-from sglang_deploy.monitor import metrics, rules
+from sglang_deploy.monitor import metrics, rules, scrape
 
 LOAD_S = 150  # under load for longer than the stall rule's for: (1m), with its 180 s window filling
 STREAMS = 8
@@ -108,6 +109,14 @@ def test_the_releases_metrics_are_the_recorded_ones(server, out_dir):
         assert server_http.request(endpoint, "POST", "/generate", body, API_KEY, 60).status == 200
     text = get(f"{server.url}/metrics").decode()
     (out_dir / f"metrics-{SGLANG_VERSION}.txt").write_text(text)
+    # What Prometheus 2.x gets: its Accept header asks for OpenMetrics, and prometheus_client may answer with
+    # sglang_<name> samples (client_python issue 1177; issue 50). Kept with the client's version.
+    accept = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+    accept += "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+    with urllib.request.urlopen(urllib.request.Request(f"{server.url}/metrics", headers={"Accept": accept})) as r:
+        SEEN["openmetrics_content_type"] = r.headers.get("Content-Type")
+        (out_dir / f"metrics-{SGLANG_VERSION}-openmetrics.txt").write_bytes(r.read())
+    SEEN["prometheus_client"] = importlib.metadata.version("prometheus_client")
     exposed = {n: k for n, k in families(text).items() if n.startswith(metrics.PREFIXES)}
     recorded = metrics.metric_set(SGLANG_VERSION)
     # A counter's '# TYPE' line names its _total sample (prometheus_client's text format): compare samples too.
@@ -135,8 +144,14 @@ def test_prometheus_evaluates_every_rule_and_the_stall_alert_stays_quiet_under_l
         # marks every series stale, and the rules then see nothing.
         "global": {"scrape_interval": "5s", "scrape_timeout": "4s", "evaluation_interval": "5s"},
         "rule_files": [str(tmp_path / "rules.yml")],
+        # The server job's metric relabelling as the role deploys it (monitor/scrape.py SERVER_RELABEL, issue 50).
         "scrape_configs": [
-            {"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]} for job, port in jobs.items()
+            {
+                "job_name": job,
+                "static_configs": [{"targets": [f"127.0.0.1:{port}"]}],
+                **({"metric_relabel_configs": list(scrape.SERVER_RELABEL)} if job == metrics.JOBS["server"] else {}),
+            }
+            for job, port in jobs.items()
         ],
     }
     (tmp_path / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML

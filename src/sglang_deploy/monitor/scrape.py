@@ -15,6 +15,14 @@ from sglang_deploy.monitor.rules import RELEASE_LABEL, render_rules
 
 _ADDRESS = re.compile(r"[A-Za-z0-9_.-]+:[0-9]{1,5}|\[[0-9A-Fa-f:.]+\]:[0-9]{1,5}")
 _RELEASE = re.compile(r"[0-9][0-9A-Za-z.+-]*")
+# SGLang names its metrics sglang:<name>. prometheus_client (0.26.0 read; prometheus/client_python issue 1177, open)
+# answers a Prometheus 2.x scrape, whose Accept header asks for OpenMetrics without an escaping=, with
+# escaping=underscores and writes each sample as sglang_<name> (the # HELP/# TYPE lines keep the colon), so every
+# sglang: selector of the rules finds nothing (issue 50, read from source). The server job names them back; a
+# client that keeps the colon (the text format, a fixed client) is left as it is.
+SERVER_RELABEL = (
+    {"source_labels": ["__name__"], "regex": "sglang_(.+)", "target_label": "__name__", "replacement": "sglang:$1"},
+)
 
 
 @dataclass(frozen=True)
@@ -72,7 +80,7 @@ def scrape_configs(targets: Sequence[Mapping], blackbox: str) -> list[dict]:
         ],
     }
     jobs = [
-        _job(JOBS["server"], servers),
+        _job(JOBS["server"], servers, metric_relabel_configs=[dict(r) for r in SERVER_RELABEL]),
         _job(JOBS["health"], [(f"http://{a}/health", labels) for a, labels in servers], **probe),
         _job(JOBS["router"], [(t.router, {}) for t in hosts if t.router]),
         _job(JOBS["gpu"], [(t.gpu, {}) for t in hosts if t.gpu]),
