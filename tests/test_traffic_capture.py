@@ -95,10 +95,11 @@ def test_health_checks_and_the_projects_probes_are_counted_apart_not_traced():
         finished("2026-11-12T10:00:01", 700, 5, 0.2, list(range(700)), rid="a1"),
         finished("2026-11-12T10:00:02", 2, 1, 0.01, text="ping", rid=server_http.probe_rid()),
         finished("2026-11-12T10:00:03", 9, 4, 0.1, rid="HEALTH_CHECKS_ARE_MY_PROMPT"),  # a client's own rid
+        finished("2026-11-12T10:00:04", 9, 4, 0.1, text="HEALTH_CHECK_ failed, why?", rid="a2"),  # a prompt naming it
     ]
     got, stop, probes = capture.collect(lines)
-    assert [g.input_length for g in got] == [700, 9] and (stop, probes) == (None, 2)
-    assert [capture.not_traffic(x) for x in lines] == [True, False, True, False]
+    assert [g.input_length for g in got] == [700, 9, 9] and (stop, probes) == (None, 2)
+    assert [capture.not_traffic(x) for x in lines] == [True, False, True, False, False]
 
 
 def test_a_capture_stops_at_its_bounds_and_keeps_text_only_in_its_own_file(tmp_path):

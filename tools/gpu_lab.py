@@ -354,7 +354,7 @@ def traffic(s: Session, duration: float, rate: float, seed: int) -> int:
     """`sglang-deploy traffic capture` of the lab's server while `sglang-deploy bench` replays a seeded mixed load
     (mixed_load, LAB_OUT/load.jsonl) on it: the captured trace in LAB_OUT/captured.jsonl, its summary and plot
     beside it. The load starts once the capture has switched request logging on (SGLang's journal says so)."""
-    load = LAB_OUT / "load.jsonl"
+    load, captured = LAB_OUT / "load.jsonl", LAB_OUT / "captured.jsonl"
 
     def write_load() -> None:
         load.write_text("".join(json.dumps(line) + "\n" for line in mixed_load(duration, rate, seed)))
@@ -370,7 +370,7 @@ def traffic(s: Session, duration: float, rate: float, seed: int) -> int:
             "--max-requests",
             "$N",
             "--out",
-            str(LAB_OUT / "captured.jsonl"),
+            str(captured),
             "-i",
             INVENTORY,
         ]
@@ -393,10 +393,13 @@ def traffic(s: Session, duration: float, rate: float, seed: int) -> int:
         ]
     )
     shell = (
-        f"export PATH={LAB_ROOT}/ansible/bin:$PATH; N=$(wc -l < {load}); T=$(date +%s); {cli} {capture} & "
-        "for i in $(seq 120); do journalctl -u sglang --since @$T -o cat | grep -q 'log_requests=True' && break; "
-        f"sleep 1; done; {cli} {bench} > {LAB_OUT}/load-bench.txt; rc=$?; wait $! || rc=1; "
-        f"{cli} traffic summary {LAB_OUT}/captured.jsonl --plot {LAB_OUT}/captured.png; exit $rc"
+        f"export PATH={LAB_ROOT}/ansible/bin:$PATH; rm -f {captured}; N=$(wc -l < {load}); T=$(date +%s); "
+        f"{cli} {capture} & cap=$!; on=0; for i in $(seq 120); do kill -0 $cap 2>/dev/null || break; "
+        "journalctl -u sglang --since @$T -o cat | grep -q 'log_requests=True' && { on=1; break; }; sleep 1; done; "
+        "[ $on = 1 ] || { echo 'the capture did not turn request logging on within 120 s: no load sent' >&2; "
+        "kill $cap 2>/dev/null; wait $cap; exit 1; }; "
+        f"{cli} {bench} > {LAB_OUT}/load-bench.txt; rc=$?; wait $cap || rc=1; "
+        f"{cli} traffic summary {captured} --plot {LAB_OUT}/captured.png; exit $rc"
     )
     rc = s.run(in_checkout(shell), phase="traffic", log=s.logs / "traffic.log", env=LAB_ENV, tail=25)
     collect(s)

@@ -53,8 +53,9 @@ def switch(url: str, api_key: str | None, on: bool, timeout: float = 30.0) -> No
 
 
 def not_traffic(line: str) -> bool:
-    """Whether a log line names a health check's or probe's request id (a quick look; parse_line decides)."""
-    return any(f'"{rid}' in line for rid in NOT_TRAFFIC_RIDS)
+    """Whether a log line's request id is a health check's or probe's, by its text as SGLang's JSON writes it (a quick
+    look without parsing; parse_line decides)."""
+    return any(f'"rid":{space}"{rid}' in line for rid in NOT_TRAFFIC_RIDS for space in ("", " "))
 
 
 def parse_line(line: str, keep_text: bool = False) -> Captured | str | None:
