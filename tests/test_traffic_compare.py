@@ -81,9 +81,9 @@ def test_the_reports_give_the_traces_figures_not_in_256_out_256():
     assert "- req/s, in p50 -" in table.describe(res["workload"])
 
 
-def test_a_trace_replayed_faster_says_the_rate_it_was_sent_at():
+def test_a_trace_replayed_faster_says_the_rate_it_is_scheduled_at():
     workload = _result()["workload"] | {"trace_time_scale": 0.5}
-    assert "time x0.5: 10.00 req/s in the trace, 20.00 sent, in p50" in table.describe(workload)
+    assert "time x0.5: 10.00 req/s in the trace, 20.00 scheduled, in p50" in table.describe(workload)
 
 
 def test_a_search_file_takes_a_trace_workload_without_concurrency_levels(tmp_path):

@@ -42,11 +42,11 @@ def describe(w: dict) -> str:
             value = s.get(key)
             return fmt(value if isinstance(value, (int, float)) and not isinstance(value, bool) else None, digits)
 
-        # The trace's own rate; replayed at time x scale, its requests arrive at rate / scale.
+        # The trace's own rate; replayed at time x scale, its requests are scheduled at rate / scale.
         scale, rate = w.get("trace_time_scale"), s.get("rate_req_s")
         sent = ""
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (scale, rate)) and scale > 0:
-            sent = f" in the trace, {fmt(rate / scale, 2)} sent" if scale != 1 else ""
+            sent = f" in the trace, {fmt(rate / scale, 2)} scheduled" if scale != 1 else ""
         return (
             f"trace {os.path.basename(str(w.get('dataset_path') or '?'))} ({w.get('rows')} requests, time x"
             f"{scale}: {num('rate_req_s', 2)} req/s{sent}, in p50 {num('input_length_p50', 0)} out "
