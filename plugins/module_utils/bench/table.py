@@ -44,12 +44,12 @@ def describe(w: dict) -> str:
 
         # The trace's own rate; replayed at time x scale, its requests are scheduled at rate / scale.
         scale, rate = w.get("trace_time_scale"), s.get("rate_req_s")
-        sent = ""
+        scheduled = ""
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (scale, rate)) and scale > 0:
-            sent = f" in the trace, {fmt(rate / scale, 2)} scheduled" if scale != 1 else ""
+            scheduled = f" in the trace, {fmt(rate / scale, 2)} scheduled" if scale != 1 else ""
         return (
             f"trace {os.path.basename(str(w.get('dataset_path') or '?'))} ({w.get('rows')} requests, time x"
-            f"{scale}: {num('rate_req_s', 2)} req/s{sent}, in p50 {num('input_length_p50', 0)} out "
+            f"{scale}: {num('rate_req_s', 2)} req/s{scheduled}, in p50 {num('input_length_p50', 0)} out "
             f"p50 {num('output_length_p50', 0)} tokens, prefix reuse {num('prefix_reuse_share', 2)})"
         )
     if name == "generated-shared-prefix":
