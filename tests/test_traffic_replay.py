@@ -128,7 +128,8 @@ def test_requests_are_sent_at_the_traces_times_on_the_simulated_clock(tmp_path):
 def test_a_trace_replayed_against_the_emulator_keeps_its_lengths(tmp_path, capsys):
     """Bounds: every request's output is its trace's length exactly (forced), the server counts the trace's input
     lengths exactly (the emulator counts a word a token; a real tokenizer's count is within the chat template's
-    tokens plus the word-to-token ratio's error), and no request went before its time."""
+    tokens plus the word-to-token ratio's error). When each request goes is held on the simulated clock above: here
+    send_ms counts from the first request's send, which a loaded machine can delay past the schedule's start."""
     records = poisson_trace(24, 40.0)
     path = trace.write(records, str(tmp_path / "trace.jsonl"))
     emu = Emulator(tmp_path, decode_tok_s=2000, ttft_ms=5)
@@ -145,8 +146,6 @@ def test_a_trace_replayed_against_the_emulator_keeps_its_lengths(tmp_path, capsy
     assert level["label"] == "trace" and level["completed"] == len(records)
     assert [d["completion_tokens"] for d in level["requests_detail"]] == [x.output_length for x in records]
     assert level["prompt_tokens_mean"] == pytest.approx(sum(x.input_length for x in records) / len(records))
-    due = [(x.timestamp - records[0].timestamp) for x in records]
-    assert all(d["send_ms"] >= t - 1 for d, t in zip(level["requests_detail"], due))
     w = r["workload"]
     assert (w["mode"], w["dataset_name"], w["trace_time_scale"], w["trace_loops"]) == ("trace", "trace", 1.0, 1)
     assert w["arrivals"] == sweep.TRACE_ARRIVALS
