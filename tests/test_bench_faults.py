@@ -108,11 +108,14 @@ def test_a_hung_server_stops_the_level_within_about_the_timeout(emulator, monkey
     assert levels[0]["completed"] == 4 and levels[1]["stopped"] and levels[2]["errors"]
     assert "within the timeout (1 s)" in result["stopped"]
     assert levels[1]["failed"] >= 1 and levels[2]["failed"] == 4
-    # Each request as it was: those in flight when the level stopped keep the times they were sent (the first two
-    # from its start), those never sent have none.
+    # Each request as it was: those in flight when the level stopped keep the times they were sent (counted from
+    # the level's first send, which one of the first two made), those never sent have none. Not how soon after it
+    # the second went: a loaded machine can hold the client up between two sends (the two go together: c=4's
+    # concurrency in test_sglang_bench).
     rows = levels[1]["requests_detail"]
     sent = [r for r in rows if r["send_ms"] is not None]
-    assert rows[: len(sent)] == sent and len(sent) >= 2 and max(r["send_ms"] for r in sent[:2]) < 100, rows
+    assert rows[: len(sent)] == sent and len(sent) >= 2 and min(r["send_ms"] for r in sent[:2]) == 0.0, rows
+    assert all(r["send_ms"] >= 0 for r in sent), rows
     cut = [r for r in rows if r["error"] and r["error"].startswith("cut short")]
     assert any(r["send_ms"] is not None for r in cut) and all(r["e2e_ms"] is None for r in cut), rows
     assert "requests_detail" not in levels[2]  # not run: nothing was sent

@@ -78,18 +78,29 @@ def test_sweep_reports_the_configured_rates(emulator, tmp_path, capsys):
     }
     assert r["started_at"].endswith("+00:00") and r["version"] == bench.BENCH_VERSION and r["host"]
     steps = 1 + math.ceil((out_len - 1) / 3)  # prefill token, then 3 tokens per verify step
+    # No figure is bounded around the configured rate here: on a loaded machine the client reads a token late (CI
+    # read a TTFT of 102 ms from 80 ms). That the emulator sends at its rate is held on the simulated clock
+    # (test_emulator.py: test_decode_is_paced_at_the_configured_rate, test_a_late_first_token_does_not_speed_up_
+    # the_decode_after_it), and that these figures are computed right from token times in test_bench_metrics.py
+    # (test_single_stream_figures_follow_the_definitions, test_multi_token_chunks_inflate_itl_but_not_decode_rate,
+    # test_aggregate_throughput_uses_the_level_wall_time). What holds on any machine: nothing arrives before the server's
+    # schedule lets it (the first token TTFT after the send at the earliest, the last (n - 1) / RATE after it).
     for level in r["levels"]:
         assert (level["completed"], level["failed"]) == (4, 0)
         assert level["output_len_mismatch"]["count"] == 0
-        # p50: one scheduling hiccup of a busy CI host must not decide the test
-        assert level["decode_tok_s_per_request"]["p50"] == pytest.approx(RATE, rel=0.01), res["table"]
-        assert level["tpot_ms"]["p50"] == pytest.approx(1000 / RATE, rel=0.01)
-        assert level["ttft_ms"]["p50"] == pytest.approx(TTFT_MS, abs=15)
+        assert level["ttft_ms"]["p50"] >= TTFT_MS, res["table"]
+        assert level["e2e_ms"]["p50"] >= TTFT_MS + 1000 * (out_len - 1) / RATE, res["table"]
+        # the last token chunk comes before the stream's end: the decode speed is at least 1000 / TPOT
+        assert level["decode_tok_s_per_request"]["p50"] >= 1000 / level["tpot_ms"]["p50"] * (1 - 1e-9)
         assert level["tokens_per_chunk"]["aggregate"] == pytest.approx(out_len / steps)
         assert level["spec_accept_length"] == {"value": pytest.approx(out_len / (steps - 1)), "source": "metrics_delta"}
         assert level["output_tokens"] == 4 * out_len
     assert r["client"]["connections_opened"] == 1 + 1 + 4  # warm-up, c=1, c=4: one per worker, kept alive
-    assert r["levels"][1]["output_throughput_tok_s"] > 2.5 * r["levels"][0]["output_throughput_tok_s"]
+    # c=1's requests follow each other (never more than one in flight); c=4's run together. Not a throughput ratio,
+    # which a machine that holds one level up and not the other moves: the whole process held up stretches every
+    # request of the level with its wall time.
+    assert r["levels"][0]["achieved_concurrency"] <= 1 + 1e-9
+    assert r["levels"][1]["achieved_concurrency"] > 1.5, res["table"]
     assert res["table"].startswith("EMULATED server: figures are synthetic")
 
 

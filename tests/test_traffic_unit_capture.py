@@ -32,7 +32,7 @@ def _send(url: str, n: int) -> None:
 
 def _load_once_logging_is_on(emu, n: int) -> threading.Thread:
     def go():
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # a hang guard: the capture's 60 s bound below
         while time.monotonic() < deadline and not any("log_requests=True" in x for x in emu.log_lines()):
             time.sleep(0.05)
         _send(emu.url, n)
@@ -51,7 +51,8 @@ def test_the_module_captures_from_the_journal_restores_logging_and_returns_no_se
         # the unit's journal is the emulator's log here
         monkeypatch.setattr(sglang_traffic.unit_capture, "journal_lines", lambda *_a: iter(emu.log_lines()))
         sender = _load_once_logging_is_on(emu, 5)
-        args = {"url": emu.url, "service": "sglang", "env_file": str(env), "duration": 20, "max_requests": 5}
+        # stopped by its 5 requests; 60 s guards a hang (20 s could pass on a loaded machine before they came)
+        args = {"url": emu.url, "service": "sglang", "env_file": str(env), "duration": 60, "max_requests": 5}
         failed, res = run_module(sglang_traffic, {**args, "keep_text": True}, capsys)
         sender.join()
     finally:
