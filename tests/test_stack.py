@@ -226,7 +226,8 @@ def holders(tmp_path):
     """Real processes that hold a venv file: one maps it (as a server maps torch's libraries), one keeps it open."""
     folder = venvs(tmp_path, "mapped", "opened", "idle")
     (folder / "mapped" / "libtorch.so").write_bytes(b"\0" * 4096)
-    hold = "import mmap, sys, time; f = open(sys.argv[1], 'rb'); {} print('ok', flush=True); time.sleep(60)"
+    # 600 s: the hold outlasts the test however slow the machine (the fixture kills them at its end)
+    hold = "import mmap, sys, time; f = open(sys.argv[1], 'rb'); {} print('ok', flush=True); time.sleep(600)"
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", hold.format(code), str(folder / name / file)], stdout=subprocess.PIPE, text=True
