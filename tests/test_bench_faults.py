@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import socket
-import threading
 import time
 
 import pytest
@@ -16,7 +15,7 @@ from emulator_proc import Emulator, run_module  # first: puts the repo's module_
 
 import sglang_bench
 from sglang_deploy import cli
-from ansible_collections.sglang.deploy.plugins.module_utils.bench import sweep
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import client, sweep
 from ansible_collections.sglang.deploy.plugins.module_utils.bench.metrics import Timeline
 
 
@@ -95,14 +94,28 @@ def test_a_server_dying_mid_sweep_keeps_the_measured_level(emulator, monkeypatch
 
 def test_a_hung_server_stops_the_level_within_about_the_timeout(emulator, monkeypatch, tmp_path, capsys):
     emu = emulator()
+    # SIGSTOP while the second level's requests are in flight: at the first event read once two of them were sent
+    # (not 0.15 s after the first level, by when a loaded machine could have ended the second)
+    sent_after, send, event = [], client.Connection.send, client._SSERecorder.event
 
-    def hang_soon():  # SIGSTOP while the second level's requests are in flight
-        threading.Timer(0.15, os.kill, (emu.proc.pid, signal.SIGSTOP)).start()
+    async def counted_send(self, method, path, *args, **kwargs):
+        t = await send(self, method, path, *args, **kwargs)
+        if sent_after and path == "/v1/chat/completions":
+            sent_after.append(path)
+        return t
 
-    after_first_level(monkeypatch, hang_soon)
+    def stop_on_event(self, data, t):
+        event(self, data, t)
+        if len(sent_after) >= 3 and "SIGSTOP" not in sent_after:  # armed, then two sends (or more)
+            sent_after.append("SIGSTOP")
+            os.kill(emu.proc.pid, signal.SIGSTOP)
+
+    monkeypatch.setattr(client.Connection, "send", counted_send)
+    monkeypatch.setattr(client._SSERecorder, "event", stop_on_event)
+    after_first_level(monkeypatch, lambda: sent_after.append("armed"))
     dest = tmp_path / "r.json"
     rc = bench(emu.url, "--timeout", "1", "--output-len", "128", "--output-details", dest=dest)
-    assert rc == 1
+    assert rc == 1 and "SIGSTOP" in sent_after
     result = json.loads(dest.read_text())
     levels = result["levels"]
     assert levels[0]["completed"] == 4 and levels[1]["stopped"] and levels[2]["errors"]
