@@ -25,15 +25,16 @@ def proc_cpu_s(pid: int) -> float:
 
 
 class Emulator:
-    """`python -m sglang_deploy.emulator` on a free port; stdout/stderr go to files in tmp_path."""
+    """`python -m sglang_deploy.emulator` on a free port (or ``port``: a server started again where one ran); its
+    stdout/stderr go to a file in tmp_path, one per port (appended)."""
 
-    def __init__(self, tmp_path: Path, *flags: str, **env: float | str):
-        self.port = free_port()
+    def __init__(self, tmp_path: Path, *flags: str, port: int | None = None, **env: float | str):
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = tmp_path / f"emulator-{self.port}.log"
         settings = {"SGLANG_EMU_LOAD_S": "0.3", "SGLANG_EMU_WARMUP_S": "0.2"}
         settings.update({f"SGLANG_EMU_{k.upper()}": str(v) for k, v in env.items()})
-        with open(self.log, "wb") as out:
+        with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 [
                     sys.executable,

@@ -20,19 +20,20 @@ SETTINGS = {"router_version": "1.13.0"}
 HOST = 'instance="h1:30000"'
 
 
-def _promtool() -> Path:
+def unpacked(program: str) -> Path:
+    """``promtool`` or ``prometheus`` from tools/promtool.py; the test is skipped where apt cannot fetch them."""
     spec = importlib.util.spec_from_file_location("promtool_tool", REPO / "tools" / "promtool.py")
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     try:
-        return tool.promtool()
+        return getattr(tool, program)()
     except tool.Unavailable as exc:
         pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="module")
 def promtool() -> Path:
-    return _promtool()
+    return unpacked("promtool")
 
 
 def _series(name: str, labels: str, values: str) -> dict:
