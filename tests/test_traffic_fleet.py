@@ -26,8 +26,8 @@ FIXTURE = Path(__file__).parent / "fixtures" / "smg-1.13.0-request-log.txt"
 R = trace.Record
 
 
-def _part(host: str, start: float, *records, texts=None) -> merge.Part:
-    return merge.Part(host, start, list(records), texts)
+def _part(host: str, start: float, *records, texts=None, window=(1.0, 1e10)) -> merge.Part:
+    return merge.Part(host, start, list(records), window, texts)
 
 
 def test_replicas_merge_by_arrival_and_share_prefix_ids():
@@ -40,6 +40,7 @@ def test_replicas_merge_by_arrival_and_share_prefix_ids():
     assert [r.hash_ids for r in got.records] == [(0, 1), (0, 2), (), (0, 3)]
     assert got.stop is None and got.hosts == {"a": 2, "b": 2}
     assert merge.merge([a, _part("b", 100.2, *b.records)], 60, 100).texts is None  # text only where every host has it
+    assert got.outside == 0
 
 
 def test_the_bounds_apply_to_the_merged_trace():
@@ -52,6 +53,17 @@ def test_the_bounds_apply_to_the_merged_trace():
     got = merge.merge([a, b], 60, 100, max_bytes=400)
     assert 0 < len(got.records) < 20 and got.stop.startswith("the trace's")
     assert len(trace.dumps(got.records)) <= 400
+
+
+def test_only_the_window_every_host_captured_is_kept():
+    """b started 2 s late and a stopped early (its request bound): their arrivals outside the common window would
+    make the trace's start and end one replica's traffic only."""
+    a = _part("a", 10.0, *(R(i * 1000, 5, 1) for i in range(6)), window=(9.5, 15.2))
+    b = _part("b", 12.5, *(R(i * 1000, 5, 1) for i in range(6)), window=(12.0, 18.0))
+    c = _part("c", 0.0, window=(10.0, 20.0))  # served nothing, in its window
+    got = merge.merge([a, b, c], 60, 100)
+    assert got.hosts == {"a": 4, "b": 3, "c": 0} and got.outside == 5 and got.stop is None
+    assert [r.timestamp for r in got.records] == [0, 500, 1000, 1500, 2000, 2500, 3000]
 
 
 def test_the_summary_says_where_it_was_captured():
@@ -104,7 +116,8 @@ def test_the_router_module_reads_the_replicas_window_of_its_journal(monkeypatch,
 
 
 def _answer(host: str, records: list, start: float, **extra) -> dict:
-    return {host: {"trace": trace.dumps(records), "start": start, "stop": None, "unparsed": 0, "probes": 1, **extra}}
+    item = {"trace": trace.dumps(records), "start": start, "window": [40.0, 90.0], "stop": None, "unparsed": 0}
+    return {host: item | {"probes": 1, **extra}}
 
 
 ROUTER = {"r1": {"requests": 3, "status": {"2xx": 3}, "paths": {"/v1/chat/completions": 3}, "other": 2}}
@@ -112,15 +125,16 @@ ROUTER = {"r1": {"requests": 3, "status": {"2xx": 3}, "paths": {"/v1/chat/comple
 
 def test_a_fleets_answers_are_checked_merged_and_written(tmp_path):
     found = _answer("gpu-1", [R(0, 600, 3, (2**64 - 1,)), R(400, 9, 2)], 50.0) | _answer("gpu-2", [R(0, 9, 4)], 50.1)
-    found |= {"gpu-3": {"trace": "", "start": None, "stop": None, "unparsed": 0, "probes": 0}}  # served nothing
+    found |= {"gpu-3": {"trace": "", "window": [45.0, 95.0], "stop": None, "unparsed": 0, "probes": 0}}  # no request
     res = api_capture.CaptureResult(run=None)
     dest = tmp_path / "t.jsonl"
     api_capture._keep(res, found, ROUTER, (60, 100), str(dest), None, tmp_path)
     records, _sha = trace.read(str(dest))
     assert [r.timestamp for r in records] == [0, 100, 400] and records[0].hash_ids == (0,)
     assert stat.S_IMODE(os.stat(dest).st_mode) == 0o600 and res.probes == 2 and res.unparsed == 0
-    assert res.summary["captured_at"] == "fleet" and res.summary["hosts"] == {"gpu-1": 2, "gpu-2": 1}
+    assert res.summary["captured_at"] == "fleet" and res.summary["hosts"] == {"gpu-1": 2, "gpu-2": 1, "gpu-3": 0}
     assert res.summary["router"]["host"] == "r1" and res.summary["router_note"] is None
+    assert res.summary["outside_window"] == 0
     for router, why in (
         ({"r1": {**ROUTER["r1"], "status": {"2xx": 2}}}, "no request counts"),
         ({"r1": {**ROUTER["r1"], "paths": {"/admin": 3}}}, "no request counts"),
@@ -130,6 +144,10 @@ def test_a_fleets_answers_are_checked_merged_and_written(tmp_path):
             api_capture._keep(res, found, router, (60, 100), str(tmp_path / "x.jsonl"), None, tmp_path)
     with pytest.raises(ValueError, match="no first arrival"):
         api_capture._keep(res, _answer("h", [R(0, 9, 4)], None), None, (60, 100), str(dest), None, tmp_path)
+    with pytest.raises(ValueError, match="no capture window"):
+        api_capture._keep(
+            res, _answer("h", [R(0, 9, 4)], 50.0, window=[9, 8]), None, (60, 100), str(dest), None, tmp_path
+        )
 
 
 def _send(url: str, key: str, n: int) -> list:
@@ -166,11 +184,13 @@ def test_a_fleet_behind_the_real_smg_router_is_captured_once_per_client_request(
             time.sleep(0.2)
             with contextlib.suppress(OSError):  # not listening yet
                 ready = server_http.get_json(server_http.Endpoint.parse(url), "/readiness", key)
+        window = [time.time()]
         for e in emus:
             capture.switch(e.url, key, True)
         sent = _send(url, key, 6)
         for e in emus:
             capture.switch(e.url, key, False)
+        window.append(time.time())
     finally:
         if smg:
             smg.kill()  # its graceful stop waits seconds for nothing here
@@ -181,10 +201,11 @@ def test_a_fleet_behind_the_real_smg_router_is_captured_once_per_client_request(
     for e in emus:
         got, stop, _probes = capture.collect(e.log_lines())
         assert stop is None and len(got) == 3  # round robin: half each
-        parts.append(merge.Part(str(e.port), got[0].arrival, capture.to_trace(got, numbered=False)))
+        parts.append(merge.Part(str(e.port), got[0].arrival, capture.to_trace(got, numbered=False), tuple(window)))
     merged = merge.merge(parts, 60, 100)
     view = router_log.collect(log.read_text(errors="replace").splitlines())
     assert view["requests"] == view["status"]["2xx"] == len(sent) == len(merged.records)
+    assert merged.outside == 0
     assert sorted(r.output_length for r in merged.records) == sent
     assert {r.hash_ids[0] for r in merged.records} == {0}  # the prefix both replicas served: one id
     assert merge.origin(merged.hosts, {"host": "smg", **view})["router_note"] is None

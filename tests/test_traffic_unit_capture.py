@@ -96,7 +96,9 @@ def test_logging_settings_not_known_stop_the_capture_before_it_switches_anything
 
 
 def _answer(tr, **extra) -> dict:
-    return {"h1": {"trace": tr, "start": 1.7e9, "stop": None, "unparsed": 0, **extra}}
+    return {
+        "h1": {"trace": tr, "start": 1.7e9, "window": [1.7e9 - 1, 1.7e9 + 60], "stop": None, "unparsed": 0, **extra}
+    }
 
 
 GOOD = '{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [0, 1]}\n'

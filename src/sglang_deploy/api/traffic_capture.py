@@ -98,14 +98,14 @@ def _keep(res: CaptureResult, found, router, bounds: tuple, dest: str, text_dest
     parts, stops, unparsed, probes = [], [], [], []
     for host, item in sorted(found.items()):
         part, stop = _part(host, item, bounds[1], text_dest is not None, fetched)
-        parts += [part] if part.records else []
+        parts.append(part)
         stops += [f"{part.host}: {stop}" if len(found) > 1 else stop] if stop else []
         unparsed.append(_count(item.get("unparsed")))
         probes.append(_count(item.get("probes")))
     res.host = ", ".join(escaped(h) for h in sorted(found))
-    if not parts:
-        raise ValueError(f"{res.host} served no request in the capture's window: nothing written")
     merged = merge.merge(parts, *bounds)
+    if not merged.records:
+        raise ValueError(f"{res.host} served no request in the capture's window: nothing written")
     stops += [f"merged: {merged.stop}"] if merged.stop else []
     res.stop = escaped("; ".join(stops))[:MAX_STOP_CHARS] if stops else None
     res.unparsed = None if None in unparsed else sum(unparsed)
@@ -115,7 +115,7 @@ def _keep(res: CaptureResult, found, router, bounds: tuple, dest: str, text_dest
         text = "".join(json.dumps({"text": t}) + "\n" for t in merged.texts)
         if len(text) > host_capture.MAX_TEXT_BYTES:
             raise ValueError(f"the hosts' text is over {host_capture.MAX_TEXT_BYTES >> 20} MiB: capture fewer requests")
-    where = merge.origin(merged.hosts, _router(router))
+    where = merge.origin(merged.hosts, _router(router)) | {"outside_window": merged.outside}
     res.path = trace.write(merged.records, dest)
     res.summary = {"path": res.path, **trace.summary(merged.records), **where}
     if text is not None:
@@ -129,15 +129,26 @@ def _part(host: str, item, max_requests: int, keep_text: bool, fetched: Path) ->
         raise ValueError(f"{name} returned no trace text: not written")
     if len(item["trace"].encode()) > trace.MAX_TRACE_BYTES:
         raise ValueError(f"{name}'s trace is over {trace.MAX_TRACE_BYTES >> 20} MiB: not written")
+    window = item.get("window")
+    if not (
+        isinstance(window, list) and len(window) == 2 and all(_epoch(t) for t in window) and window[0] <= window[1]
+    ):
+        raise ValueError(f"{name} returned no capture window ([start, end], seconds since the epoch): not written")
     if not item["trace"].strip():
-        return merge.Part(name, 0.0, []), None
+        return merge.Part(name, 0.0, [], tuple(window), [] if keep_text else None), None
     records = trace.parse(item["trace"], f"{name}'s trace", max_records=max_requests)
-    start = item.get("start")
-    if isinstance(start, bool) or not isinstance(start, (int, float)) or not 0 < start < 1e11:
+    if not _epoch(item.get("start")):
         raise ValueError(f"{name} returned no first arrival (start, seconds since the epoch): not written")
     texts = _text(fetched / f"{host}.jsonl", len(records), name) if keep_text else None
     stop = item.get("stop")
-    return merge.Part(name, float(start), records, texts), stop if isinstance(stop, str) else None
+    return merge.Part(name, float(item["start"]), records, tuple(window), texts), stop if isinstance(
+        stop, str
+    ) else None
+
+
+def _epoch(value) -> bool:
+    """Whether a host's value is a time in seconds since the epoch."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e11
 
 
 def _router(found) -> dict | None:

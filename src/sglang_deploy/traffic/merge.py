@@ -21,6 +21,7 @@ class Part(NamedTuple):
     host: str
     start: float  # its first arrival, seconds since the epoch (the host's clock)
     records: list
+    window: tuple  # (start, end) of its capture, seconds since the epoch
     texts: list | None = None  # the prompts' text in its records' order, where asked
 
 
@@ -29,15 +30,21 @@ class Merged(NamedTuple):
     texts: list | None
     stop: str | None  # why the merged trace was cut
     hosts: dict  # requests kept per host
+    outside: int  # requests left out: they arrived outside the window every host captured
 
 
 def merge(parts: list, seconds: float, max_requests: int, max_bytes: int = trace.MAX_TRACE_BYTES) -> Merged:
-    """The hosts' requests as one trace in order of arrival, cut at ``seconds`` after the first arrival, at
-    ``max_requests`` and at ``max_bytes`` of trace text."""
+    """The hosts' requests that arrived in the window every host captured (from the latest start to the earliest end:
+    a host that started late, or stopped early at its request bound, saw only that) as one trace in order of arrival,
+    cut at ``seconds`` after the first arrival, at ``max_requests`` and at ``max_bytes`` of trace text."""
     rows = sorted((p.start * 1000 + r.timestamp, i, j) for i, p in enumerate(parts) for j, r in enumerate(p.records))
-    kept, stop, size = [], None, 0
+    lo, hi = max(p.window[0] for p in parts) * 1000, min(p.window[1] for p in parts) * 1000
+    kept, stop, size, outside = [], None, 0, 0
     for at, i, j in rows:
         r = parts[i].records[j]
+        if not lo <= at <= hi:
+            outside += 1
+            continue
         if kept and at - kept[0][0] > seconds * 1000:
             stop = f"{seconds:g} s of arrivals were captured"
             break
@@ -58,7 +65,7 @@ def merge(parts: list, seconds: float, max_requests: int, max_bytes: int = trace
     hosts = {p.host: 0 for p in parts}
     for _at, i, _j in kept:
         hosts[parts[i].host] += 1
-    return Merged(records, texts, stop, hosts)
+    return Merged(records, texts, stop, hosts, outside)
 
 
 def origin(hosts: dict, router: dict | None) -> dict:

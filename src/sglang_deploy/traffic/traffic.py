@@ -51,6 +51,10 @@ def origin_lines(s: dict) -> list:
     if router:
         status = ", ".join(f"{n} {k}" for k, n in sorted(router["status"].items())) or "none"
         lines.append(f"router        {router['host']}: {router['requests']} generation requests answered ({status})")
+    if s.get("outside_window"):
+        lines.append(
+            f"left out      {s['outside_window']} requests that arrived outside the window every server captured"
+        )
     if s.get("router_note"):
         lines.append(f"note: {s['router_note']}")
     return lines
