@@ -15,6 +15,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+import yaml
 from lab_host import LAB_HOST, LAB_INVENTORY, LAB_LOCK, LANE, lab_missing, lane_of
 
 REPO = Path(__file__).resolve().parents[1]
@@ -142,3 +143,17 @@ def plain_collection(tmp_path_factory) -> tuple[Path, Path]:
         timeout=300,
     )
     return tarball, tmp / "c"
+
+
+@pytest.fixture(scope="session")
+def smg_python(tmp_path_factory) -> tuple[str, dict | None]:
+    """A Python with the role's pinned smg: SGLANG_SMG_PYTHON, else this one with smg installed from PyPI into a
+    folder of its own (the wheel carries the Rust core, about 10 MB)."""
+    if os.environ.get("SGLANG_SMG_PYTHON"):
+        return os.environ["SGLANG_SMG_PYTHON"], None
+    version = yaml.safe_load((REPO / "roles/sglang_router/defaults/main.yml").read_text())["sglang_router_version"]
+    target = tmp_path_factory.mktemp("smg")
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--only-binary=:all:", "--target", str(target)]
+    done = subprocess.run([*pip, f"smg=={version}"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"pip could not install smg=={version} (set SGLANG_SMG_PYTHON): {done.stderr[-2000:]}"
+    return sys.executable, {**os.environ, "PYTHONPATH": str(target)}

@@ -4,7 +4,6 @@ what it refuses stops the play at its first task, before the router's unit or se
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -144,20 +143,6 @@ def test_a_keyless_replica_acknowledged_as_open_passes_behind_a_keyed_router(tmp
     replicas["gpu-1"]["sglang_server_allow_open_bind"] = False
     result = settings_check(tmp_path, replicas, sglang_router_workers=["gpu-1"], sglang_router_api_key=KEY)
     assert result.get("failed") and "sglang_server_allow_open_bind: true" in result["msg"], result
-
-
-@pytest.fixture(scope="session")
-def smg_python(tmp_path_factory) -> tuple[str, dict | None]:
-    """A Python with the role's pinned smg: SGLANG_SMG_PYTHON, else this one with smg installed from PyPI into a
-    folder of its own (the wheel carries the Rust core, about 10 MB)."""
-    if os.environ.get("SGLANG_SMG_PYTHON"):
-        return os.environ["SGLANG_SMG_PYTHON"], None
-    version = yaml.safe_load((REPO / "roles/sglang_router/defaults/main.yml").read_text())["sglang_router_version"]
-    target = tmp_path_factory.mktemp("smg")
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--only-binary=:all:", "--target", str(target)]
-    done = subprocess.run([*pip, f"smg=={version}"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, f"pip could not install smg=={version} (set SGLANG_SMG_PYTHON): {done.stderr[-2000:]}"
-    return sys.executable, {**os.environ, "PYTHONPATH": str(target)}
 
 
 def test_the_installed_smg_parser_refuses_a_typo_and_a_bad_value_before_the_router_restarts(smg_python):

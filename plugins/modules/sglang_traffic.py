@@ -71,7 +71,9 @@ EXAMPLES = r"""
 RETURN = r"""
 traffic:
   description: >-
-    trace (the Mooncake JSONL text), summary, requests, hashed (requests whose prefix blocks are hashed), unparsed
+    trace (the Mooncake JSONL text, ms from its first arrival, hash ids the blocks' digests as integers, numbered by
+    the controller), start (the first arrival, seconds since the epoch), window ([start, end] of the capture, what
+    sglang_router_traffic reads), summary, requests, hashed (requests whose prefix blocks are hashed), unparsed
     (request.finished lines not read), stop (why it stopped early, or null), restored (the logging settings set
     back), text_file (the host's 0600 file of the prompts' text, or null).
   returned: success

@@ -111,9 +111,11 @@ def collect(lines, limits: Limits | None = None, keep_text: bool = False) -> tup
     return sorted(out, key=lambda r: r.arrival), stop, skipped
 
 
-def to_trace(captured: list) -> list:
-    """The records as a trace: timestamps in ms from the first arrival, hash ids numbered (trace.numbered)."""
-    ids = trace.numbered([c.digests for c in captured])
+def to_trace(captured: list, numbered: bool = True) -> list:
+    """The records as a trace: timestamps in ms from the first arrival, hash ids numbered (trace.numbered), or with
+    numbered=False the digests as integers (the same on every host: what the controller merges hosts' traces on)."""
+    digests = [c.digests for c in captured]
+    ids = trace.numbered(digests) if numbered else [tuple(int.from_bytes(d, "big") for d in ds) for ds in digests]
     t0 = captured[0].arrival if captured else 0.0
     return [
         trace.Record(round((c.arrival - t0) * 1000, 3), c.input_length, max(1, c.output_length), h)

@@ -67,7 +67,7 @@ def restore(url: str, admin_key: str | None, settings: dict) -> None:
 def journal_lines(service: str, since: float, until: float | None, limits: capture.Limits):
     """The unit's journal messages from ``since`` (seconds since the epoch) to ``until``, line by line, each at
     most capture.MAX_LINE_BYTES (longer ones cut, so unparsed), stopped past the limits' log bytes."""
-    argv = ["journalctl", "-u", service, "--since", f"@{math.floor(since)}", "-o", "cat", "--no-pager"]
+    argv = ["journalctl", "-u", service, "--since", f"@{math.floor(since)}", "-o", "cat", "--all", "--no-pager"]
     argv += ["--until", f"@{math.ceil(until)}"] if until else []
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
@@ -99,15 +99,17 @@ def run(
     keep_text: bool = False,
     clock=time,
 ) -> dict:
-    """Capture the unit's traffic for limits.seconds or until limits.requests finished; {trace: its JSONL text,
-    summary, requests, hashed, unparsed: request.finished lines that were not read (a journal line cut at
-    journald's LineMax), probes: health checks and probes left out, stop, restored, text_file: a 0600 file of the prompts' text (keep_text) or None}."""
+    """Capture the unit's traffic for limits.seconds or until limits.requests finished; {trace: its JSONL text (hash
+    ids as block digests: the controller numbers them, across hosts where a fleet is captured), start: its first
+    arrival (seconds since the epoch), window: [start, end] of the capture, summary, requests, hashed, unparsed:
+    request.finished lines that were not read (a journal line cut at journald's LineMax), probes: health checks and
+    probes left out, stop, restored, text_file: a 0600 file of the prompts' text (keep_text) or None}."""
     limits = limits or capture.Limits()
     key, admin = keys(env_file, api_key)
     before = found_logging(url, (key, admin))
     start = clock.time()
-    # A play stopped mid-capture (Ctrl-C, a lost connection) ends the module with SIGTERM or SIGHUP: restore first,
-    # or the server keeps writing every prompt to its journal (level 3).
+    # A module stopped mid-capture by SIGTERM or SIGHUP restores first, or the server keeps writing every prompt to its
+    # journal (level 3). (playbooks/traffic.yml runs it in the background: a stopped play leaves it to finish.)
     previous = {s: signal.signal(s, _stopped) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
         capture.switch(url, admin, True)
@@ -124,16 +126,19 @@ def run(
             signal.signal(number, handler)
     with contextlib.suppress(OSError, subprocess.SubprocessError):  # journald writes what it holds
         subprocess.run(["journalctl", "--sync"], capture_output=True, timeout=30, check=False)
-    lines = list(journal_lines(service, start, clock.time() + 1, limits))
+    end = clock.time()
+    lines = list(journal_lines(service, start, end + 1, limits))
     got, stop, probes = capture.collect(lines, limits, keep_text)
     unparsed = sum(capture.EVENT in line for line in lines) - len(got) - probes
-    records = capture.to_trace(got)
+    records = capture.to_trace(got, numbered=False)
     text_file = None
     if keep_text:
         text = capture.text_jsonl(got)
         text_file = write_file(text, os.path.join(tempfile.mkdtemp(prefix="sglang-traffic-"), "text.jsonl"), 0o600)
     return {
         "trace": trace.dumps(records),
+        "start": got[0].arrival if got else None,
+        "window": [start, end],
         "summary": trace.summary(records) if records else None,
         "requests": len(records),
         "hashed": sum(1 for c in got if c.digests),

@@ -5,7 +5,7 @@
 - results: RunResult, StatusResult and their parts, read from the run's events (pure)
 - operations: deploy, status, rollback, lab, lab_monitor (one playbook each)
 - rollout: the engine of compare and tune: read what each host serves, deploy, restore it
-- traffic_capture: capture(), one host's traffic as a trace (playbooks/traffic.yml)
+- traffic_capture: capture(), a server's or a fleet's traffic as a trace (playbooks/traffic.yml)
 - comparison: compare(); search: tune(), the flag-matrix search; canary: canary(), a stack upgrade tried on one host
 
 Progress: `on_event(event)` gets every ansible-runner event plus PHASE_EVENT events from compare() and tune();

@@ -1,6 +1,8 @@
-"""`traffic capture`: one host's traffic captured as a trace (playbooks/traffic.yml, module sglang_traffic). What the
-host returns is checked as compare checks a result (a host is not trusted: bounded, every line parsed, the summary
-computed here) before the controller writes it, mode 0600, through host/files.py's checked writer."""
+"""`traffic capture`: the traffic of one SGLang server, or of a fleet's replicas and its smg router, captured as one
+trace (playbooks/traffic.yml, modules sglang_traffic and sglang_router_traffic; the merge is
+sglang_deploy.traffic.merge). What each host returns is checked as compare checks a result (a host is not trusted:
+bounded, every line parsed, the summary computed here) before the controller writes it, mode 0600, through
+host/files.py's checked writer."""
 
 from __future__ import annotations
 
@@ -11,24 +13,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ansible_collections.sglang.deploy.plugins.module_utils.bench import capture as host_capture
-from ansible_collections.sglang.deploy.plugins.module_utils.bench import trace
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import router_log, trace
 from ansible_collections.sglang.deploy.plugins.module_utils.files import check_dest, write_file
 from ansible_collections.sglang.deploy.plugins.module_utils.text import escaped
 from ..paths import read_bounded
+from ..traffic import merge
 from . import runner
 from .results import RunResult
 from .runner import EventHandler
 
 MAX_STOP_CHARS = 300
+MAX_HOSTS = 1024
+MAX_COUNT = 10**9  # a count a host returns
 
 
 @dataclass
 class CaptureResult:
     run: RunResult
-    host: str | None = None
+    host: str | None = None  # the host, or the hosts joined, the trace came from
     path: str | None = None  # the trace written
     text_path: str | None = None  # the prompts' text, where asked
-    summary: dict | None = None  # trace.summary of what was written
+    summary: dict | None = None  # trace.summary of what was written, with merge.origin: where it was captured
     stop: str | None = None  # why the host stopped early
     unparsed: int | None = None  # request.finished lines the host could not read
     probes: int | None = None  # health checks and probes the host left out (capture.NOT_TRAFFIC_RIDS)
@@ -49,9 +54,10 @@ def capture(
     limit: str | None = None,
     on_event: EventHandler | None = None,
 ) -> CaptureResult:
-    """Capture ``duration`` seconds (or ``max_requests`` requests) of one host's traffic into the trace ``out``
-    (0600); with ``keep_text`` the prompts' text too, into ``out`` + '.text.jsonl' (0600). ValueError before
-    anything runs for a destination that cannot be written or bounds out of range."""
+    """Capture ``duration`` seconds (or ``max_requests`` requests) of the traffic of the inventory's servers (``limit``:
+    one of them) into the trace ``out`` (0600): one server's, or a fleet's replicas merged by arrival with the smg
+    router's count of the window; with ``keep_text`` the prompts' text too, into ``out`` + '.text.jsonl' (0600).
+    ValueError before anything runs for a destination that cannot be written or bounds out of range."""
     if not 0 < duration <= 86_400 or not 1 <= max_requests <= trace.MAX_TRACE_RECORDS:
         raise ValueError(f"give --duration 1-86400 s and --max-requests 1-{trace.MAX_TRACE_RECORDS}")
     dest = check_dest(out)
@@ -74,7 +80,8 @@ def capture(
             res.error = run.error or "the capture failed"
             return res
         try:
-            _keep(res, run.data.get("sglang_traffic"), max_requests, dest, text_dest, fetched)
+            found, router = run.data.get("sglang_traffic"), run.data.get("sglang_traffic_router")
+            _keep(res, found, router, (duration, max_requests), dest, text_dest, fetched)
         except ValueError as exc:
             res.error = str(exc)
         return res
@@ -82,50 +89,107 @@ def capture(
         shutil.rmtree(fetched, ignore_errors=True)
 
 
-def _keep(res: CaptureResult, found, max_requests: int, dest: str, text_dest: str | None, fetched: Path) -> None:
-    """Check the host's answer and write the trace (and text); ValueError naming what is wrong."""
-    if not isinstance(found, dict) or len(found) != 1:
+def _keep(res: CaptureResult, found, router, bounds: tuple, dest: str, text_dest: str | None, fetched: Path) -> None:
+    """Check the hosts' answers (and the router's), merge them and write the trace (and text); ValueError naming what
+    is wrong. bounds: (seconds, requests) of the capture."""
+    if not isinstance(found, dict) or not 0 < len(found) <= MAX_HOSTS:
         n = len(found) if isinstance(found, dict) else 0
-        raise ValueError(f"{n} hosts answered: capture one host at a time (-l HOST)")
-    ((host, item),) = found.items()
-    res.host = escaped(host)
-    if not isinstance(item, dict) or not isinstance(item.get("trace"), str):
-        raise ValueError(f"{res.host} returned no trace text: not written")
-    if len(item["trace"].encode()) > trace.MAX_TRACE_BYTES:
-        raise ValueError(f"{res.host}'s trace is over {trace.MAX_TRACE_BYTES >> 20} MiB: not written")
-    if not item["trace"].strip():
+        raise ValueError(f"{n} hosts answered: a capture takes 1 to {MAX_HOSTS} servers")
+    parts, stops, unparsed, probes = [], [], [], []
+    for host, item in sorted(found.items()):
+        part, stop = _part(host, item, bounds[1], text_dest is not None, fetched)
+        parts.append(part)
+        stops += [f"{part.host}: {stop}" if len(found) > 1 else stop] if stop else []
+        unparsed.append(_count(item.get("unparsed")))
+        probes.append(_count(item.get("probes")))
+    res.host = ", ".join(escaped(h) for h in sorted(found))
+    merged = merge.merge(parts, *bounds)
+    if not merged.records:
         raise ValueError(f"{res.host} served no request in the capture's window: nothing written")
-    records = trace.parse(item["trace"], f"{res.host}'s trace", max_records=max_requests)
-    stop = item.get("stop")
-    res.stop = escaped(stop)[:MAX_STOP_CHARS] if isinstance(stop, str) else None
-    res.unparsed, res.probes = (_count(item.get(k)) for k in ("unparsed", "probes"))
-    if keep := text_dest is not None:
-        text = _text(fetched / f"{host}.jsonl", len(records), res.host)
-    res.path = trace.write(records, dest)
-    res.summary = {"path": res.path, **trace.summary(records)}
-    if keep:
+    stops += [f"merged: {merged.stop}"] if merged.stop else []
+    res.stop = escaped("; ".join(stops))[:MAX_STOP_CHARS] if stops else None
+    res.unparsed = None if None in unparsed else sum(unparsed)
+    res.probes = None if None in probes else sum(probes)
+    text = None
+    if merged.texts is not None and text_dest:
+        text = "".join(json.dumps({"text": t}) + "\n" for t in merged.texts)
+        if len(text) > host_capture.MAX_TEXT_BYTES:
+            raise ValueError(f"the hosts' text is over {host_capture.MAX_TEXT_BYTES >> 20} MiB: capture fewer requests")
+    where = merge.origin(merged.hosts, _router(router)) | {"outside_window": merged.outside}
+    res.path = trace.write(merged.records, dest)
+    res.summary = {"path": res.path, **trace.summary(merged.records), **where}
+    if text is not None:
         res.text_path = write_file(text, text_dest, 0o600)
+
+
+def _part(host: str, item, max_requests: int, keep_text: bool, fetched: Path) -> tuple:
+    """(merge.Part, why the host stopped early or None) of one host's answer, checked."""
+    name = escaped(host)
+    if not isinstance(item, dict) or not isinstance(item.get("trace"), str):
+        raise ValueError(f"{name} returned no trace text: not written")
+    if len(item["trace"].encode()) > trace.MAX_TRACE_BYTES:
+        raise ValueError(f"{name}'s trace is over {trace.MAX_TRACE_BYTES >> 20} MiB: not written")
+    window = item.get("window")
+    if not (
+        isinstance(window, list) and len(window) == 2 and all(_epoch(t) for t in window) and window[0] <= window[1]
+    ):
+        raise ValueError(f"{name} returned no capture window ([start, end], seconds since the epoch): not written")
+    if not item["trace"].strip():
+        return merge.Part(name, 0.0, [], tuple(window), [] if keep_text else None), None
+    records = trace.parse(item["trace"], f"{name}'s trace", max_records=max_requests)
+    if not _epoch(item.get("start")):
+        raise ValueError(f"{name} returned no first arrival (start, seconds since the epoch): not written")
+    texts = _text(fetched / f"{host}.jsonl", len(records), name) if keep_text else None
+    stop = item.get("stop")
+    return merge.Part(name, float(item["start"]), records, tuple(window), texts), stop if isinstance(
+        stop, str
+    ) else None
+
+
+def _epoch(value) -> bool:
+    """Whether a host's value is a time in seconds since the epoch."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e11
+
+
+def _router(found) -> dict | None:
+    """The router's view (module sglang_router_traffic) checked, or None where no router was captured."""
+    if not found:
+        return None
+    if not isinstance(found, dict) or len(found) != 1:
+        raise ValueError("more than one router answered: capture the replicas of one router")
+    ((host, item),) = found.items()
+    counts = {k: _count(item.get(k)) if isinstance(item, dict) else None for k in ("requests", "other")}
+    status = item.get("status") if isinstance(item, dict) else None
+    paths = item.get("paths") if isinstance(item, dict) else None
+    ok = None not in counts.values() and isinstance(status, dict) and isinstance(paths, dict)
+    ok = ok and all(k in {f"{n}xx" for n in range(1, 6)} and _count(v) is not None for k, v in status.items())
+    ok = ok and all(k in router_log.GENERATION_PATHS and _count(v) is not None for k, v in paths.items())
+    if not ok or sum(status.values()) != counts["requests"]:
+        raise ValueError(f"the router {escaped(host)} returned no request counts by status and path: not written")
+    return {"host": escaped(host), **counts, "status": status, "paths": paths}
 
 
 def _count(value) -> int | None:
     """A count the host returned, or None where it is no count."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT else None
 
 
-def _text(path: Path, n: int, host: str) -> str:
-    """The fetched text file, checked: n lines of {"text": str}."""
+def _text(path: Path, n: int, host: str) -> list:
+    """The prompts' text of the fetched file, checked: n lines of {"text": str or null}."""
     try:
         raw = read_bounded(path, host_capture.MAX_TEXT_BYTES, "the prompts' text (JSONL)")
     except OSError as exc:
         raise ValueError(f"no text came back from {host}: {exc.strerror or exc}") from exc
     lines = raw.decode("utf-8", "replace").splitlines()
-    ok = len(lines) == n
-    for line in lines if ok else ():
+    texts = []
+    for line in lines if len(lines) == n else ():
         try:
             item = json.loads(line)
         except (ValueError, RecursionError):
             item = None
-        ok = ok and isinstance(item, dict) and set(item) == {"text"} and isinstance(item["text"], (str, type(None)))
-    if not ok:
+        if not (isinstance(item, dict) and set(item) == {"text"} and isinstance(item["text"], (str, type(None)))):
+            break
+        texts.append(item["text"])
+    if len(texts) != n or len(lines) != n:
         raise ValueError(f'the text {host} returned is not {n} lines of {{"text": ...}}: not written')
-    return raw.decode("utf-8", "replace")
+    return texts

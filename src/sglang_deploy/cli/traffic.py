@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     imp.set_defaults(func=run_import)
     cap = actions.add_parser(
         "capture",
-        help="capture a deployed host's traffic as a trace (request logging on at runtime, no restart)",
+        help="capture a deployed server's or fleet's traffic as a trace (request logging on at runtime, no restart)",
         description="Turns the server's request logging on (POST /configure_logging), reads its finished requests "
         "from the unit's journal, sets logging back. Kept: arrival, token counts, prefix blocks as hashes; the text "
         "only with --keep-text (FILE.text.jsonl, 0600). While it runs SGLang writes the prompts to its journal.",
@@ -49,7 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     cap.add_argument("--keep-text", action="store_true", help="also keep the prompts' text in FILE.text.jsonl")
     cap.add_argument("--out", type=Path, required=True, metavar="FILE", help="where to write the trace (0600)")
     cap.add_argument("-i", "--inventory", metavar="PATH", help="inventory (default: inventory/lab.yml)")
-    cap.add_argument("-l", "--limit", metavar="HOST", help="the host to capture (one host)")
+    cap.add_argument(
+        "-l", "--limit", metavar="HOST", help="the server to capture (default: every server, merged, and the router)"
+    )
     cap.set_defaults(func=run_capture)
 
 
@@ -98,7 +100,7 @@ def run_capture(args: argparse.Namespace) -> int:
         print(f"capture failed: {res.error}\nartifacts: {res.run.artifacts}", file=sys.stderr)
         return 1
     print(f"captured from {res.host} into {res.path}" + (f" (text: {res.text_path})" if res.text_path else ""))
-    print("\n".join(traffic.summary_lines(res.summary)))
+    print("\n".join(traffic.summary_lines(res.summary) + traffic.origin_lines(res.summary)))
     probes = (
         res.probes and f"left out {res.probes} health checks and probes (SGLang's /health_generate, the watchdog's)"
     )

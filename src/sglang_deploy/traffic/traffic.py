@@ -39,3 +39,22 @@ def summary_lines(s: dict) -> list:
             f"max {p['max']:,} tokens"
         )
     return lines
+
+
+def origin_lines(s: dict) -> list:
+    """Where a captured trace was captured (merge.origin's keys of its summary) as text lines; none for another."""
+    if "captured_at" not in s:
+        return []
+    hosts = ", ".join(f"{h} {n}" for h, n in s["hosts"].items())
+    lines = [f"captured at   {s['captured_at']}: requests per server {hosts}"]
+    router = s.get("router")
+    if router:
+        status = ", ".join(f"{n} {k}" for k, n in sorted(router["status"].items())) or "none"
+        lines.append(f"router        {router['host']}: {router['requests']} generation requests answered ({status})")
+    if s.get("outside_window"):
+        lines.append(
+            f"left out      {s['outside_window']} requests that arrived outside the window every server captured"
+        )
+    if s.get("router_note"):
+        lines.append(f"note: {s['router_note']}")
+    return lines
