@@ -42,7 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="capture a deployed server's or fleet's traffic as a trace (request logging on at runtime, no restart)",
         description="Turns the server's request logging on (POST /configure_logging), reads its finished requests "
         "from the unit's journal, sets logging back. Kept: arrival, token counts, prefix blocks as hashes; the text "
-        "only with --keep-text (FILE.text.jsonl, 0600). While it runs SGLang writes the prompts to its journal.",
+        "only with --keep-text (FILE.text.jsonl, 0600). While it runs SGLang writes the prompts to its journal. "
+        "On a fleet every server is captured at once and merged by arrival; the smg router adds its count of the "
+        "client requests it answered (docs/traffic.md).",
     )
     cap.add_argument("--duration", type=float, default=60.0, metavar="S", help="seconds to capture (default 60)")
     cap.add_argument("--max-requests", type=int, default=10_000, metavar="N", help="stop after N requests")
