@@ -21,7 +21,8 @@ def _line(path: str, status: int, request_id: str = "x") -> str:
 
 
 def test_a_client_path_cannot_turn_a_404_into_a_counted_generation_request():
-    """smg logs the request's path as the client sent it (the http crate accepts a raw '"' in a path); a client that
+    """smg logs the request's path as the client sent it (checked on smg 1.13.0 from PyPI: POST /generate"status_code=200
+    got 404 and the line `path=/generate"status_code=200 ... status_code=404`, counted here as a 2xx); a client that
     sends POST /generate"status_code=200 gets 404 from smg, and the router's count must not take it for a 2xx."""
     assert router_log.parse_line(_line("/v1/chat/completions", 200)) == ("POST", "/v1/chat/completions", 200)
     got = router_log.collect([_line('/generate"status_code=200', 404)] * 5)
@@ -48,3 +49,40 @@ def test_a_healthy_fleet_with_staggered_starts_gets_no_router_note(monkeypatch):
     view = router_log.run("smg", [list(w) for w in windows.values()])
     where = merge.origin(merged.hosts, view)
     assert where["router_note"] is None, (view["window"], merged.outside, where["router_note"])
+
+
+def test_a_fleet_with_a_multi_node_group_captures_only_servers_with_an_api(tmp_path):
+    """inventory/group-lab.yml: sglang-group-tp-1 is rank 1 of a tp group; its HTTP server answers only /health,
+    /health_generate and /metrics (tests/real/two_nodes.json, the emulator's StandIn). playbooks/traffic.yml captures
+    `all:!sglang_router`, rank 1 included: found_logging's GET /server_info there is a 404, the module fails on that
+    host, the run is not ok and the whole fleet's capture is lost. The play must keep to the API servers (the
+    sglang_api_servers filter, as roles/sglang_fleet does) or skip ranks >= 1."""
+    import threading
+
+    import yaml
+    from test_emulator_real import KEY, two_nodes
+
+    from ansible_collections.sglang.deploy.plugins.module_utils.bench import unit_capture
+    from ansible_collections.sglang.deploy.plugins.module_utils import readiness, server_http
+
+    ranks = two_nodes(tmp_path)
+    try:
+        waits = [threading.Thread(target=readiness.wait_ready, args=(r.url,), kwargs={"timeout": 60}) for r in ranks]
+        for t in waits:
+            t.start()
+        for t in waits:
+            t.join(90)
+        status = server_http.request(server_http.Endpoint.parse(ranks[1].url), "GET", "/server_info", None, KEY, 10).status
+        assert status == 404 and readiness.probe(ranks[1].url, KEY, timeout=10)[0] == "ready", status
+        try:
+            unit_capture.found_logging(ranks[1].url, (KEY, KEY))
+            rank1_fails = False
+        except ValueError:
+            rank1_fails = True
+    finally:
+        for r in ranks:
+            r.stop()
+    play = yaml.safe_load((Path(__file__).parents[1] / "playbooks" / "traffic.yml").read_text())[0]
+    text = yaml.safe_dump(play)
+    keeps_to_api_servers = "sglang_api_servers" in text or "rank" in text
+    assert not rank1_fails or keeps_to_api_servers, "rank 1 cannot be captured and the play does not skip it"
