@@ -115,7 +115,8 @@ def _keep(res: CaptureResult, found, router, bounds: tuple, dest: str, text_dest
         text = "".join(json.dumps({"text": t}) + "\n" for t in merged.texts)
         if len(text) > host_capture.MAX_TEXT_BYTES:
             raise ValueError(f"the hosts' text is over {host_capture.MAX_TEXT_BYTES >> 20} MiB: capture fewer requests")
-    where = merge.origin(merged.hosts, _router(router)) | {"outside_window": merged.outside}
+    window = trace.common_window(p.window for p in parts)
+    where = merge.origin(merged.hosts, _router(router, window)) | {"outside_window": merged.outside}
     res.path = trace.write(merged.records, dest)
     res.summary = {"path": res.path, **trace.summary(merged.records), **where}
     if text is not None:
@@ -151,8 +152,9 @@ def _epoch(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e11
 
 
-def _router(found) -> dict | None:
-    """The router's view (module sglang_router_traffic) checked, or None where no router was captured."""
+def _router(found, window: tuple) -> dict | None:
+    """The router's view (module sglang_router_traffic) checked, or None where no router was captured; ``window``:
+    the one the merged trace keeps, which the router must have read."""
     if not found:
         return None
     if not isinstance(found, dict) or len(found) != 1:
@@ -166,6 +168,11 @@ def _router(found) -> dict | None:
     ok = ok and all(k in router_log.GENERATION_PATHS and _count(v) is not None for k, v in paths.items())
     if not ok or sum(status.values()) != counts["requests"]:
         raise ValueError(f"the router {escaped(host)} returned no request counts by status and path: not written")
+    read = item.get("window")
+    if not (isinstance(read, list) and len(read) == 2 and all(_epoch(t) for t in read)) or any(
+        abs(a - b) > 1e-3 for a, b in zip(read, window)
+    ):
+        raise ValueError(f"the router {escaped(host)} did not read the replicas' common window: not written")
     return {"host": escaped(host), **counts, "status": status, "paths": paths}
 
 

@@ -38,7 +38,7 @@ def merge(parts: list, seconds: float, max_requests: int, max_bytes: int = trace
     a host that started late, or stopped early at its request bound, saw only that) as one trace in order of arrival,
     cut at ``seconds`` after the first arrival, at ``max_requests`` and at ``max_bytes`` of trace text."""
     rows = sorted((p.start * 1000 + r.timestamp, i, j) for i, p in enumerate(parts) for j, r in enumerate(p.records))
-    lo, hi = max(p.window[0] for p in parts) * 1000, min(p.window[1] for p in parts) * 1000
+    lo, hi = (t * 1000 for t in trace.common_window(p.window for p in parts))
     kept, stop, size, outside = [], None, 0, 0
     for at, i, j in rows:
         r = parts[i].records[j]
