@@ -23,6 +23,7 @@ from ansible_collections.sglang.deploy.plugins.module_utils import server_http
 from ansible_collections.sglang.deploy.plugins.module_utils.bench import capture, router_log, trace
 
 FIXTURE = Path(__file__).parent / "fixtures" / "smg-1.13.0-request-log.txt"
+KEY_OF_CAPTURE = b"a-capture-secret-0123456789abcdef"
 R = trace.Record
 
 
@@ -211,7 +212,7 @@ def test_a_fleet_behind_the_real_smg_router_is_captured_once_per_client_request(
     for e in emus:
         got, stop, _probes = capture.collect(e.log_lines())
         assert stop is None and len(got) == 3  # round robin: half each
-        parts.append(merge.Part(str(e.port), got[0].arrival, capture.to_trace(got, numbered=False), tuple(window)))
+        parts.append(merge.Part(str(e.port), got[0].arrival, capture.to_trace(got, KEY_OF_CAPTURE), tuple(window)))
     merged = merge.merge(parts, 60, 100)
     view = router_log.collect(log.read_text(errors="replace").splitlines())
     assert view["requests"] == view["status"]["2xx"] == len(sent) == len(merged.records)
@@ -326,3 +327,49 @@ def test_a_fleet_with_a_multi_node_group_captures_only_servers_with_an_api(tmp_p
     groups = {g: [h.name for h in inv.groups[g].get_hosts()] for g in inv.groups}
     kept = filters.api_servers(hosts, hostvars, groups)
     assert "sglang-group-tp-1" in hosts and sorted(kept) == ["sglang-group-1", "sglang-group-2", "sglang-group-tp-0"]
+
+
+def test_what_a_host_returns_cannot_confirm_a_guessed_prompt():
+    """A raw block digest (the first 8 bytes of an unsalted sha256 chain of the token ids) in a module result, which
+    lands in the async job file and the runner's artifacts and events, would let anyone holding it confirm a guessed
+    prompt (a system prompt, a document, a short answer: one block) by hashing its token ids. The hosts key their
+    digests with a secret of the capture (HMAC, no_log), which keeps the equality across hosts."""
+    secret_prompt = [101, 2023, 2003, 1996, 3595, 102]  # a short prompt's token ids: one partial block
+    got = [capture.Captured(1.0, len(secret_prompt), 3, tuple(trace.block_digests(secret_prompt)), None)]
+    returned = capture.to_trace(got, KEY_OF_CAPTURE)[0].hash_ids
+    guess = tuple(int.from_bytes(d, "big") for d in trace.block_digests(secret_prompt))
+    assert returned != guess, "the host's result confirms the guessed prompt"
+    assert returned == capture.to_trace(got, KEY_OF_CAPTURE)[0].hash_ids  # another host of the capture: the same
+    assert returned != capture.to_trace(got, b"another capture's secret")[0].hash_ids
+    assert capture.to_trace(got)[0].hash_ids == (0,)  # one server, no secret: numbered on the host, as before
+
+
+def test_the_capture_secret_goes_to_the_hosts_as_a_secret_and_nowhere_else(tmp_path, monkeypatch):
+    """The controller makes a secret per capture, passes it as a secret extra variable (the runner's 0600 file,
+    redacted from the events) to the module's no_log option, and writes it neither to the trace nor the result."""
+    import yaml
+
+    from sglang_deploy.api import redaction
+
+    seen = []
+
+    def run_playbook(playbook, **kw):
+        seen.append(kw["extravars"])
+        key = kw["extravars"]["sglang_traffic_hash_secret"].encode()
+        found = _answer("gpu-1", [R(0, 9, 4, (capture.keyed(b"12345678", key),))], 50.0)
+        return api_capture.RunResult(playbook, "successful", 0, hosts={"gpu-1": None}, data={"sglang_traffic": found})
+
+    monkeypatch.setattr(api_capture.runner, "run_playbook", run_playbook)
+    res = api_capture.capture(str(tmp_path / "t.jsonl"), duration=5)
+    res2 = api_capture.capture(str(tmp_path / "u.jsonl"), duration=5)
+    assert res.error is None and res2.error is None, (res.error, res2.error)
+    first, second = (v["sglang_traffic_hash_secret"] for v in seen)
+    assert len(first) == 64 and first != second  # a secret of each capture
+    assert redaction.split_secrets({"sglang_traffic_hash_secret": first})[0] == {}  # the runner's secret file
+    written = (tmp_path / "t.jsonl").read_text()
+    assert first not in written and first not in repr(res) and json.loads(written.splitlines()[0])["hash_ids"] == [0]
+    source = (Path(__file__).parents[1] / "plugins" / "modules" / "sglang_traffic.py").read_text()
+    assert '"hash_secret": {"type": "str", "no_log": True}' in source
+    play = yaml.safe_load((Path(__file__).parents[1] / "playbooks" / "traffic.yml").read_text())[0]
+    (task,) = [t for t in play["tasks"] if "sglang.deploy.sglang_traffic" in t]
+    assert "sglang_traffic_hash_secret" in task["sglang.deploy.sglang_traffic"]["hash_secret"]

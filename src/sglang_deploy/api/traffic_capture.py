@@ -7,6 +7,7 @@ host/files.py's checked writer."""
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -67,6 +68,10 @@ def capture(
         extravars = {"sglang_traffic_duration": duration, "sglang_traffic_max_requests": max_requests}
         extravars |= {"sglang_traffic_keep_text": keep_text, "sglang_traffic_text_dir": str(fetched)}
         extravars["sglang_traffic_max_text_bytes"] = host_capture.MAX_TEXT_BYTES  # checked on the host first
+        # The hosts key their blocks' digests with a secret of this capture (raw digests would let whoever reads a
+        # module result confirm a guessed prompt); the runner passes it as a secret variable and redacts it from the
+        # events; it is written nowhere else and dropped with this call: the trace holds only the numbered ids.
+        extravars["sglang_traffic_hash_secret"] = secrets.token_hex(32)
         run = runner.run_playbook(
             "playbooks/traffic.yml",
             inventory=inventory,
