@@ -56,6 +56,43 @@ def test_the_bounds_apply_to_the_merged_trace():
     assert len(trace.dumps(got.records)) <= 400
 
 
+def test_the_merged_trace_is_sized_with_its_numbered_ids_not_the_hosts_digests():
+    """A host's ids are 20-digit keyed digests; the trace holds them numbered (0, 1, ...): sized with the digests, the
+    trace was cut long before its bytes were reached."""
+    a = _part("a", 10.0, *(R(i * 100, 5, 1, (2**64 - 1 - i, 2**64 - 100 - i, 2**64 - 1000 - i)) for i in range(10)))
+    got = merge.merge([a], 60, 100, max_bytes=1000)
+    assert len(got.records) == 10 and got.stop is None, got.stop
+    assert len(trace.dumps(got.records)) <= 1000
+
+
+def test_the_hosts_answers_are_bounded_together_before_they_are_parsed(tmp_path, monkeypatch):
+    """Up to 1024 hosts, each within one capture's bounds, are still one capture: their traces together at most
+    256 MiB, their text files together at most 256 MiB (here shrunk), checked before a line is parsed."""
+    monkeypatch.setattr(trace, "MAX_TRACE_BYTES", 600)
+    monkeypatch.setattr(api_capture.trace, "parse", lambda *a, **k: pytest.fail("parsed before the total was checked"))
+    big = [R(i * 10, 9, 4, (2**64 - 1 - i,)) for i in range(6)]  # each host's trace under 600 bytes, both over
+    found = _answer("gpu-1", big, 50.0) | _answer("gpu-2", big, 50.0)
+    assert all(len(i["trace"]) <= 600 for i in found.values()) and sum(len(i["trace"]) for i in found.values()) > 600
+    res = api_capture.CaptureResult(run=None)
+    with pytest.raises(ValueError, match="traces are over 0 MiB together"):
+        api_capture._keep(res, found, None, (60, 100), str(tmp_path / "t.jsonl"), None, tmp_path)
+    monkeypatch.undo()
+    monkeypatch.setattr(api_capture.host_capture, "MAX_TEXT_BYTES", 100)
+    found = _answer("gpu-1", big[:2], 50.0) | _answer("gpu-2", big[:2], 50.0)
+    for host in found:
+        (tmp_path / f"{host}.jsonl").write_text('{"text": "' + "x" * 60 + '"}\n' * 1)
+    with pytest.raises(ValueError, match="text is over 0 MiB together"):
+        api_capture._keep(res, found, None, (60, 100), str(tmp_path / "t.jsonl"), str(tmp_path / "x"), tmp_path)
+
+
+def test_a_limit_that_names_no_server_says_so():
+    """`-l <the router>` leaves no server to capture: the message says the limit names no server (only the router)."""
+    res = api_capture.CaptureResult(run=None)
+    for found in ({}, None):
+        with pytest.raises(ValueError, match=r"the limit \(-l\), names no server \(only the smg router"):
+            api_capture._keep(res, found, None, (60, 100), "/nonexistent/t.jsonl", None, Path("/nonexistent"))
+
+
 def test_only_the_window_every_host_captured_is_kept():
     """b started 2 s late and a stopped early (its request bound): their arrivals outside the common window would
     make the trace's start and end one replica's traffic only."""
