@@ -364,6 +364,18 @@ def test_a_fleet_with_a_multi_node_group_captures_only_servers_with_an_api(tmp_p
     groups = {g: [h.name for h in inv.groups[g].get_hosts()] for g in inv.groups}
     kept = filters.api_servers(hosts, hostvars, groups)
     assert "sglang-group-tp-1" in hosts and sorted(kept) == ["sglang-group-1", "sglang-group-2", "sglang-group-tp-0"]
+    # and through ansible-playbook itself (no connection: the task and a marker, run locally)
+    import sys
+
+    repo = Path(__file__).parents[1]
+    marker = {"name": "reached", "ansible.builtin.debug": {"msg": "reached {{ inventory_hostname }}"}}
+    check = [{"hosts": play["hosts"], "gather_facts": False, "connection": "local", "tasks": [first, marker]}]
+    (tmp_path / "check.yml").write_text(yaml.safe_dump(check))
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "inventory/group-lab.yml"]
+    argv += [str(tmp_path / "check.yml"), "-e", f"ansible_python_interpreter={sys.executable}"]
+    out = subprocess.run(argv, cwd=repo, capture_output=True, text=True, timeout=120, check=False)
+    reached = {line.split()[-1] for line in out.stdout.splitlines() if "msg: reached" in line}
+    assert out.returncode == 0 and reached == set(kept), out.stdout[-2000:] + out.stderr[-2000:]
 
 
 def test_what_a_host_returns_cannot_confirm_a_guessed_prompt():
