@@ -246,7 +246,10 @@ def test_the_latency_alert_fires_on_the_slow_server_only(run, capsys):
     )
     assert "firing" in latency, f"SGLangTTFTHigh not firing {GUARD_S} s after the slow server's start: {latency}"
     assert latency.get("pending", GUARD_S) < latency["firing"], latency
-    assert not run.watch.states("SGLangTTFTHigh", run.server, 0), "SGLangTTFTHigh on the healthy server"
+    # Never firing on the healthy server; pending is allowed: a loaded CI machine can hold a few of its 80 ms first
+    # tokens past the SLA for a moment, which is what the rule's for: is there to ride out.
+    healthy = run.watch.states("SGLangTTFTHigh", run.server, 0)
+    assert "firing" not in healthy, f"SGLangTTFTHigh fired on the healthy server: {healthy}"
 
 
 def test_the_alerts_page_shows_the_firing_alert(run, capsys):

@@ -265,3 +265,24 @@ def test_a_unit_that_does_not_stop_after_sigkill_fails_the_run_with_one_line(mon
     assert calls == ["stop", "kill", "stop"]
     fact = json.loads((tmp_path / "sglang_server.fact").read_text())
     assert "did not stop after SIGKILL" in host_record.read({"sglang_server": fact})["watchdog"]["reason"]
+
+
+def test_rejoin_posts_the_servers_key_and_is_done_only_once_the_router_lists_the_host(monkeypatch):
+    """smg registers a worker POSTed without a key as keyless: against a server with an API key its registration
+    failed on 401 and stayed pending (a later POST: 409), so the host never came back (molecule/fleet, issue 50).
+    The POST carries the server's key; left_router stays until a run finds the host in the router's list."""
+    settings = watchdog.Settings.parse(
+        {**BASE, "router_url": "http://r:8000", "worker_id": "w1", "worker_url": "http://w1:30000"}
+    )
+    listed, calls = {}, []
+    monkeypatch.setattr(watch_router, "router_workers", lambda url, key: listed)
+    monkeypatch.setattr(watch_router, "_call", lambda s, method, path, body=None: calls.append(body) or 202)
+    state = {"left_router": "w1"}
+    watchdog.act(settings, {}, state, "none", 0.0, "sk-server-key")
+    assert calls == [{"url": "http://w1:30000", "api_key": "sk-server-key"}] and state["left_router"] == "w1"
+    listed["w1"] = {"url": "http://w1:30000"}
+    action, lines = watchdog.act(settings, {}, state, "none", 0.0, "sk-server-key")
+    assert "left_router" not in state and len(calls) == 1 and lines == ["w1 is in the router's list again"]
+    monkeypatch.setattr(watch_router, "router_workers", lambda url, key: {})
+    monkeypatch.setattr(watch_router, "_call", lambda s, method, path, body=None: 409)
+    assert watch_router.rejoin(settings, "") == (False, "the router is still adding w1")

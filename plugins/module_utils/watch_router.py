@@ -5,7 +5,8 @@ nobody), and each step returns the line the watchdog logs.
 smg's control plane (the same calls docs/fleet.md names): GET /workers lists the workers (fleet_probes.worker_states:
 the file-discovery id, smg's own id, status), DELETE /workers/{smg id} takes one out, POST /workers {"url"} adds one;
 each with the admin key. The roll's file discovery may list the host again by itself: rejoin adds it only where the
-router does not list it.
+router does not list it, and the watchdog asks again each run until the router lists it (smg adds a worker
+asynchronously: a POST answered 202 may still fail).
 """
 
 from __future__ import annotations
@@ -41,19 +42,26 @@ def leave(settings) -> str:
     return f"took {settings.worker_id} out of the router at {settings.router_url}"
 
 
-def rejoin(settings) -> str:
-    """Put the host back into the router where it does not list it (by its id or its URL)."""
+def rejoin(settings, api_key: str = "") -> tuple[bool, str]:
+    """Put the host back into the router where it does not list it (by its id or its URL), with the server's API key
+    (smg registers a worker it cannot query with a key never: a POST without one stays pending and blocks the next).
+    (done, the line to log): done once the router lists it, or where the watchdog cannot put it back (no worker_url);
+    a POST the router took is not done until a later run finds the host listed."""
     try:
         states = router_workers(settings.router_url, settings.router_key or None)
         if settings.worker_id in states or any(w.get("url") == settings.worker_url for w in states.values()):
-            return f"{settings.worker_id} is in the router's list again"
+            return True, f"{settings.worker_id} is in the router's list again"
         if not settings.worker_url:
             return (
-                f"{settings.worker_id} is not in the router's list and no worker_url is set: run playbooks/router.yml"
+                True,
+                f"{settings.worker_id} is not in the router's list and no worker_url is set: run playbooks/router.yml",
             )
-        status = _call(settings, "POST", "/workers", {"url": settings.worker_url})
+        body = {"url": settings.worker_url, **({"api_key": api_key} if api_key else {})}
+        status = _call(settings, "POST", "/workers", body)
     except (FleetError, OSError, ValueError) as exc:
-        return f"could not put {settings.worker_id} back into the router ({str(exc)[:300]}): run playbooks/router.yml"
-    if status not in (200, 201, 202):
-        return f"the router answered POST /workers with HTTP {status}: run playbooks/router.yml to put it back"
-    return f"put {settings.worker_id} back into the router at {settings.router_url}"
+        return False, f"could not put {settings.worker_id} back into the router ({str(exc)[:300]}): trying again"
+    if status in (200, 201, 202):
+        return False, f"asked the router at {settings.router_url} to put {settings.worker_id} back"
+    if status == 409:
+        return False, f"the router is still adding {settings.worker_id}"
+    return False, f"the router answered POST /workers with HTTP {status}: trying again (or run playbooks/router.yml)"

@@ -9,7 +9,7 @@ environment file, never argv), then decide (decide: pure, tested on a simulated 
 - the failures-th failure in a row restarts the unit, unless max_restarts restarts happened within window_s: then
   it stops restarting and says so (in the journal and the host record) until the window has room again;
 - before a restart, with a router configured, the host leaves the router (watch_router.leave); after the restart,
-  the first good probe puts it back where the router does not list it (watch_router.rejoin);
+  each good probe puts it back (with the server's API key) until the router lists it (watch_router.rejoin);
 - the reason and the unit's last journal lines (escaped) go into the host record's field ``watchdog``.
 
     python3 -m sglang_watch.watchdog --config /etc/sglang/watch.json
@@ -350,12 +350,16 @@ def record(settings: Settings, state: dict, reason: str, excerpt: list[str], now
     host_record.write(host_record.with_watchdog(current, entry), settings.record_path)
 
 
-def act(settings: Settings, before: dict, state: dict, action: str, now: float) -> tuple[str, list[str]]:
+def act(
+    settings: Settings, before: dict, state: dict, action: str, now: float, api_key: str = ""
+) -> tuple[str, list[str]]:
     """Carry out ``action``; (the action, restart_failed where systemctl failed, and the lines to log)."""
     lines = []
     if action == "none" and state.get("left_router"):
-        lines.append(watch_router.rejoin(settings))
-        state.pop("left_router", None)
+        done, line = watch_router.rejoin(settings, api_key)
+        lines.append(line)
+        if done:
+            state.pop("left_router", None)
     if action == "rate_limited" and before.get("rate_limited") != state["rate_limited"]:
         record(settings, state, state["reason"], journal(settings.service), now)
     if action != "restart":
@@ -380,7 +384,7 @@ def run_once(settings: Settings, now: float, monotonic: float) -> tuple[str, lis
     before = load_state(settings.state_path)
     seen = look(settings, api_key, now, monotonic)
     state, action = decide(before, seen, settings, now)
-    action, lines = act(settings, before, state, action, now)
+    action, lines = act(settings, before, state, action, now, api_key)
     save_state(state, settings.state_path)
     detail = {
         "held": "held by a deploy or a roll: not probing",
