@@ -108,7 +108,7 @@ GOOD = '{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [0
 @pytest.mark.parametrize(
     "found, why",
     [
-        ({}, "0 hosts answered"),
+        ({}, "no SGLang server answered"),
         ({"h1": {"trace": ["not text"]}}, "h1 returned no trace text"),
         (_answer(""), "h1 served no request"),
         (_answer("{"), "h1's trace line 1 is not JSON"),

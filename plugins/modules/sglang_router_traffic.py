@@ -9,8 +9,8 @@ DOCUMENTATION = r"""
 module: sglang_router_traffic
 short_description: Count the client requests the smg router answered in a capture's window
 description:
-  - Reads the router unit's journal (C(journalctl -u UNIT -o cat --all), bounded) from the earliest start to the latest
-    end of the replicas' capture windows and counts smg's response lines (one per client request, at its default
+  - Reads the router unit's journal (C(journalctl -u UNIT -o cat --all), bounded) in the window every replica
+    captured (from the latest start to the earliest end, the window the merged trace keeps) and counts smg's response lines (one per client request, at its default
     log level INFO) of the generation routes, by status class and path.
   - Nothing is switched on (smg 1.13.0 has no runtime log control) and nothing is kept of a request but its path
     and status (no request id, no body).
@@ -26,6 +26,12 @@ options:
     type: list
     elements: list
     required: true
+  max_window_s:
+    description:
+      - Seconds the window read may span at most (the replicas' windows are the hosts' word); the play passes the
+        capture's seconds and a margin.
+    type: float
+    default: 87000
   max_log_bytes:
     description: Bytes of journal lines read at most.
     type: int
@@ -58,7 +64,7 @@ router:
 import math
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sglang.deploy.plugins.module_utils.bench import capture, router_log
+from ansible_collections.sglang.deploy.plugins.module_utils.bench import capture, router_log, trace
 
 
 def main() -> None:
@@ -66,6 +72,7 @@ def main() -> None:
         argument_spec={
             "service": {"type": "str", "default": "smg"},
             "windows": {"type": "list", "elements": "list", "required": True},
+            "max_window_s": {"type": "float", "default": 87_000.0},
             "max_log_bytes": {"type": "int", "default": 1 << 30},
         },
         supports_check_mode=True,
@@ -77,6 +84,12 @@ def main() -> None:
         module.fail_json(msg="windows must be [start, end] pairs of seconds since the epoch")
     if not all(math.isfinite(a) and math.isfinite(b) and 0 < a <= b for a, b in windows) or p["max_log_bytes"] < 1:
         module.fail_json(msg="windows must be [start, end] with 0 < start <= end, max_log_bytes at least 1")
+    try:
+        since, until = trace.common_window(windows)
+    except ValueError as exc:
+        module.fail_json(msg=f"{exc}: nothing to count")
+    if not 0 < p["max_window_s"] <= 1e7 or until - since > p["max_window_s"]:
+        module.fail_json(msg=f"the window read spans more than max_window_s ({p['max_window_s']:g} s): not read")
     try:
         found = router_log.run(p["service"], windows, capture.Limits(log_bytes=p["max_log_bytes"]))
     except (OSError, ValueError) as exc:

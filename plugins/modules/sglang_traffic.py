@@ -47,6 +47,13 @@ options:
     description: Bytes of journal lines read at most.
     type: int
     default: 1073741824
+  hash_secret:
+    description:
+      - A secret of this capture (the controller's, made anew for each capture and written nowhere): the prefix
+        blocks' digests are returned keyed with it (the first 8 bytes of HMAC-SHA256), the same on every host of the
+        capture, so the controller can number them across hosts, and of no use for confirming a guessed prompt to
+        anyone who reads the result. Without it the hash ids are numbered on the host.
+    type: str
   keep_text:
     description: Also keep the prompts' text, in a 0600 file on the host.
     type: bool
@@ -71,8 +78,8 @@ EXAMPLES = r"""
 RETURN = r"""
 traffic:
   description: >-
-    trace (the Mooncake JSONL text, ms from its first arrival, hash ids the blocks' digests as integers, numbered by
-    the controller), start (the first arrival, seconds since the epoch), window ([start, end] of the capture, what
+    trace (the Mooncake JSONL text, ms from its first arrival, hash ids numbered, or with hash_secret the blocks'
+    digests keyed with it, numbered by the controller), start (the first arrival, seconds since the epoch), window ([start, end] of the capture, what
     sglang_router_traffic reads), summary, requests, hashed (requests whose prefix blocks are hashed), unparsed
     (request.finished lines not read), stop (why it stopped early, or null), restored (the logging settings set
     back), text_file (the host's 0600 file of the prompts' text, or null).
@@ -96,6 +103,7 @@ def main() -> None:
             "max_requests": {"type": "int", "default": 10_000},
             "max_log_bytes": {"type": "int", "default": 1 << 30},
             "keep_text": {"type": "bool", "default": False},
+            "hash_secret": {"type": "str", "no_log": True},
         },
     )
     p = module.params
@@ -103,7 +111,10 @@ def main() -> None:
         module.fail_json(msg="duration must be 0-86400 s, max_requests and max_log_bytes at least 1")
     limits = capture.Limits(p["duration"], p["max_requests"], p["max_log_bytes"])
     try:
-        found = unit_capture.run(p["url"], p["service"], p["env_file"], p["api_key"], limits, p["keep_text"])
+        key = p["hash_secret"].encode() if p["hash_secret"] else None
+        found = unit_capture.run(
+            p["url"], p["service"], p["env_file"], p["api_key"], limits, p["keep_text"], hash_key=key
+        )
     except (OSError, ValueError) as exc:
         module.fail_json(msg=f"the capture failed: {exc}")
     module.exit_json(changed=False, traffic=found)

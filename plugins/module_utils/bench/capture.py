@@ -7,6 +7,8 @@ kept: the log's other fields (sampling parameters, headers, ids), the API key (s
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from datetime import datetime
 from typing import NamedTuple
@@ -111,11 +113,19 @@ def collect(lines, limits: Limits | None = None, keep_text: bool = False) -> tup
     return sorted(out, key=lambda r: r.arrival), stop, skipped
 
 
-def to_trace(captured: list, numbered: bool = True) -> list:
+def keyed(digest: bytes, key: bytes) -> int:
+    """A block digest keyed with a capture's secret: the first 8 bytes of HMAC-SHA256(key, digest), as an integer. The
+    same on every host given the same key, and no use to anyone without it for confirming a guessed prompt (a raw
+    digest is an unsalted hash of the token ids)."""
+    return int.from_bytes(hmac.new(key, digest, hashlib.sha256).digest()[:8], "big")
+
+
+def to_trace(captured: list, key: bytes | None = None) -> list:
     """The records as a trace: timestamps in ms from the first arrival, hash ids numbered (trace.numbered), or with
-    numbered=False the digests as integers (the same on every host: what the controller merges hosts' traces on)."""
+    ``key`` (a capture's secret, the controller's) the digests keyed with it (keyed(): the same on every host given
+    that key, what the controller merges hosts' traces on and numbers)."""
     digests = [c.digests for c in captured]
-    ids = trace.numbered(digests) if numbered else [tuple(int.from_bytes(d, "big") for d in ds) for ds in digests]
+    ids = trace.numbered(digests) if key is None else [tuple(keyed(d, key) for d in ds) for ds in digests]
     t0 = captured[0].arrival if captured else 0.0
     return [
         trace.Record(round((c.arrival - t0) * 1000, 3), c.input_length, max(1, c.output_length), h)

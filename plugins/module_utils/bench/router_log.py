@@ -11,14 +11,20 @@ from __future__ import annotations
 import json
 import re
 
-from . import capture, unit_capture
+from . import capture, trace, unit_capture
 
 # The requests a replica logs as request.finished: the generation routes smg forwards.
 GENERATION_PATHS = ("/generate", "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses")
 TARGET = "smg::response"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # smg colours its text lines even off a terminal (NO_COLOR too)
-_FIELD = re.compile(r'\b(method|path|status_code)=("?)([^\s"}]+)\2')
-_REQUEST_ID = re.compile(r'request_id="(?:[^"\\]|\\.)*"')  # a client's id, which may spell a field: cut first
+# The span as smg 1.13.0 writes it, its fields in this fixed order (tests/fixtures/smg-1.13.0-request-log.txt). The
+# path and the request id are the client's: a path has no space (HTTP/1.1's request line) but may hold '"', '=', '}';
+# the id is quoted with its quotes escaped. The whole span is matched, so a client cannot spell a field of its own.
+_SPAN = re.compile(
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +[A-Z]+ http_request\{method=([A-Z]+) path=(\S+)"
+    r'(?: version=\S+)?(?: module="smg")? request_id="(?:[^"\\]|\\.)*" status_code=(\d{3}) latency=(\d+)\}: '
+    r"smg::response: "
+)
 
 
 def parse_line(line: str) -> tuple | None:
@@ -28,24 +34,23 @@ def parse_line(line: str) -> tuple | None:
     line = _ANSI.sub("", line)
     if line.startswith("{"):
         try:
-            span = json.loads(line).get("span") or {}
-        except (ValueError, RecursionError, AttributeError):
+            item = json.loads(line)
+        except (ValueError, RecursionError):
             return None
-        fields = {k: span.get(k) for k in ("method", "path", "status_code")} if isinstance(span, dict) else {}
+        span = item.get("span") if isinstance(item, dict) and item.get("target") == TARGET else None
+        if not isinstance(span, dict) or span.get("name") != "http_request":
+            return None
+        method, path, status = span.get("method"), span.get("path"), span.get("status_code")
+        if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 599:
+            return None
     else:
-        line = _REQUEST_ID.sub("", line)
-        start = line.find("{")
-        fields = {}
-        for k, _q, v in _FIELD.findall(line[start : line.find("}", start)] if start >= 0 else ""):
-            fields.setdefault(k, v)
-    status = fields.get("status_code")
-    try:
-        status = int(status)
-    except (TypeError, ValueError):
+        found = _SPAN.match(line)
+        if found is None:
+            return None
+        method, path, status = found.group(1), found.group(2), int(found.group(3))
+    if not isinstance(method, str) or not isinstance(path, str):
         return None
-    if not isinstance(fields.get("method"), str) or not isinstance(fields.get("path"), str):
-        return None
-    return fields["method"], fields["path"].split("?", 1)[0], status
+    return method, path.split("?", 1)[0], status
 
 
 def collect(lines) -> dict:
@@ -67,10 +72,10 @@ def collect(lines) -> dict:
 
 
 def run(service: str, windows: list, limits: capture.Limits | None = None) -> dict:
-    """collect() of the unit's journal from the earliest start to the latest end of the replicas' capture windows
-    ([start, end] in seconds since the epoch), with the window read."""
+    """collect() of the unit's journal in the window every replica captured (trace.common_window, the window the
+    merged trace keeps) of their capture windows ([start, end] in seconds since the epoch), with the window read."""
     if not windows:
         raise ValueError("no replica's capture window: the router's view needs the replicas' capture first")
-    since, until = min(w[0] for w in windows), max(w[1] for w in windows)
+    since, until = trace.common_window(windows)
     lines = unit_capture.journal_lines(service, since, until, limits or capture.Limits())
     return collect(lines) | {"window": [since, until]}

@@ -138,6 +138,19 @@ def block_digests(token_ids) -> list:
     return out
 
 
+def common_window(windows) -> tuple:
+    """The window every capture saw, (latest start, earliest end) of [start, end] pairs in seconds since the epoch:
+    what a fleet's merged trace keeps and what the router's count reads (one rule for both). ValueError where there
+    is no window or the windows do not overlap."""
+    windows = [(float(a), float(b)) for a, b in windows]
+    if not windows:
+        raise ValueError("no capture window")
+    lo, hi = max(a for a, _b in windows), min(b for _a, b in windows)
+    if lo > hi:
+        raise ValueError("the replicas' capture windows do not overlap")
+    return lo, hi
+
+
 def numbered(digest_lists) -> list:
     """Block digests as Mooncake's small integer hash_ids, numbered in the order first seen."""
     ids: dict = {}

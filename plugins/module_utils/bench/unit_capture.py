@@ -98,9 +98,11 @@ def run(
     limits: capture.Limits | None = None,
     keep_text: bool = False,
     clock=time,
+    hash_key: bytes | None = None,
 ) -> dict:
     """Capture the unit's traffic for limits.seconds or until limits.requests finished; {trace: its JSONL text (hash
-    ids as block digests: the controller numbers them, across hosts where a fleet is captured), start: its first
+    ids numbered here, or with ``hash_key``, the controller's secret for this capture, the block digests keyed with it
+    (capture.keyed): the controller numbers them, across hosts where a fleet is captured), start: its first
     arrival (seconds since the epoch), window: [start, end] of the capture, summary, requests, hashed, unparsed:
     request.finished lines that were not read (a journal line cut at journald's LineMax), probes: health checks and
     probes left out, stop, restored, text_file: a 0600 file of the prompts' text (keep_text) or None}."""
@@ -130,7 +132,7 @@ def run(
     lines = list(journal_lines(service, start, end + 1, limits))
     got, stop, probes = capture.collect(lines, limits, keep_text)
     unparsed = sum(capture.EVENT in line for line in lines) - len(got) - probes
-    records = capture.to_trace(got, numbered=False)
+    records = capture.to_trace(got, hash_key)
     text_file = None
     if keep_text:
         text = capture.text_jsonl(got)

@@ -7,6 +7,7 @@ host/files.py's checked writer."""
 from __future__ import annotations
 
 import json
+import secrets
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -67,6 +68,10 @@ def capture(
         extravars = {"sglang_traffic_duration": duration, "sglang_traffic_max_requests": max_requests}
         extravars |= {"sglang_traffic_keep_text": keep_text, "sglang_traffic_text_dir": str(fetched)}
         extravars["sglang_traffic_max_text_bytes"] = host_capture.MAX_TEXT_BYTES  # checked on the host first
+        # The hosts key their blocks' digests with a secret of this capture (raw digests would let whoever reads a
+        # module result confirm a guessed prompt); the runner passes it as a secret variable and redacts it from the
+        # events; it is written nowhere else and dropped with this call: the trace holds only the numbered ids.
+        extravars["sglang_traffic_hash_secret"] = secrets.token_hex(32)
         run = runner.run_playbook(
             "playbooks/traffic.yml",
             inventory=inventory,
@@ -92,12 +97,18 @@ def capture(
 def _keep(res: CaptureResult, found, router, bounds: tuple, dest: str, text_dest: str | None, fetched: Path) -> None:
     """Check the hosts' answers (and the router's), merge them and write the trace (and text); ValueError naming what
     is wrong. bounds: (seconds, requests) of the capture."""
-    if not isinstance(found, dict) or not 0 < len(found) <= MAX_HOSTS:
-        n = len(found) if isinstance(found, dict) else 0
-        raise ValueError(f"{n} hosts answered: a capture takes 1 to {MAX_HOSTS} servers")
+    if not isinstance(found, dict) or not found:
+        raise ValueError(
+            "no SGLang server answered: the inventory, or the limit (-l), names no server (only the smg router, or "
+            "nothing); a capture takes a server, or a fleet's replicas"
+        )
+    if len(found) > MAX_HOSTS:
+        raise ValueError(f"{len(found)} hosts answered: a capture takes 1 to {MAX_HOSTS} servers")
+    _within_budget(found, text_dest is not None, fetched)
     parts, stops, unparsed, probes = [], [], [], []
+    text_left = [host_capture.MAX_TEXT_BYTES]  # what the hosts' text files may still hold, all together
     for host, item in sorted(found.items()):
-        part, stop = _part(host, item, bounds[1], text_dest is not None, fetched)
+        part, stop = _part(host, item, bounds[1], text_left if text_dest is not None else None, fetched)
         parts.append(part)
         stops += [f"{part.host}: {stop}" if len(found) > 1 else stop] if stop else []
         unparsed.append(_count(item.get("unparsed")))
@@ -115,15 +126,39 @@ def _keep(res: CaptureResult, found, router, bounds: tuple, dest: str, text_dest
         text = "".join(json.dumps({"text": t}) + "\n" for t in merged.texts)
         if len(text) > host_capture.MAX_TEXT_BYTES:
             raise ValueError(f"the hosts' text is over {host_capture.MAX_TEXT_BYTES >> 20} MiB: capture fewer requests")
-    where = merge.origin(merged.hosts, _router(router)) | {"outside_window": merged.outside}
+    window = trace.common_window(p.window for p in parts)
+    where = merge.origin(merged.hosts, _router(router, window)) | {"outside_window": merged.outside}
     res.path = trace.write(merged.records, dest)
     res.summary = {"path": res.path, **trace.summary(merged.records), **where}
     if text is not None:
         res.text_path = write_file(text, text_dest, 0o600)
 
 
-def _part(host: str, item, max_requests: int, keep_text: bool, fetched: Path) -> tuple:
-    """(merge.Part, why the host stopped early or None) of one host's answer, checked."""
+def _within_budget(found: dict, keep_text: bool, fetched: Path) -> None:
+    """ValueError, before anything is parsed, where the hosts' traces (or the prompts' text files fetched) are over
+    one capture's bounds all together: 256 MiB of trace text, 256 MiB of text, whatever the number of hosts."""
+    size = sum(
+        len(i["trace"].encode()) for i in found.values() if isinstance(i, dict) and isinstance(i.get("trace"), str)
+    )
+    if size > trace.MAX_TRACE_BYTES:
+        raise ValueError(
+            f"the hosts' traces are over {trace.MAX_TRACE_BYTES >> 20} MiB together: not written; capture fewer "
+            "requests (--max-requests, --duration)"
+        )
+    if keep_text:
+        files = [fetched / f"{host}.jsonl" for host in found]
+        size = sum(f.stat().st_size for f in files if f.is_file())
+        if size > host_capture.MAX_TEXT_BYTES:
+            raise ValueError(
+                f"the hosts' text is over {host_capture.MAX_TEXT_BYTES >> 20} MiB together: not written; capture "
+                "fewer requests (--max-requests, --duration)"
+            )
+
+
+def _part(host: str, item, max_requests: int, text_left: list | None, fetched: Path) -> tuple:
+    """(merge.Part, why the host stopped early or None) of one host's answer, checked; ``text_left``: [bytes the
+    hosts' text may still hold], where the prompts' text was asked."""
+    keep_text = text_left is not None
     name = escaped(host)
     if not isinstance(item, dict) or not isinstance(item.get("trace"), str):
         raise ValueError(f"{name} returned no trace text: not written")
@@ -139,7 +174,7 @@ def _part(host: str, item, max_requests: int, keep_text: bool, fetched: Path) ->
     records = trace.parse(item["trace"], f"{name}'s trace", max_records=max_requests)
     if not _epoch(item.get("start")):
         raise ValueError(f"{name} returned no first arrival (start, seconds since the epoch): not written")
-    texts = _text(fetched / f"{host}.jsonl", len(records), name) if keep_text else None
+    texts = _text(fetched / f"{host}.jsonl", len(records), name, text_left) if keep_text else None
     stop = item.get("stop")
     return merge.Part(name, float(item["start"]), records, tuple(window), texts), stop if isinstance(
         stop, str
@@ -151,8 +186,9 @@ def _epoch(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1e11
 
 
-def _router(found) -> dict | None:
-    """The router's view (module sglang_router_traffic) checked, or None where no router was captured."""
+def _router(found, window: tuple) -> dict | None:
+    """The router's view (module sglang_router_traffic) checked, or None where no router was captured; ``window``:
+    the one the merged trace keeps, which the router must have read."""
     if not found:
         return None
     if not isinstance(found, dict) or len(found) != 1:
@@ -166,6 +202,11 @@ def _router(found) -> dict | None:
     ok = ok and all(k in router_log.GENERATION_PATHS and _count(v) is not None for k, v in paths.items())
     if not ok or sum(status.values()) != counts["requests"]:
         raise ValueError(f"the router {escaped(host)} returned no request counts by status and path: not written")
+    read = item.get("window")
+    if not (isinstance(read, list) and len(read) == 2 and all(_epoch(t) for t in read)) or any(
+        abs(a - b) > 1e-3 for a, b in zip(read, window)
+    ):
+        raise ValueError(f"the router {escaped(host)} did not read the replicas' common window: not written")
     return {"host": escaped(host), **counts, "status": status, "paths": paths}
 
 
@@ -174,12 +215,14 @@ def _count(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT else None
 
 
-def _text(path: Path, n: int, host: str) -> list:
-    """The prompts' text of the fetched file, checked: n lines of {"text": str or null}."""
+def _text(path: Path, n: int, host: str, left: list) -> list:
+    """The prompts' text of the fetched file, checked: n lines of {"text": str or null}; read bounded by left[0], the
+    bytes the hosts' text may still hold all together (taken from it)."""
     try:
-        raw = read_bounded(path, host_capture.MAX_TEXT_BYTES, "the prompts' text (JSONL)")
+        raw = read_bounded(path, left[0], "the prompts' text (JSONL)")
     except OSError as exc:
         raise ValueError(f"no text came back from {host}: {exc.strerror or exc}") from exc
+    left[0] -= len(raw)
     lines = raw.decode("utf-8", "replace").splitlines()
     texts = []
     for line in lines if len(lines) == n else ():

@@ -38,8 +38,8 @@ def merge(parts: list, seconds: float, max_requests: int, max_bytes: int = trace
     a host that started late, or stopped early at its request bound, saw only that) as one trace in order of arrival,
     cut at ``seconds`` after the first arrival, at ``max_requests`` and at ``max_bytes`` of trace text."""
     rows = sorted((p.start * 1000 + r.timestamp, i, j) for i, p in enumerate(parts) for j, r in enumerate(p.records))
-    lo, hi = max(p.window[0] for p in parts) * 1000, min(p.window[1] for p in parts) * 1000
-    kept, stop, size, outside = [], None, 0, 0
+    lo, hi = (t * 1000 for t in trace.common_window(p.window for p in parts))
+    kept, stop, size, outside, ids = [], None, 0, 0, {}
     for at, i, j in rows:
         r = parts[i].records[j]
         if not lo <= at <= hi:
@@ -51,11 +51,14 @@ def merge(parts: list, seconds: float, max_requests: int, max_bytes: int = trace
         if len(kept) >= max_requests:
             stop = f"{max_requests} requests were captured"
             break
-        size += len(json.dumps([at - (kept[0][0] if kept else at), *r[1:3], list(r.hash_ids)])) + 60  # field names
+        numbered = [ids.get(d, len(ids) + k) for k, d in enumerate(r.hash_ids)]  # as written: numbered, not raw
+        size += len(json.dumps([at - (kept[0][0] if kept else at), *r[1:3], numbered])) + 60  # field names
         if size > max_bytes:
             stop = f"the trace's {max_bytes >> 20} MiB were captured"
             break
         kept.append((at, i, j))
+        for d in r.hash_ids:
+            ids.setdefault(d, len(ids))
     ids = trace.numbered(parts[i].records[j].hash_ids for _at, i, j in kept)
     t0 = kept[0][0] if kept else 0.0
     records = [
