@@ -10,8 +10,9 @@ module: sglang_router_traffic
 short_description: Count the client requests the smg router answered in a capture's window
 description:
   - Reads the router unit's journal (C(journalctl -u UNIT -o cat --all), bounded) in the window every replica
-    captured (from the latest start to the earliest end, the window the merged trace keeps) and counts smg's response lines (one per client request, at its default
-    log level INFO) of the generation routes, by status class and path.
+    captured (from the latest start to the earliest end, the window the merged trace keeps) and counts smg's
+    response lines (one per client request, at its default log level INFO) of the generation routes, by status
+    class and path.
   - Nothing is switched on (smg 1.13.0 has no runtime log control) and nothing is kept of a request but its path
     and status (no request id, no body).
 version_added: "0.3.0"

@@ -49,7 +49,7 @@ options:
     default: 1073741824
   hash_secret:
     description:
-      - A secret of this capture (the controller's, made anew for each capture and written nowhere): the prefix
+      - A secret of this capture (the controller's, made anew for each capture and written nowhere); the prefix
         blocks' digests are returned keyed with it (the first 8 bytes of HMAC-SHA256), the same on every host of the
         capture, so the controller can number them across hosts, and of no use for confirming a guessed prompt to
         anyone who reads the result. Without it the hash ids are numbered on the host.
