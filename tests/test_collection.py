@@ -163,3 +163,19 @@ def test_readme_says_why_ansible_galaxy_install_inside_the_clone_installs_nothin
     readme = " ".join((REPO / "README.md").read_text().split())
     assert f'`ansible-galaxy collection install .` there answers "{said}"' in readme
     assert "`ansible-galaxy collection build`" in readme
+
+
+def test_every_modules_documentation_is_yaml_that_names_its_options():
+    """A quick form of ansible-test's validate-modules (the collection-sanity part): DOCUMENTATION, EXAMPLES and
+    RETURN parse as YAML, and DOCUMENTATION names the module and has options (a ': ' in a plain description line
+    once broke one, seen only by sanity)."""
+    for path in sorted((REPO / "plugins" / "modules").glob("*.py")):
+        docs = {
+            node.targets[0].id: node.value.value
+            for node in ast.parse(path.read_text()).body
+            if isinstance(node, ast.Assign)
+            and getattr(node.targets[0], "id", "") in ("DOCUMENTATION", "EXAMPLES", "RETURN")
+        }
+        assert set(docs) == {"DOCUMENTATION", "EXAMPLES", "RETURN"}, path.name
+        parsed = {key: yaml.safe_load(text) for key, text in docs.items()}
+        assert parsed["DOCUMENTATION"]["module"] == path.stem and "options" in parsed["DOCUMENTATION"], path.name
