@@ -51,22 +51,20 @@ def merge(parts: list, seconds: float, max_requests: int, max_bytes: int = trace
         if len(kept) >= max_requests:
             stop = f"{max_requests} requests were captured"
             break
-        numbered = [ids.get(d, len(ids) + k) for k, d in enumerate(r.hash_ids)]  # as written: numbered, not raw
+        # numbered in the order first seen (as trace.numbered), counted into ids only once the record is kept
+        fresh: dict = {}
+        numbered = tuple(ids[d] if d in ids else fresh.setdefault(d, len(ids) + len(fresh)) for d in r.hash_ids)
         size += len(json.dumps([at - (kept[0][0] if kept else at), *r[1:3], numbered])) + 60  # field names
         if size > max_bytes:
             stop = f"the trace's {max_bytes >> 20} MiB were captured"
             break
-        kept.append((at, i, j))
-        for d in r.hash_ids:
-            ids.setdefault(d, len(ids))
-    ids = trace.numbered(parts[i].records[j].hash_ids for _at, i, j in kept)
+        kept.append((at, i, j, numbered))
+        ids |= fresh
     t0 = kept[0][0] if kept else 0.0
-    records = [
-        parts[i].records[j]._replace(timestamp=round(at - t0, 3), hash_ids=h) for (at, i, j), h in zip(kept, ids)
-    ]
-    texts = [parts[i].texts[j] for _at, i, j in kept] if all(p.texts is not None for p in parts) else None
+    records = [parts[i].records[j]._replace(timestamp=round(at - t0, 3), hash_ids=h) for at, i, j, h in kept]
+    texts = [parts[i].texts[j] for _at, i, j, _h in kept] if all(p.texts is not None for p in parts) else None
     hosts = {p.host: 0 for p in parts}
-    for _at, i, _j in kept:
+    for _at, i, _j, _h in kept:
         hosts[parts[i].host] += 1
     return Merged(records, texts, stop, hosts, outside)
 
