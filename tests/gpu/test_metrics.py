@@ -1,8 +1,8 @@
 """Monitoring (issue 50) against real SGLang: the release's own /metrics next to what tools/record_metrics.py read
 from its code (src/sglang_deploy/data/metrics-0.5.16.json), and the real Prometheus scraping it and the GPU
 exporter (host/gpu_exporter.py) with the rules rendered for the release (monitor/rules.py): every rule evaluates
-without error, and the stall alert does not fire on a healthy server under load. Writes metrics.json and the
-scraped /metrics text.
+without error, the stall alert does not fire on a healthy server under load, and it fires when SGLang's scheduler
+is stopped (SIGSTOP) under that load. Writes metrics.json and the scraped /metrics text.
 
     SGLANG_DEPLOY_PROMETHEUS=/path/to/prometheus python -m pytest tests/gpu/test_metrics.py -v --gpu-out DIR
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -30,7 +31,11 @@ from harness import API_KEY, DENSE_ARGS, SGLANG_VERSION, Server
 from ansible_collections.sglang.deploy.plugins.module_utils import server_http
 from sglang_deploy.monitor import metrics, rules, scrape
 
-LOAD_S = 150  # under load for longer than the stall rule's for: (1m), with its 180 s window filling
+# The least stall window the settings take, and a short for: so a healthy load of LOAD_S fills the window and
+# outlasts the for: (a rule that took it for stalled would be seen), and a real stall fires in about 80 s.
+SETTINGS = {"stall_seconds": 60, "stall_for": "10s"}
+LOAD_S = 100
+STALL_GUARD_S = 150  # stall_seconds + stall_for + two 5 s scrape and evaluation rounds, with room
 STREAMS = 8
 SEEN: dict = {}
 
@@ -129,79 +134,97 @@ def test_the_releases_metrics_are_the_recorded_ones(server, out_dir):
     assert set(exposed) <= names, f"exposed but not recorded: {sorted(set(exposed) - names)}"
 
 
-def test_prometheus_evaluates_every_rule_and_the_stall_alert_stays_quiet_under_load(server, out_dir, tmp_path):
-    binary = prometheus_binary()
-    gpu_port, prom_port = harness.free_port(), harness.free_port()
-    exporter = subprocess.Popen(
-        [sys.executable, str(harness.REPO / "plugins/module_utils/gpu_exporter.py"), "--port", str(gpu_port)],
-        stdout=subprocess.DEVNULL,
-        stderr=open(out_dir / "gpu_exporter.log", "wb"),  # noqa: SIM115 - closed with the process
-    )
-    (tmp_path / "rules.yml").write_text(rules.render_rules([SGLANG_VERSION], {}))
-    jobs = {metrics.JOBS["server"]: server.port, metrics.JOBS["gpu"]: gpu_port}
-    config = {
-        # A scrape of a busy SGLang's /metrics can take seconds (its multiprocess registry): a timed-out scrape
-        # marks every series stale, and the rules then see nothing.
-        "global": {"scrape_interval": "5s", "scrape_timeout": "4s", "evaluation_interval": "5s"},
-        "rule_files": [str(tmp_path / "rules.yml")],
-        # The server job's metric relabelling as the role deploys it (monitor/scrape.py SERVER_RELABEL, issue 50).
-        "scrape_configs": [
-            {
-                "job_name": job,
-                "static_configs": [{"targets": [f"127.0.0.1:{port}"]}],
-                **({"metric_relabel_configs": list(scrape.SERVER_RELABEL)} if job == metrics.JOBS["server"] else {}),
-            }
-            for job, port in jobs.items()
-        ],
-    }
-    (tmp_path / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
-    prom = subprocess.Popen(
-        [
-            str(binary),
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=open(out_dir / "prometheus.log", "wb"),  # noqa: SIM115 - closed with the process
-    )
-    api = f"http://127.0.0.1:{prom_port}/api/v1"
-    stop = threading.Event()
-    sent = {"ok": 0, "failed": 0}
+class Watched:
+    """Prometheus (with the GPU exporter) scraping the server under a load of STREAMS streams."""
 
-    def load():
-        endpoint = server_http.Endpoint.parse(server.url)
-        while not stop.is_set():
+    def __init__(self, server: Server, out_dir: Path, tmp_path: Path):
+        gpu_port, prom_port = harness.free_port(), harness.free_port()
+        self.server, self.out_dir = server, out_dir
+        self.api = f"http://127.0.0.1:{prom_port}/api/v1"
+        self.jobs = {metrics.JOBS["server"]: server.port, metrics.JOBS["gpu"]: gpu_port}
+        self.sent = {"ok": 0, "failed": 0}
+        self.stop = threading.Event()
+        self.exporter = subprocess.Popen(
+            [sys.executable, str(harness.REPO / "plugins/module_utils/gpu_exporter.py"), "--port", str(gpu_port)],
+            stdout=subprocess.DEVNULL,
+            stderr=open(out_dir / "gpu_exporter.log", "wb"),  # noqa: SIM115 - closed with the process
+        )
+        (tmp_path / "rules.yml").write_text(rules.render_rules([SGLANG_VERSION], SETTINGS))
+        config = {
+            # A scrape of a busy SGLang's /metrics can take seconds (its multiprocess registry): a timed-out scrape
+            # marks every series stale, and the rules then see nothing.
+            "global": {"scrape_interval": "5s", "scrape_timeout": "4s", "evaluation_interval": "5s"},
+            "rule_files": [str(tmp_path / "rules.yml")],
+            # The server job's metric relabelling as the role deploys it (monitor/scrape.py SERVER_RELABEL, issue 50).
+            "scrape_configs": [
+                {
+                    "job_name": job,
+                    "static_configs": [{"targets": [f"127.0.0.1:{port}"]}],
+                    **(
+                        {"metric_relabel_configs": list(scrape.SERVER_RELABEL)} if job == metrics.JOBS["server"] else {}
+                    ),
+                }
+                for job, port in self.jobs.items()
+            ],
+        }
+        (tmp_path / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
+        self.prom = subprocess.Popen(
+            [
+                str(prometheus_binary()),
+                f"--config.file={tmp_path / 'prometheus.yml'}",
+                f"--storage.tsdb.path={tmp_path / 'data'}",
+                f"--web.listen-address=127.0.0.1:{prom_port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(out_dir / "prometheus.log", "wb"),  # noqa: SIM115 - closed with the process
+        )
+        self.threads = [threading.Thread(target=self._load, daemon=True) for _ in range(STREAMS)]
+        for t in self.threads:
+            t.start()
+
+    def _load(self) -> None:
+        endpoint = server_http.Endpoint.parse(self.server.url)
+        while not self.stop.is_set():
             body = {"text": "Count slowly:", "sampling_params": {"max_new_tokens": 512, "ignore_eos": True}}
             try:
-                ok = server_http.request(endpoint, "POST", "/generate", body, API_KEY, 120).status == 200
+                ok = server_http.request(endpoint, "POST", "/generate", body, API_KEY, 300).status == 200
             except OSError:
                 ok = False
-            sent["ok" if ok else "failed"] += 1
+            self.sent["ok" if ok else "failed"] += 1
 
-    threads = [threading.Thread(target=load, daemon=True) for _ in range(STREAMS)]
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=310)
+        for process in (self.prom, self.exporter):
+            process.terminate()
+            process.wait(30)
+
+
+@pytest.fixture(scope="module")
+def watched(server, out_dir, tmp_path_factory):
+    w = Watched(server, out_dir, tmp_path_factory.mktemp("prometheus"))
     try:
-        for t in threads:
-            t.start()
-        seen = watch(api, LOAD_S)
-        targets = json.loads(get(f"{api}/targets"))["data"]["activeTargets"]
-        scrapes = query(api, f'sum_over_time(up{{job="sglang"}}[{LOAD_S}s])')
-        tried = query(api, f'count_over_time(up{{job="sglang"}}[{LOAD_S}s])')
-        slowest = query(api, f'max_over_time(scrape_duration_seconds{{job="sglang"}}[{LOAD_S}s])')
-        health = {r["name"]: r["health"] for g in json.loads(get(f"{api}/rules"))["data"]["groups"] for r in g["rules"]}
-        gpu = query(api, "sglang_gpu_memory_used_bytes")
+        yield w
     finally:
-        stop.set()
-        for t in threads:
-            t.join(timeout=130)
-        prom.terminate()
-        exporter.terminate()
-        prom.wait(30)
-        exporter.wait(30)
+        w.close()
+        SEEN["requests"] = w.sent
+        harness.write_json(out_dir / "metrics.json", SEEN)
+
+
+def test_prometheus_evaluates_every_rule_and_the_stall_alert_stays_quiet_under_load(watched):
+    api = watched.api
+    seen = watch(api, LOAD_S)
+    targets = json.loads(get(f"{api}/targets"))["data"]["activeTargets"]
+    scrapes = query(api, f'sum_over_time(up{{job="sglang"}}[{LOAD_S}s])')
+    tried = query(api, f'count_over_time(up{{job="sglang"}}[{LOAD_S}s])')
+    slowest = query(api, f'max_over_time(scrape_duration_seconds{{job="sglang"}}[{LOAD_S}s])')
+    health = {r["name"]: r["health"] for g in json.loads(get(f"{api}/rules"))["data"]["groups"] for r in g["rules"]}
+    gpu = query(api, "sglang_gpu_memory_used_bytes")
     SEEN.update(
+        settings=SETTINGS,
         load_s=LOAD_S,
         streams=STREAMS,
-        requests=sent,
         rule_problems=seen["problems"],
         rule_health=health,
         alerts_seen={k: sorted(v) for k, v in seen["alerts"].items()},
@@ -214,10 +237,51 @@ def test_prometheus_evaluates_every_rule_and_the_stall_alert_stays_quiet_under_l
         slowest_scrape_s=slowest,
         gpu_memory_used=gpu,
     )
-    harness.write_json(out_dir / "metrics.json", SEEN)
-    assert {t["labels"]["job"]: t["health"] for t in targets} == {job: "up" for job in jobs}, targets
+    harness.write_json(watched.out_dir / "metrics.json", SEEN)
+    assert {t["labels"]["job"]: t["health"] for t in targets} == {job: "up" for job in watched.jobs}, targets
     assert seen["problems"] == {} and set(health.values()) == {"ok"}, (seen["problems"], health)
     assert "SGLangStalled" not in seen["alerts"], seen["alerts"]
     assert seen["most_pending"] > 0, "the load never showed as running requests: the stall rule saw no load"
-    assert sent["ok"] > 0 and sent["failed"] == 0, sent
+    assert watched.sent["ok"] > 0 and watched.sent["failed"] == 0, watched.sent
     assert gpu, "the GPU exporter's memory reading did not reach Prometheus"
+
+
+def test_the_stall_alert_fires_when_the_scheduler_stops_while_health_answers(watched):
+    """A real hang: SIGSTOP to SGLang's scheduler under the load (what a dead or stuck scheduler looks like from
+    outside). The stall alert must go pending, then fire, within stall_seconds + stall_for and two scrape and
+    evaluation rounds; /health's answer meanwhile is recorded (sgl-project/sglang#6624: 200 with a dead scheduler).
+    SIGCONT then lets the load finish."""
+    schedulers = [p for p in watched.server.group_pids() if _comm(p).startswith("sglang::schedul")]
+    assert schedulers, "no sglang::scheduler process in the server's group"
+    for pid in schedulers:
+        os.kill(pid, signal.SIGSTOP)
+    stopped, states, health = time.monotonic(), {}, []
+    try:
+        while time.monotonic() - stopped < STALL_GUARD_S and "firing" not in states:
+            time.sleep(2)
+            since = round(time.monotonic() - stopped, 1)
+            try:
+                alerts = json.loads(get(f"{watched.api}/alerts"))["data"]["alerts"]
+            except OSError:
+                continue
+            for a in alerts:
+                if a["labels"]["alertname"] == "SGLangStalled":
+                    states.setdefault(a["state"], since)
+            try:
+                health.append((since, watched.server.request("GET", "/health", api_key=None, timeout=5)[0]))
+            except OSError as e:
+                health.append((since, type(e).__name__))
+    finally:
+        for pid in schedulers:
+            os.kill(pid, signal.SIGCONT)
+    SEEN["stall"] = {"schedulers": len(schedulers), "alert_states_s": states, "health": health}
+    harness.write_json(watched.out_dir / "metrics.json", SEEN)
+    assert "firing" in states, f"SGLangStalled not firing {STALL_GUARD_S} s after the scheduler stopped: {states}"
+    assert states.get("pending", 0) <= states["firing"], states
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
