@@ -442,3 +442,14 @@ def test_status_shows_a_router_host_that_did_not_answer():
     assert [(m["kind"], m["subject"]) for m in view["mismatches"]] == [("router_unreachable", "router-1")]
     assert "router host router-1 did not report" in view["mismatches"][0]["message"] and not view["ok"]
     assert api.parse_fleet({**data, "sglang_router_hosts": []}, api.parse_status(data)) == {}
+
+
+def test_retries_off_are_refused_only_where_a_watched_worker_could_lose_requests():
+    """fleet.retry_problems: smg's retries carry a stalled replica's requests to another at the watchdog's restart."""
+    off = {"disable-retries": True, "--retry-max-retries": 0, "max_buffered_request_bytes": 0}
+    (problem,) = fleet.retry_problems(off, ["gpu-2", "gpu-1"])
+    assert "disable-retries: True, retry-max-retries: 0, max-buffered-request-bytes: 0" in problem
+    assert "runs on gpu-1, gpu-2" in problem and "sglang_watch_enabled: false" in problem
+    assert fleet.retry_problems(off, []) == []  # no watchdog behind the router: the operator's choice
+    kept = {"disable-retries": False, "retry-max-retries": 3, "max-buffered-request-bytes": 4096, "log-json": True}
+    assert fleet.retry_problems(kept, ["gpu-1"]) == []

@@ -224,15 +224,26 @@ OWN_FLAGS = [
 ]
 
 
+# smg's retries resend what a stalled server held once the stall watchdog restarts it (its worker, localhost, runs
+# the watchdog by default): flags that turn them off are refused (fleet.retry_problems).
+NO_RETRIES = [
+    ({"disable-retries": True}, "sglang_router_extra_args disable-retries: True turns smg's retries off"),
+    ({"retry_max_retries": 1}, "sglang_router_extra_args retry-max-retries: 1 turns smg's retries off"),
+    ({"max-buffered-request-bytes": 0}, "max-buffered-request-bytes: 0 turns smg's retries off"),
+]
+
+
 @pytest.fixture(scope="module")
 def refused(tmp_path_factory) -> dict[str, dict]:
-    """The check's result for BAD_KEYS (key0...), SECRET_FLAGS (secret0...) and OWN_FLAGS (own0...)."""
+    """The check's result for BAD_KEYS (key0...), SECRET_FLAGS (secret0...), OWN_FLAGS (own0...) and NO_RETRIES
+    (retry0...)."""
     cases = {case: settings for case, settings, _ in named_cases("key", BAD_KEYS)}
     cases |= {
         case: {"sglang_router_extra_args": {**extra, "max-concurrent-requests": 64}}
         for case, extra, _ in named_cases("secret", SECRET_FLAGS)
     }
     cases |= {case: {"sglang_router_extra_args": extra} for case, extra, _ in named_cases("own", OWN_FLAGS)}
+    cases |= {case: {"sglang_router_extra_args": extra} for case, extra, _ in named_cases("retry", NO_RETRIES)}
     return settings_checks(tmp_path_factory.mktemp("router-settings"), cases)
 
 
@@ -241,6 +252,14 @@ def test_a_flag_the_role_sets_is_refused_in_the_extra_flags_with_its_variable(re
     """An extra flag would win over the role's own, and the recorded router URL and worker list would be wrong."""
     result = refused[case]
     assert result.get("failed") and f"sglang_router_extra_args {fix}" in result["msg"], result
+
+
+@pytest.mark.parametrize(("case", "extra", "named"), named_cases("retry", NO_RETRIES))
+def test_flags_that_turn_smgs_retries_off_are_refused_where_the_stall_watchdog_runs(refused, case, extra, named):
+    """Without retries, the requests a stalled replica holds fail at the watchdog's restart (docs/watchdog.md)."""
+    result = refused[case]
+    assert result.get("failed") and named in result["msg"], result
+    assert "set sglang_watch_enabled: false on those hosts" in result["msg"]
 
 
 SMG_SPELLINGS = """if True:

@@ -107,6 +107,13 @@ def router_flag_problems(extra_args: dict, owned: dict, secret_flags: list | Non
     )
 
 
+def router_retry_problems(extra_args: dict, workers: list, hostvars) -> list[str]:
+    """fleet.retry_problems for the router's workers that run the stall watchdog (sglang_watch_enabled, default
+    true as in the deploy play)."""
+    watched = [h for h in workers if h in hostvars and flags.is_truthy(hostvars[h].get("sglang_watch_enabled", True))]
+    return fleet.retry_problems(extra_args, watched)
+
+
 def router_key_mismatch(workers: list, hostvars, router_key: object) -> list[str]:
     """fleet.key_mismatch for the router's workers, each one's key its sglang_api_key."""
     # .get: sglang_server_allow_open_bind is a default of a role that the router play does not run.
@@ -222,6 +229,7 @@ class FilterModule:
             "sglang_result_text": _checked(validate.result_text),
             "sglang_key_problems": key_problems,
             "sglang_router_flag_problems": router_flag_problems,
+            "sglang_router_retry_problems": router_retry_problems,
             "sglang_router_key_mismatch": router_key_mismatch,
             "sglang_router_argv": fleet.router_argv,
             "sglang_router_worker": router_worker,

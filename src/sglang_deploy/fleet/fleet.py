@@ -101,6 +101,32 @@ def router_argv(args: dict) -> list[str]:
     return argv
 
 
+def retry_problems(extra_args: dict, watched: list[str]) -> list[str]:
+    """Why smg flags of sglang_router_extra_args would lose requests at a stall watchdog's restart of one of the
+    ``watched`` workers: the watchdog drains the stalled server and restarts it, and smg resends what it had sent
+    there to another worker only while its retries are on (smg 1.13.0: --disable-retries, --retry-max-retries 1 or
+    less, --max-buffered-request-bytes 0 forfeit them; docs/watchdog.md)."""
+    if not watched:
+        return []
+    found = []
+    for name, value in (extra_args or {}).items():
+        flag = str(name).lstrip("-").replace("_", "-")
+        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        if (
+            (flag == "disable-retries" and value not in (False, None))
+            or (flag == "retry-max-retries" and number is not None and number <= 1)
+            or (flag == "max-buffered-request-bytes" and number == 0)
+        ):
+            found.append(f"{flag}: {value!r}")
+    if not found:
+        return []
+    return [
+        f"sglang_router_extra_args {', '.join(found)} turns smg's retries off, and the stall watchdog runs on "
+        f"{', '.join(sorted(watched))}: the requests a stalled server holds would fail at the watchdog's restart "
+        "instead of going to another replica. Remove it, or set sglang_watch_enabled: false on those hosts"
+    ]
+
+
 def summary(hosts: list[str], previous: dict, results: dict, profile: str, routed: bool) -> list[dict]:
     """What each host serves after a (possibly stopped) run of ``profile`` and what the run did there: rows of
     {"host", "serves", "outcome" (deployed, unchanged, rolled back, failed, untouched), "state" (in words)}, and
