@@ -130,13 +130,15 @@ def wheel_venv(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def plain_collection(tmp_path_factory) -> tuple[Path, Path]:
     """(tarball, collections folder): plain `ansible-galaxy collection build` at the root, the tarball installed from
-    outside the checkout (its ansible.cfg's collections_path would find sglang.deploy already there)."""
+    outside the checkout (its ansible.cfg's collections_path would find sglang.deploy already there). --force: a
+    sglang.deploy of the same version in ~/.ansible/collections (a plain `ansible-galaxy collection install` of the
+    tarball puts it there) would make the install do nothing."""
     tmp = tmp_path_factory.mktemp("collection")
     galaxy = [BIN / "ansible-galaxy", "collection"]
     subprocess.run([*galaxy, "build", "--output-path", tmp], cwd=REPO, capture_output=True, check=True, timeout=300)
     (tarball,) = tmp.glob("sglang-deploy-*.tar.gz")
     subprocess.run(
-        [*galaxy, "install", "--offline", "-p", tmp / "c", tarball],
+        [*galaxy, "install", "--offline", "--force", "-p", tmp / "c", tarball],
         cwd=tmp,
         capture_output=True,
         check=True,
