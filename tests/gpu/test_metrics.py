@@ -262,11 +262,11 @@ def test_prometheus_evaluates_every_rule_and_the_stall_alert_stays_quiet_under_l
     assert gpu, "the GPU exporter's memory reading did not reach Prometheus"
 
 
-def test_the_stall_alert_fires_when_the_scheduler_stops_while_health_answers(watched):
+def test_the_stall_alert_fires_when_the_scheduler_stops(watched):
     """A real hang: SIGSTOP to SGLang's scheduler under the load (what a dead or stuck scheduler looks like from
     outside). The stall alert must go pending, then fire, within stall_seconds + stall_for and two scrape and
-    evaluation rounds; /health's answer meanwhile is recorded (sgl-project/sglang#6624: 200 with a dead scheduler).
-    SIGCONT then lets the load finish."""
+    evaluation rounds; /health's answer meanwhile is recorded (sgl-project/sglang#6624: 200 with a dead scheduler;
+    0.5.16 on an H100 gave none within 5 s). SIGCONT then lets the load finish."""
     schedulers = [p for p in watched.server.group_pids() if _comm(p).startswith("sglang::schedul")]
     assert schedulers, "no sglang::scheduler process in the server's group"
     for pid in schedulers:
