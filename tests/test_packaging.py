@@ -39,9 +39,10 @@ def site_of(venv: Path) -> Path:
 
 
 def run(venv: Path, cwd: Path, *argv: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(a) for a in argv], cwd=cwd, env=outside_env(venv, **env), capture_output=True, text=True, timeout=300
-    )
+    """argv as a fresh user in cwd: HOME there, so no sglang.deploy in ~/.ansible/collections (Ansible's first place
+    to look, before the Python path) stands in for the wheel's."""
+    env = outside_env(venv, HOME=str(cwd), **env)
+    return subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_one_install_gives_the_cli_and_the_collection(wheel_venv, tmp_path):
