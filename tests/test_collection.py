@@ -179,3 +179,28 @@ def test_every_modules_documentation_is_yaml_that_names_its_options():
         assert set(docs) == {"DOCUMENTATION", "EXAMPLES", "RETURN"}, path.name
         parsed = {key: yaml.safe_load(text) for key, text in docs.items()}
         assert parsed["DOCUMENTATION"]["module"] == path.stem and "options" in parsed["DOCUMENTATION"], path.name
+
+
+def test_the_filters_are_loaded_before_the_workers_fork(tmp_path):
+    """tools/vars_plugins/sglang_preload.py (ansible.cfg's vars_plugins) loads the collection's filter plugins in
+    ansible-playbook's own process, so a task's worker finds them loaded; without it, each worker imports them again."""
+    (tmp_path / "lookup_plugins").mkdir()
+    (tmp_path / "lookup_plugins" / "loaded.py").write_text(
+        "import sys\nfrom ansible.plugins.lookup import LookupBase\n\n\nclass LookupModule(LookupBase):\n"
+        "    def run(self, terms, variables=None, **kwargs):\n        return [','.join(sorted(m.rsplit('.', 1)[1] for m"
+        " in sys.modules if m.startswith('ansible_collections.sglang.deploy.plugins.filter.')))]\n"
+    )
+    play = (
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - debug: {msg: \"LOADED {{ lookup('loaded') }}\"}\n"
+    )
+    (tmp_path / "play.yml").write_text(play)
+    filters = ",".join(sorted(p.stem for p in (REPO / "plugins" / "filter").glob("*.py")))
+
+    def loaded(**env) -> str:
+        run = [BIN / "ansible-playbook", "-i", "localhost,", "-c", "local", tmp_path / "play.yml"]
+        env = {**os.environ, "ANSIBLE_CALLBACK_RESULT_FORMAT": "json", **env}
+        out = subprocess.run(run, cwd=REPO, env=env, capture_output=True, text=True, check=True)
+        return next(line for line in out.stdout.splitlines() if "LOADED" in line).split("LOADED ")[1].strip('"')
+
+    assert loaded() == filters
+    assert loaded(ANSIBLE_VARS_PLUGINS=str(tmp_path / "none")) == ""
