@@ -453,3 +453,11 @@ def test_retries_off_are_refused_only_where_a_watched_worker_could_lose_requests
     assert fleet.retry_problems(off, []) == []  # no watchdog behind the router: the operator's choice
     kept = {"disable-retries": False, "retry-max-retries": 3, "max-buffered-request-bytes": 4096, "log-json": True}
     assert fleet.retry_problems(kept, ["gpu-1"]) == []
+    # argparse takes an abbreviation, and the role renders a quoted number as the number
+    (short,) = fleet.retry_problems(
+        {"disable-retr": True, "retry-max-retri": "1", "max-buffered-request-b": "0"}, ["h"]
+    )
+    assert "disable-retr: True (--disable-retries), retry-max-retri: '1' (--retry-max-retries)" in short
+    assert "max-buffered-request-b: '0' (--max-buffered-request-bytes)" in short
+    assert fleet.retry_problems({"retry-max-retries": "3", "max-b": "4096"}, ["h"]) == []
+    assert fleet.retry_problems(["disable-retries"], ["h"]) == []  # not a mapping: router_flag_problems says so

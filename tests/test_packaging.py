@@ -41,7 +41,7 @@ def site_of(venv: Path) -> Path:
 def run(venv: Path, cwd: Path, *argv: str, **env: str) -> subprocess.CompletedProcess:
     """argv as a fresh user in cwd: HOME there, so no sglang.deploy in ~/.ansible/collections (Ansible's first place
     to look, before the Python path) stands in for the wheel's."""
-    env = outside_env(venv, HOME=str(cwd), **env)
+    env = outside_env(venv, **{"HOME": str(cwd), **env})
     return subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -105,7 +105,7 @@ def test_a_checkout_comes_before_the_installed_collection(wheel_venv, tmp_path, 
     if how == "SGLANG_DEPLOY_HOME":
         r = run(wheel_venv, tmp_path, "python", "-c", where, SGLANG_DEPLOY_HOME=str(REPO))
     else:
-        r = run(wheel_venv, REPO / "roles" / "sglang_server", "python", "-c", where)
+        r = run(wheel_venv, REPO / "roles" / "sglang_server", "python", "-c", where, HOME=str(tmp_path))
     assert Path(r.stdout.strip()) == REPO, r.stderr
 
 

@@ -6,6 +6,7 @@ import base64
 import json
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.sglang.deploy.plugins.plugin_utils import package
 
@@ -110,7 +111,10 @@ def router_flag_problems(extra_args: dict, owned: dict, secret_flags: list | Non
 def router_retry_problems(extra_args: dict, workers: list, hostvars) -> list[str]:
     """fleet.retry_problems for the router's workers that run the stall watchdog (sglang_watch_enabled, default
     true as in the deploy play)."""
-    watched = [h for h in workers if h in hostvars and flags.is_truthy(hostvars[h].get("sglang_watch_enabled", True))]
+    # Ansible's own truth, as the deploy play's `sglang_watch_enabled | bool` reads it.
+    watched = [
+        h for h in workers if h in hostvars and boolean(hostvars[h].get("sglang_watch_enabled", True), strict=False)
+    ]
     return fleet.retry_problems(extra_args, watched)
 
 

@@ -16,5 +16,8 @@ class VarsModule(BaseVarsPlugin):
     def get_vars(self, loader, path, entities, cache=True):
         if not VarsModule.loaded:
             VarsModule.loaded = True
-            filter_loader.get("sglang.deploy.sglang_escaped")  # loads every filter file of the collection
+            try:
+                filter_loader.get("sglang.deploy.sglang_escaped")  # loads every filter file of the collection
+            except Exception:  # noqa: BLE001 - only a speed-up: a play without the collection (no collections/ yet) runs on
+                pass
         return {}

@@ -101,23 +101,31 @@ def router_argv(args: dict) -> list[str]:
     return argv
 
 
-def retry_problems(extra_args: dict, watched: list[str]) -> list[str]:
+# smg 1.13.0's flags that forfeit its retries, and the value that does (None: the switch given at all).
+_RETRIES_OFF = {"disable-retries": None, "retry-max-retries": 1, "max-buffered-request-bytes": 0}
+
+
+def retry_problems(extra_args: object, watched: list[str]) -> list[str]:
     """Why smg flags of sglang_router_extra_args would lose requests at a stall watchdog's restart of one of the
     ``watched`` workers: the watchdog drains the stalled server and restarts it, and smg resends what it had sent
     there to another worker only while its retries are on (smg 1.13.0: --disable-retries, --retry-max-retries 1 or
-    less, --max-buffered-request-bytes 0 forfeit them; docs/watchdog.md)."""
-    if not watched:
-        return []
+    less, --max-buffered-request-bytes 0 forfeit them; docs/watchdog.md). A flag is also found by an abbreviation
+    (argparse takes one) and a number also when quoted."""
+    if not watched or not isinstance(extra_args, dict):
+        return []  # not a mapping: router_flag_problems says so
     found = []
-    for name, value in (extra_args or {}).items():
-        flag = str(name).lstrip("-").replace("_", "-")
-        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-        if (
-            (flag == "disable-retries" and value not in (False, None))
-            or (flag == "retry-max-retries" and number is not None and number <= 1)
-            or (flag == "max-buffered-request-bytes" and number == 0)
-        ):
-            found.append(f"{flag}: {value!r}")
+    for name, value in extra_args.items():
+        given = str(name).lstrip("-").replace("_", "-")
+        flag = next((f for f in _RETRIES_OFF if given and f.startswith(given)), None)
+        if flag is None or value is False or value is None:
+            continue
+        try:
+            number = None if isinstance(value, bool) else float(value)
+        except (TypeError, ValueError):
+            number = None
+        most = _RETRIES_OFF[flag]
+        if most is None or (number is not None and number <= most):
+            found.append(f"{given}: {value!r}" + (f" (--{flag})" if given != flag else ""))
     if not found:
         return []
     return [
