@@ -377,21 +377,26 @@ def boot(parts: Path, root: Path, binds: list[str], python: str, timeout: float 
     }
 
 
-def stop(root: Path, timeout: float = 30.0) -> None:
+def stop(root: Path, timeout: float = 120.0) -> None:
     try:
         unshare = int((root / "unshare.pid").read_text())
     except (OSError, ValueError) as exc:
         raise LabError(f"no lab booted under {root} (no unshare.pid)") from exc
     try:
-        os.kill(_pid(root), signal.SIGKILL)
+        systemd = _pid(root)
+        os.kill(systemd, signal.SIGKILL)
     except LabError:
-        pass
+        systemd = None
+    # Until both are gone: the namespace's processes end with its PID 1, which a loaded machine can take a while over.
+    left = [pid for pid in (unshare, systemd) if pid]
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and Path(f"/proc/{unshare}").exists():
+    while left and time.monotonic() < deadline:
         try:
-            if os.waitpid(unshare, os.WNOHANG)[0]:
-                break
+            os.waitpid(unshare, os.WNOHANG)
         except ChildProcessError:  # not our child: wait for it to go
             pass
+        left = [pid for pid in left if Path(f"/proc/{pid}").exists()]
         time.sleep(0.2)
+    if left:
+        raise LabError(f"the lab under {root} did not end within {timeout:g} s (pids {left} still there)")
     (root / "unshare.pid").unlink()
