@@ -322,3 +322,52 @@ def test_a_roll_stopped_before_any_server_restarted_says_that_every_replica_serv
         == "nextn failed here before its server restarted, which still serves baseline, roll stopped"
     )
     assert {h: started(h) for h in FLEET} == before
+
+
+def router_play(*args: str) -> subprocess.CompletedProcess:
+    """playbooks/router.yml on the lab fleet (the router play of site.yml)."""
+    cmd = [PLAYBOOK_BIN, "-i", str(REPO / "inventory" / "fleet-lab.yml"), "playbooks/router.yml", *args]
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0"}
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+
+
+def on_router(script: str) -> str:
+    done = subprocess.run(["docker", "exec", "sglang-fleet-router", "sh", "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+ROUTER_STATE = (
+    "sha256sum /etc/systemd/system/smg.service /etc/smg/workers.json /opt/smg/wheels/WHEELS.sha256;"
+    " stat -c '%a %U %G' /etc/smg/smg.env; systemctl is-active smg"
+)
+CONVERGED = "Write the service's systemd unit"  # a task of the convergence, named only where it ran
+
+
+@pytest.mark.lab
+@needs_fleet_lab
+def test_an_unchanged_router_skips_its_convergence_and_a_drifted_one_is_converged():
+    """The router play converges only when the router differs from what it writes (sglang_state_due): a drift on
+    the host (an edited unit, a worker left out of the list, the wheelhouse's digest, a mode) or in the inventory
+    (a flag) is converged on the next run, and the run after that changes nothing again."""
+    assert router_play().returncode == 0
+    good = on_router(ROUTER_STATE)
+    out = router_play()
+    assert out.returncode == 0 and CONVERGED not in out.stdout, out.stdout[-3000:]
+    assert re.search(r"sglang-fleet-router\s*: ok=\d+\s+changed=0 ", out.stdout)
+    on_router(
+        "echo '# drift' >> /etc/systemd/system/smg.service && chmod 0644 /etc/smg/smg.env"
+        " && echo other > /opt/smg/wheels/WHEELS.sha256"
+        ' && printf \'{"version": 1, "workers": []}\\n\' > /etc/smg/workers.json'
+    )
+    assert on_router(ROUTER_STATE) != good
+    out = router_play()
+    assert out.returncode == 0 and CONVERGED in out.stdout, out.stdout[-3000:]
+    assert on_router(ROUTER_STATE) == good
+    out = router_play("-e", "sglang_router_health_check_timeout=7")
+    assert out.returncode == 0 and CONVERGED in out.stdout, out.stdout[-3000:]
+    assert "--health-check-timeout-secs 7" in on_router("cat /etc/systemd/system/smg.service")
+    out = router_play()
+    assert out.returncode == 0 and CONVERGED in out.stdout, out.stdout[-3000:]
+    assert on_router(ROUTER_STATE) == good
+    assert CONVERGED not in router_play().stdout

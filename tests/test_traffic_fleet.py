@@ -137,6 +137,22 @@ def test_the_router_log_of_smg_1_13_0_counts_client_requests_once():
     assert router_log.parse_line(line.replace("status_code", "status")) is None
 
 
+# Two lines smg 1.13.0 wrote (the lab fleet, 2026-12-07) for one streamed request whose client closed the connection
+# after [DONE]: the second one counted it twice (molecule/fleet's capture, 39 for 36 answered).
+STREAM_FINISHED = '\x1b[2m2026-12-07 00:45:50\x1b[0m \x1b[32m INFO\x1b[0m \x1b[1mhttp_request\x1b[0m\x1b[1m{\x1b[0m\x1b[3mmethod\x1b[0m\x1b[2m=\x1b[0mPOST \x1b[3mpath\x1b[0m\x1b[2m=\x1b[0m/v1/chat/completions \x1b[3mversion\x1b[0m\x1b[2m=\x1b[0mHTTP/1.1 \x1b[3mmodule\x1b[0m\x1b[2m=\x1b[0m"smg" \x1b[3mrequest_id\x1b[0m\x1b[2m=\x1b[0m"chatcmpl-eOEM9VyGZ6MJSDDl8vhF7qHX" \x1b[3mstatus_code\x1b[0m\x1b[2m=\x1b[0m200 \x1b[3mlatency\x1b[0m\x1b[2m=\x1b[0m85932\x1b[1m}\x1b[0m\x1b[2m:\x1b[0m \x1b[2msmg::response\x1b[0m\x1b[2m:\x1b[0m \x1b[2mmodel_gateway/src/middleware/logging.rs\x1b[0m\x1b[2m:\x1b[0m\x1b[2m227:\x1b[0m finished processing request'
+STREAM_CLOSED = '\x1b[2m2026-12-07 00:45:50\x1b[0m \x1b[32m INFO\x1b[0m \x1b[1mhttp_request\x1b[0m\x1b[1m{\x1b[0m\x1b[3mmethod\x1b[0m\x1b[2m=\x1b[0mPOST \x1b[3mpath\x1b[0m\x1b[2m=\x1b[0m/v1/chat/completions \x1b[3mversion\x1b[0m\x1b[2m=\x1b[0mHTTP/1.1 \x1b[3mmodule\x1b[0m\x1b[2m=\x1b[0m"smg" \x1b[3mrequest_id\x1b[0m\x1b[2m=\x1b[0m"chatcmpl-eOEM9VyGZ6MJSDDl8vhF7qHX" \x1b[3mstatus_code\x1b[0m\x1b[2m=\x1b[0m200 \x1b[3mlatency\x1b[0m\x1b[2m=\x1b[0m85932\x1b[1m}\x1b[0m\x1b[2m:\x1b[0m \x1b[2msmg::response\x1b[0m\x1b[2m:\x1b[0m \x1b[2mmodel_gateway/src/middleware/logging.rs\x1b[0m\x1b[2m:\x1b[0m\x1b[2m399:\x1b[0m client closed the connection before the response stream ended'
+
+
+def test_a_stream_its_client_closed_after_the_end_is_counted_once():
+    got = router_log.collect([STREAM_FINISHED, STREAM_CLOSED])
+    assert got["requests"] == 1 and got["other"] == 0
+    as_json = next(x for x in FIXTURE.read_text().splitlines() if x.startswith("{") and "smg::response" in x)
+    closed = as_json.replace(
+        '"finished processing request"', '"client closed the connection before the response stream ended"'
+    )
+    assert router_log.parse_line(as_json) is not None and router_log.parse_line(closed) is None
+
+
 def test_the_router_module_reads_the_replicas_window_of_its_journal(monkeypatch, capsys):
     read = []
 

@@ -1,6 +1,7 @@
 """A counted load through the smg router, and a watch on one worker of its list (molecule/fleet's watchdog step).
 
---streams threads each send one streamed /v1/chat/completions after the other until --stop-file exists; a request
+--streams threads each send one streamed /v1/chat/completions after the other until --stop-file exists (or, with
+--requests, until that many were sent, then the watch ends too: the traffic capture's known load); a request
 is ok when it answers 200 and its stream ends with [DONE] and --max-tokens tokens (usage), else failed. A thread
 polls GET /workers every --poll s and records each change of --worker's state there (absent, or status/healthy).
 Prints one JSON object at the end: sent, ok, failed, the slowest request's seconds, the first errors, the worker's
@@ -88,16 +89,22 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--timeout", type=float, default=300, help="seconds one request may take")
     parser.add_argument("--poll", type=float, default=0.5)
+    parser.add_argument(
+        "--requests", type=int, default=0, help="send this many requests in all, then stop (0: no limit)"
+    )
     args = parser.parse_args()
     key, admin = os.environ["ROUTER_LOAD_API_KEY"], os.environ["ROUTER_LOAD_ADMIN_KEY"]
     lock = threading.Lock()
     counts = {"sent": 0, "ok": 0, "failed": 0, "slowest_s": 0.0}
     errors: list[dict] = []
     changes: list[dict] = []
+    streams_done = threading.Event()
 
     def stream() -> None:
         while not os.path.exists(args.stop_file):
             with lock:
+                if args.requests and counts["sent"] >= args.requests:
+                    return
                 counts["sent"] += 1
             start = time.monotonic()
             error = one(args, key)
@@ -110,7 +117,7 @@ def main() -> None:
 
     def watch() -> None:
         last = None
-        while not os.path.exists(args.stop_file):
+        while not (os.path.exists(args.stop_file) or streams_done.is_set()):
             state = worker_state(args, admin)
             if state != last:
                 changes.append({"at": time.monotonic(), "state": state})
@@ -118,11 +125,14 @@ def main() -> None:
             time.sleep(args.poll)
 
     started = time.monotonic()
-    threads = [threading.Thread(target=stream) for _ in range(args.streams)] + [threading.Thread(target=watch)]
-    for t in threads:
+    streams = [threading.Thread(target=stream) for _ in range(args.streams)]
+    watcher = threading.Thread(target=watch)
+    for t in [*streams, watcher]:
         t.start()
-    for t in threads:
+    for t in streams:
         t.join()
+    streams_done.set()
+    watcher.join()
     print(json.dumps({**counts, "started": started, "ended": time.monotonic(), "errors": errors, "changes": changes}))
 
 

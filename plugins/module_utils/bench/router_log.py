@@ -1,8 +1,8 @@
 """The smg router's view of a capture's window (module sglang_router_traffic): the client requests it answered, read
 from its journal. smg 1.13.0 logs one line per client request at INFO, its default, whatever the format (text, as
 the role runs it, or --log-json): the span `http_request{method, path, request_id, status_code, latency}` of target
-`smg::response`. No token counts, no body; a retry to another worker is not a line of its own (the request's line
-is its last answer). Its timestamps are whole seconds, so the arrivals come from the replicas; the router gives
+`smg::response` (a second one where the client closed a finished stream early: not counted). No token counts, no
+body; a retry to another worker is not a line of its own (the request's line is its last answer). Its timestamps are whole seconds, so the arrivals come from the replicas; the router gives
 how many client requests there were and how they were answered. Kept: counts by status class and path; never the
 request ids. smg has no runtime log switch (no /configure_logging, no log-level route), so nothing is turned on."""
 
@@ -16,6 +16,9 @@ from . import capture, trace, unit_capture
 # The requests a replica logs as request.finished: the generation routes smg forwards.
 GENERATION_PATHS = ("/generate", "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses")
 TARGET = "smg::response"
+# A streamed request whose client closed the connection after the stream's end (after [DONE]) has a second
+# smg::response line, of this message: the request was counted on its own line, not again.
+_CLOSED = "client closed the connection before the response stream ended"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # smg colours its text lines even off a terminal (NO_COLOR too)
 # The span as smg 1.13.0 writes it, its fields in this fixed order (tests/fixtures/smg-1.13.0-request-log.txt). The
 # path and the request id are the client's: a path has no space (HTTP/1.1's request line) but may hold '"', '=', '}';
@@ -23,7 +26,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # smg colours its text lines even off a t
 _SPAN = re.compile(
     r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +[A-Z]+ http_request\{method=([A-Z]+) path=(\S+)"
     r'(?: version=\S+)?(?: module="smg")? request_id="(?:[^"\\]|\\.)*" status_code=(\d{3}) latency=(\d+)\}: '
-    r"smg::response: "
+    r"smg::response: (?!\S+: " + _CLOSED + "$)"
 )
 
 
@@ -37,7 +40,8 @@ def parse_line(line: str) -> tuple | None:
             item = json.loads(line)
         except (ValueError, RecursionError):
             return None
-        span = item.get("span") if isinstance(item, dict) and item.get("target") == TARGET else None
+        ours = isinstance(item, dict) and item.get("target") == TARGET and item.get("message") != _CLOSED
+        span = item.get("span") if ours else None
         if not isinstance(span, dict) or span.get("name") != "http_request":
             return None
         method, path, status = span.get("method"), span.get("path"), span.get("status_code")
