@@ -28,6 +28,14 @@ def test_manifest_leaves_out_the_batch():
     assert fleet.manifest(WORKERS, ["gpu-1"]) == {"version": 1, "workers": WORKERS[1:]}
 
 
+def test_the_manifest_file_text_is_written_as_before():
+    """The one rendering of the file (its writer's content and the router's comparison): as to_nice_json wrote it,
+    so an unchanged fleet's list is not rewritten once on the upgrade."""
+    from ansible.plugins.filter.core import to_nice_json
+
+    assert fleet.manifest_text(WORKERS, ["gpu-1"]) == to_nice_json(fleet.manifest(WORKERS, ["gpu-1"])) + "\n"
+
+
 def test_a_worker_url_only_its_own_host_reaches_is_found_but_on_the_router_host():
     """The address rule is nodes.local_only's (test_nodes); here the URL's host is what it judges."""
     local = [

@@ -371,3 +371,16 @@ def test_an_unchanged_router_skips_its_convergence_and_a_drifted_one_is_converge
     assert out.returncode == 0 and CONVERGED in out.stdout, out.stdout[-3000:]
     assert on_router(ROUTER_STATE) == good
     assert CONVERGED not in router_play().stdout
+    # A restart lost with its run (the environment file changed, the play stopped before its handlers): the router
+    # started before the file is due, and restarts; an uninstalled smg is due, and installed again.
+    pid = on_router("systemctl show -p MainPID --value smg")
+    on_router("sleep 1; touch /etc/smg/smg.env")
+    out = router_play()
+    assert out.returncode == 0 and "started before /etc/smg/smg.env changed" in out.stdout, out.stdout[-3000:]
+    assert on_router("systemctl show -p MainPID --value smg") != pid
+    on_router("/opt/smg/venv-*/bin/python -m pip uninstall -q -y smg")
+    out = router_play()
+    assert out.returncode == 0 and "smg: /opt/smg/venv-" in out.stdout, out.stdout[-3000:]
+    out = router_play()
+    assert out.returncode == 0 and CONVERGED not in out.stdout, out.stdout[-3000:]
+    assert re.search(r"sglang-fleet-router\s*: ok=\d+\s+changed=0 ", out.stdout)

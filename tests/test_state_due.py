@@ -6,15 +6,24 @@ from __future__ import annotations
 import getpass
 import grp
 import hashlib
+import json
 import os
 import pwd
+import time
+
+import jinja2
+import pytest
+import yaml
+from ansible.module_utils import basic
 
 from ansible_collections.sglang.deploy.plugins.module_utils.state_due import (
-    absent,
     account_differs,
     dirs_differ,
     files_differ,
+    release,
 )
+from ansible_collections.sglang.deploy.plugins.modules import sglang_state_due
+from sglang_deploy.paths import REPO
 
 
 def wanted(path, text: str = "unit\n", mode: str = "0640") -> dict:
@@ -70,11 +79,23 @@ def test_folders_differ_by_mode_or_when_absent_or_no_folder(tmp_path):
     ]
 
 
-def test_an_installed_release_is_present_and_a_removed_one_absent(tmp_path):
-    (tmp_path / "lib" / "python3.11" / "site-packages" / "smg-1.13.0.dist-info").mkdir(parents=True)
-    pattern = str(tmp_path / "lib" / "python*" / "site-packages" / "smg-{}.dist-info")
-    assert absent([pattern.format("1.13.0")]) == []
-    assert absent([pattern.format("1.14.0")]) == [f"{pattern.format('1.14.0')}: absent"]
+def test_a_linked_folder_is_followed_and_a_file_on_the_way_is_reported_not_raised(tmp_path):
+    """The file module follows a link to a folder (a symlinked /opt/smg), so a link to one is as good; /etc/smg
+    being a file made every path under it raise NotADirectoryError."""
+    real, link, blocker = tmp_path / "real", tmp_path / "smg", tmp_path / "etc-smg"
+    real.mkdir(mode=0o750)
+    real.chmod(0o750)
+    link.symlink_to(real)
+    blocker.write_text("")
+    assert dirs_differ([{"path": str(link), "mode": "0750"}]) == []
+    assert files_differ([wanted(blocker / "workers.json")]) == [f"{blocker / 'workers.json'}: Not a directory"]
+    assert dirs_differ([{"path": str(blocker / "sub")}]) == [f"{blocker / 'sub'}: Not a directory"]
+
+
+def test_a_release_is_one_with_or_without_trailing_zeros():
+    """smg reports 1.13.0 for sglang_router_version 1.13 (or the reverse): a due every run, never converged away."""
+    assert release("1.13") == release("1.13.0") == release("1.13.0.0\n")
+    assert release("1.13.1") != release("1.13") != release("1.13.0rc1")
 
 
 def test_an_account_differs_when_absent_or_its_group_shell_or_home_changed():
@@ -87,3 +108,194 @@ def test_an_account_differs_when_absent_or_its_group_shell_or_home_changed():
     ]
     assert account_differs({**account, "user": "no-such-user-x"}) == ["user no-such-user-x: absent"]
     assert account_differs({**account, "group": "no-such-group-x"}) == ["group no-such-group-x: absent"]
+
+
+def run_module(monkeypatch, capsys, args: dict, commands: dict) -> dict:
+    """sglang_state_due's main() with ``args``; each command's argv[0..1] joined answers from ``commands``."""
+    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args}).encode())
+    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy")
+    ran = []
+
+    def run_command(self, argv, **kw):
+        ran.append(argv)
+        answer = commands[argv[0]]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+    with pytest.raises(SystemExit):
+        sglang_state_due.main()
+    result = json.loads(capsys.readouterr().out)
+    result["ran"] = ran
+    return result
+
+
+SHOW = "UnitFileState=enabled\nActiveState=active\nNeedDaemonReload=no\nMainPID={pid}\n"
+
+
+def test_the_module_reports_an_unchanged_host_as_nothing_due_and_never_as_changed(monkeypatch, capsys, tmp_path):
+    secret = tmp_path / "smg.env"
+    secret.write_text("SMG_API_KEY=sk-secret-value-1234\n")
+    secret.chmod(0o600)
+    monkeypatch.setattr(sglang_state_due, "process_start", lambda pid: time.time() + 60)
+    result = run_module(
+        monkeypatch,
+        capsys,
+        {
+            "files": [{"path": str(secret), "mode": "0600"}],
+            "secret_digests": {str(secret): hashlib.sha256(secret.read_bytes()).hexdigest()},
+            "installed": {"python": "/opt/smg/venv/bin/python", "name": "smg", "version": "1.13"},
+            "unit": "smg",
+            "restart_paths": [str(secret)],
+        },
+        {"/opt/smg/venv/bin/python": (0, "1.13.0\n", ""), "systemctl": (0, SHOW.format(pid=42), "")},
+    )
+    assert (result["changed"], result["differs"], result["newer"]) == (False, [], [])
+    assert result["ran"][1][:5] == [
+        "systemctl",
+        "show",
+        "-p",
+        "UnitFileState,ActiveState,NeedDaemonReload,MainPID",
+        "smg",
+    ]
+    assert "sk-secret-value-1234" not in json.dumps(result)
+    assert (
+        "secret_digests" not in result.get("invocation", {}).get("module_args", {})
+        or result["invocation"]["module_args"]["secret_digests"] == "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
+    )
+
+
+def test_the_module_finds_a_wrong_secret_a_broken_venv_a_stopped_unit_and_a_lost_restart(monkeypatch, capsys, tmp_path):
+    """The secret's digest comes from secret_digests; a venv whose python dangles is due, not a failed task; a
+    router started before its environment file changed missed the restart notified for it (M1)."""
+    secret, dist = tmp_path / "smg.env", tmp_path / "lib" / "python3.11" / "site-packages" / "smg-1.13.0.dist-info"
+    secret.write_text("SMG_API_KEY=new\n")
+    dist.mkdir(parents=True)
+    monkeypatch.setattr(sglang_state_due, "process_start", lambda pid: time.time() - 60)
+    args = {
+        "files": [{"path": str(secret)}],
+        "secret_digests": {str(secret): "0" * 64},
+        "installed": {"python": "/opt/smg/venv/bin/python", "name": "smg", "version": "1.13.0"},
+        "unit": "smg",
+        "restart_paths": [str(secret), str(tmp_path / "lib" / "python*" / "site-packages" / "smg-*.dist-info")],
+    }
+    result = run_module(
+        monkeypatch,
+        capsys,
+        args,
+        {
+            "/opt/smg/venv/bin/python": FileNotFoundError(2, "No such file or directory"),
+            "systemctl": (0, SHOW.format(pid=42), ""),
+        },
+    )
+    assert result["changed"] is False
+    assert result["newer"] == sorted([str(secret), str(dist)])
+    assert result["differs"] == [
+        f"{secret}: content",
+        "smg: /opt/smg/venv/bin/python fails (No such file or directory)",
+        f"unit smg: started before {', '.join(sorted([str(secret), str(dist)]))} changed",
+    ]
+    result = run_module(
+        monkeypatch,
+        capsys,
+        {**args, "files": [], "restart_paths": []},
+        {
+            "/opt/smg/venv/bin/python": (0, "1.12.2\n", ""),
+            "systemctl": (0, "UnitFileState=disabled\nActiveState=failed\nNeedDaemonReload=yes\nMainPID=0\n", ""),
+        },
+    )
+    assert result["differs"] == [
+        "smg: 1.12.2 installed, 1.13.0 wanted",
+        "unit smg: UnitFileState=disabled",
+        "unit smg: ActiveState=failed",
+        "unit smg: NeedDaemonReload=yes",
+    ]
+
+
+# The writer of each file and folder the router's comparison holds (roles/sglang_router/vars/main.yml), and the
+# task that includes it with its variables: a writer whose path, mode, owner or group drifts from its comparison
+# entry would make every run converge (and change something) without a test failing.
+WRITERS = {
+    "/etc/systemd/system/smg.service": (
+        "roles/sglang_service/tasks/files.yml",
+        "Write the service's systemd unit",
+        ("roles/sglang_router/tasks/configure.yml", "Write the router's secrets and unit"),
+    ),
+    "/etc/smg/smg.env": (
+        "roles/sglang_service/tasks/files.yml",
+        "Write the service's environment file",
+        ("roles/sglang_router/tasks/configure.yml", "Write the router's secrets and unit"),
+    ),
+    "/opt/smg/launch.py": (
+        "roles/sglang_service/tasks/launcher.yml",
+        "Install the launcher that keeps the secrets out of argv",
+        ("roles/sglang_router/tasks/install.yml", "Install the launcher that keeps the keys out of argv"),
+    ),
+    "/etc/smg/workers.json": (
+        "roles/sglang_fleet/tasks/workers.yml",
+        None,
+        ("roles/sglang_router/tasks/configure.yml", "Write the worker list the router reads"),
+    ),
+    "/etc/ansible/facts.d/sglang_router.fact": (
+        "roles/sglang_router/tasks/main.yml",
+        "Record the router for rolling deploys",
+        None,
+    ),
+    "/opt/smg/wheels/WHEELS.sha256": (
+        "roles/sglang_router/tasks/install.yml",
+        "Record the digest of the wheelhouse copied to the host",
+        None,
+    ),
+}
+
+
+def tasks(path: str) -> list[dict]:
+    return yaml.safe_load((REPO / path).read_text())
+
+
+def task(path: str, name: str | None) -> dict:
+    found = [t for t in tasks(path) if name is None or t.get("name") == name]
+    assert len(found) == 1, (path, name)
+    return found[0]
+
+
+def test_each_compared_file_and_folder_is_as_its_writer_task_writes_it():
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    rv = yaml.safe_load((REPO / "roles/sglang_router/vars/main.yml").read_text())
+    names = {
+        "sglang_router_service": "smg",
+        "sglang_router_config_dir": "/etc/smg",
+        "sglang_router_tools_dir": "/opt/smg",
+        "sglang_router_group": "smg",
+        "sglang_router_wheelhouse": "/wheels",
+    }
+
+    def render(value, context):
+        while isinstance(value, str) and "{{" in value:
+            value = env.from_string(value).render(context)
+        return value
+
+    for name in ("__sglang_router_env_path", "__sglang_router_manifest_path", "__sglang_router_wheels_digest_path"):
+        names[name] = render(rv[name], names)
+    record = {k: render(rv["__sglang_router_record"][k], names) for k in ("manifest", "owner", "group")}
+    names["__sglang_router_record"] = record
+    entries = [*rv["__sglang_router_files"], rv["__sglang_router_wheels_file"]]
+    compared = {
+        render(e["path"], names): {k: render(e.get(k), names) for k in ("mode", "owner", "group")} for e in entries
+    }
+    assert sorted(compared) == sorted(WRITERS)
+    for path, (writer_file, writer_name, caller) in WRITERS.items():
+        context = dict(names)
+        if caller:
+            for k, v in task(*caller).get("vars", {}).items():
+                context[k] = record if v == "{{ __sglang_router_record }}" else render(v, names)
+        args = next(v for k, v in task(writer_file, writer_name).items() if k.startswith("ansible.builtin."))
+        written = {k: render(args.get(k), context) for k in ("mode", "owner", "group")}
+        assert render(args["dest"], context) == path
+        assert compared[path] == written, path  # what the writer sets is compared, and only that
+
+    folders = task("roles/sglang_router/tasks/install.yml", "Create the router's folders")["ansible.builtin.file"]
+    assert {k: folders[k] for k in ("owner", "group", "mode")} == {
+        k: f"{{{{ item.{k} }}}}" for k in ("owner", "group", "mode")
+    }

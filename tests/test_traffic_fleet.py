@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import os
 import stat
 import subprocess
@@ -146,6 +147,12 @@ STREAM_CLOSED = '\x1b[2m2026-12-07 00:45:50\x1b[0m \x1b[32m INFO\x1b[0m \x1b[1mh
 def test_a_stream_its_client_closed_after_the_end_is_counted_once():
     got = router_log.collect([STREAM_FINISHED, STREAM_CLOSED])
     assert got["requests"] == 1 and got["other"] == 0
+    # another stream in the same second (whole-second stamps: only the message tells them apart) is a request too
+    other = [x.replace("eOEM9VyGZ6MJSDDl8vhF7qHX", "Zz9other0request0id000") for x in (STREAM_FINISHED, STREAM_CLOSED)]
+    assert router_log.collect([STREAM_FINISHED, other[0], STREAM_CLOSED, other[1]])["requests"] == 2
+    # smg without the source's file:line in its lines (another build's log format): the closed line still is none
+    bare = re.sub(r"\x1b\[2mmodel_gateway\S*\x1b\[0m\x1b\[2m:\x1b\[0m\x1b\[2m\d+:\x1b\[0m ", "", STREAM_CLOSED)
+    assert "logging.rs" not in bare and router_log.parse_line(bare) is None
     as_json = next(x for x in FIXTURE.read_text().splitlines() if x.startswith("{") and "smg::response" in x)
     closed = as_json.replace(
         '"finished processing request"', '"client closed the connection before the response stream ended"'

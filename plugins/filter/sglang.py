@@ -238,7 +238,7 @@ class FilterModule:
             "sglang_router_argv": fleet.router_argv,
             "sglang_router_worker": router_worker,
             "sglang_router_local_workers": fleet.local_workers,
-            "sglang_router_manifest": fleet.manifest,
+            "sglang_router_manifest": fleet.manifest_text,
             "sglang_fleet_summary": fleet_summary,
             "sglang_fleet_plan": fleet_plan,
             "sglang_fleet_after_failure": fleet.after_failure,

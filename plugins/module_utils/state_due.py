@@ -1,17 +1,17 @@
 """What differs on a host from the state a role converges it to (stdlib only; runs on hosts).
 
-One call compares every file (content digest, owner, group, mode), folder, installed path, account and unit the
+One call compares every file (content digest, owner, group, mode), folder, installed package, account and unit the
 role would otherwise check with a task each: a role skips its convergence only when nothing here differs, so a
-drift on the host (an edited unit, a removed venv, a stopped service) or in the inventory (a flag, a worker, a wheel:
+drift on the host (an edited unit, a broken venv, a stopped service) or in the inventory (a flag, a worker, a wheel:
 the digests it renders) still converges on the next run.
 """
 
 from __future__ import annotations
 
-import glob
 import grp
 import os
 import pwd
+import re
 import stat
 
 from .wheel_fetch import sha256_file
@@ -34,17 +34,19 @@ def _owner(st: os.stat_result, want: dict) -> list[str]:
     return out
 
 
-def _differ(entries: list[dict], is_kind, not_kind: str, content=lambda want: []) -> list[str]:
-    """``path: what`` for each entry ({path, owner?, group?, mode?}) that is absent, not of its kind or differs."""
+def _differ(entries: list[dict], is_kind, not_kind: str, content=lambda want: [], follow: bool = False) -> list[str]:
+    """``path: what`` for each entry ({path, owner?, group?, mode?}) that is absent, unreadable, not of its kind or
+    differs (a link is followed only with ``follow``)."""
     out = []
     for want in entries:
         path = want["path"]
         try:
-            st = os.lstat(path)
+            st = os.stat(path) if follow else os.lstat(path)
+            what = content(want) + _owner(st, want) if is_kind(st.st_mode) else [not_kind]
         except FileNotFoundError:
-            out.append(f"{path}: absent")
-            continue
-        what = content(want) + _owner(st, want) if is_kind(st.st_mode) else [not_kind]
+            what = ["absent"]
+        except OSError as e:  # a file where a folder should be on the way, no permission
+            what = [e.strerror or type(e).__name__]
         if what:
             out.append(f"{path}: {', '.join(what)}")
     return out
@@ -61,13 +63,20 @@ def files_differ(files: list[dict]) -> list[str]:
 
 
 def dirs_differ(dirs: list[dict]) -> list[str]:
-    """The folders ({path, owner?, group?, mode?}) that are absent, no folder or differ."""
-    return _differ(dirs, stat.S_ISDIR, "not a folder")
+    """The folders ({path, owner?, group?, mode?}) that are absent, no folder (a link to one is, as the file module
+    follows it) or differ."""
+    return _differ(dirs, stat.S_ISDIR, "not a folder", follow=True)
 
 
-def absent(patterns: list[str]) -> list[str]:
-    """The glob patterns that match nothing (an installed package's dist-info, a venv's interpreter)."""
-    return [f"{p}: absent" for p in patterns if not glob.glob(p)]
+def release(version: str) -> tuple:
+    """A version as pip compares releases: 1.13 and 1.13.0 alike (trailing zeros of the release dropped)."""
+    m = re.match(r"v?(\d+(?:\.\d+)*)(.*)", version.strip().lower())
+    if not m:
+        return (version.strip().lower(),)
+    numbers = [int(n) for n in m.group(1).split(".")]
+    while len(numbers) > 1 and numbers[-1] == 0:
+        numbers.pop()
+    return (*numbers, m.group(2))
 
 
 def account_differs(account: dict) -> list[str]:

@@ -8,10 +8,10 @@ DOCUMENTATION = r"""
 module: sglang_state_due
 short_description: Find what differs on a host from the files, folders, account and unit a role converges it to
 description:
-  - Compares, in one call, each of O(files) (its SHA-256, owner, group, mode), each of O(dirs), each pattern of
-    O(present), O(account) and O(unit) with what the role would write, and reports changed (something is due)
-    when one differs. A role runs its convergence only then, instead of one task per file to find the same.
-  - Changes nothing.
+  - Compares, in one call, each of O(files) (its SHA-256, owner, group, mode), each of O(dirs), the O(installed)
+    package, O(account) and O(unit) with what the role would write, and lists what differs in RV(differs). A role
+    runs its convergence only then, instead of one task per file to find the same.
+  - Changes nothing, and reports no change.
 version_added: "0.1.0"
 author: sglang-deploy maintainers (@sglang-deploy)
 options:
@@ -29,17 +29,25 @@ options:
     type: list
     elements: dict
     default: []
-  present:
-    description: Glob patterns that must match a path (an installed package's dist-info).
-    type: list
-    elements: str
-    default: []
+  installed:
+    description:
+      - A package that must be installed, C(python) (a venv's interpreter), C(name) and C(version). Due when that
+        interpreter fails to report the package's version or reports another release (1.13 and 1.13.0 are one).
+    type: dict
   account:
     description: The system account, C(user), C(group) (its primary group) and optional C(shell), C(home).
     type: dict
   unit:
     description: A systemd unit that must be enabled, active and loaded from its current file.
     type: str
+  restart_paths:
+    description:
+      - Files and glob patterns (the unit, its environment file, launcher, installed package) that O(unit)'s running
+        process must not predate. One modified after the process started is listed in RV(newer) (a restart notified
+        for it was lost) and makes the unit due.
+    type: list
+    elements: str
+    default: []
 notes:
   - Supports check mode (it changes nothing).
 """
@@ -49,9 +57,10 @@ EXAMPLES = r"""
   sglang_state_due:
     files: [{path: /etc/systemd/system/smg.service, sha256: "{{ unit_text | hash('sha256') }}", mode: "0644"}]
     dirs: [{path: /etc/smg, owner: root, group: smg, mode: "0750"}]
-    present: [/opt/smg/venv-1.13.0/lib/python*/site-packages/smg-1.13.0.dist-info]
+    installed: {python: /opt/smg/venv-1.13.0/bin/python, name: smg, version: 1.13.0}
     account: {user: smg, group: smg, shell: /usr/sbin/nologin, home: /nonexistent}
     unit: smg
+    restart_paths: [/etc/systemd/system/smg.service, /opt/smg/venv-1.13.0/lib/python*/site-packages/smg-1.13.0.dist-info]
   register: due
 """
 
@@ -61,15 +70,25 @@ differs:
   returned: always
   type: list
   elements: str
+newer:
+  description: The files of O(restart_paths) modified after the running unit's process started.
+  returned: always
+  type: list
+  elements: str
 """
 
+import glob
+
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sglang.deploy.plugins.module_utils.process_age import newer_files, process_start
 from ansible_collections.sglang.deploy.plugins.module_utils.state_due import (
-    absent,
     account_differs,
     dirs_differ,
     files_differ,
+    release,
 )
+
+VERSION = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
 
 
 def main() -> None:
@@ -78,9 +97,10 @@ def main() -> None:
             "files": {"type": "list", "elements": "dict", "default": []},
             "secret_digests": {"type": "dict", "default": {}, "no_log": True},
             "dirs": {"type": "list", "elements": "dict", "default": []},
-            "present": {"type": "list", "elements": "str", "default": []},
+            "installed": {"type": "dict"},
             "account": {"type": "dict"},
             "unit": {"type": "str"},
+            "restart_paths": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -88,17 +108,35 @@ def main() -> None:
     differs = (
         files_differ([{"sha256": p["secret_digests"].get(f["path"]), **f} for f in p["files"]])
         + dirs_differ(p["dirs"])
-        + absent(p["present"])
         + (account_differs(p["account"]) if p["account"] else [])
     )
+    if p["installed"]:
+        python, name, want = (str(p["installed"][k]) for k in ("python", "name", "version"))
+        try:
+            rc, out, err = module.run_command([python, "-c", VERSION, name], handle_exceptions=False)
+        except OSError as e:  # no interpreter there (a removed venv, a dangling link)
+            rc, out, err = 127, "", e.strerror or str(e)
+        if rc != 0:
+            differs.append(f"{name}: {python} fails ({(err.strip().splitlines() or [f'exit {rc}'])[-1]})")
+        elif release(out) != release(want):
+            differs.append(f"{name}: {out.strip()} installed, {want} wanted")
+    newer = []
     if p["unit"]:
         rc, out, _ = module.run_command(
-            ["systemctl", "show", "-p", "UnitFileState,ActiveState,NeedDaemonReload", p["unit"]]
+            ["systemctl", "show", "-p", "UnitFileState,ActiveState,NeedDaemonReload,MainPID", p["unit"]]
         )
         state = dict(line.split("=", 1) for line in out.splitlines() if "=" in line) if rc == 0 else {}
         want = {"UnitFileState": "enabled", "ActiveState": "active", "NeedDaemonReload": "no"}
         differs += [f"unit {p['unit']}: {k}={state.get(k, '?')}" for k, v in want.items() if state.get(k) != v]
-    module.exit_json(changed=bool(differs), differs=differs)
+        pid = int(state.get("MainPID", "0")) if state.get("MainPID", "").isdigit() else 0
+        if pid:
+            try:
+                newer = newer_files(process_start(pid), sorted({f for g in p["restart_paths"] for f in glob.glob(g)}))
+            except OSError:  # the process exited between the two reads: the unit's state above tells
+                pass
+        if newer:
+            differs.append(f"unit {p['unit']}: started before {', '.join(newer)} changed")
+    module.exit_json(changed=False, differs=differs, newer=newer, msg="; ".join(differs) or "nothing differs")
 
 
 if __name__ == "__main__":

@@ -2,9 +2,9 @@
 from its journal. smg 1.13.0 logs one line per client request at INFO, its default, whatever the format (text, as
 the role runs it, or --log-json): the span `http_request{method, path, request_id, status_code, latency}` of target
 `smg::response` (a second one where the client closed a finished stream early: not counted). No token counts, no
-body; a retry to another worker is not a line of its own (the request's line is its last answer). Its timestamps are whole seconds, so the arrivals come from the replicas; the router gives
-how many client requests there were and how they were answered. Kept: counts by status class and path; never the
-request ids. smg has no runtime log switch (no /configure_logging, no log-level route), so nothing is turned on."""
+body; a retry to another worker is not a line of its own (the request's line is its last answer). Its timestamps
+are whole seconds, so the arrivals come from the replicas; the router gives how many client requests there were and
+how they were answered. Kept: counts by status class and path; never the request ids. smg has no runtime log switch (no /configure_logging, no log-level route), so nothing is turned on."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # smg colours its text lines even off a t
 _SPAN = re.compile(
     r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d +[A-Z]+ http_request\{method=([A-Z]+) path=(\S+)"
     r'(?: version=\S+)?(?: module="smg")? request_id="(?:[^"\\]|\\.)*" status_code=(\d{3}) latency=(\d+)\}: '
-    r"smg::response: (?!\S+: " + _CLOSED + "$)"
+    r"smg::response: (?!(?:\S+: )?" + _CLOSED + "$)"  # with or without the source's file:line
 )
 
 

@@ -11,6 +11,7 @@ requests) and leaves the registry after a fixed settle time, without waiting for
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -36,6 +37,12 @@ def manifest(workers: list[dict], out: list[str] | tuple = ()) -> dict:
         "version": MANIFEST_VERSION,
         "workers": [{"id": wid, "url": url} for wid, url in seen.items() if wid not in set(out)],
     }
+
+
+def manifest_text(workers: list[dict], out: list[str] | tuple = ()) -> str:
+    """The text of the manifest file (its one rendering: the writer's content and the router's comparison): as
+    Ansible's to_nice_json writes it, with a final newline."""
+    return json.dumps(manifest(workers, out), indent=4, sort_keys=True, separators=(",", ": ")) + "\n"
 
 
 def local_workers(workers: list[dict], router_host: str) -> list[str]:
