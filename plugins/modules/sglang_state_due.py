@@ -16,7 +16,9 @@ version_added: "0.1.0"
 author: sglang-deploy maintainers (@sglang-deploy)
 options:
   files:
-    description: Files as the role writes them, each C(path), C(sha256) of its content (or in O(secret_digests)), and optional C(owner), C(group), C(mode) (octal string).
+    description:
+      - Files as the role writes them, each C(path), C(sha256) of its content (or in O(secret_digests)), and optional
+        C(owner), C(group), C(mode) (octal string).
     type: list
     elements: dict
     default: []
@@ -122,7 +124,7 @@ def main() -> None:
             differs.append(f"{name}: {out.strip()} installed, {want} wanted")
     newer = []
     if p["unit"]:
-        rc, out, _ = module.run_command(
+        rc, out, dummy = module.run_command(
             ["systemctl", "show", "-p", "UnitFileState,ActiveState,NeedDaemonReload,MainPID", p["unit"]]
         )
         state = dict(line.split("=", 1) for line in out.splitlines() if "=" in line) if rc == 0 else {}

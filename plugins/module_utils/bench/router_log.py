@@ -4,7 +4,8 @@ the role runs it, or --log-json): the span `http_request{method, path, request_i
 `smg::response` (a second one where the client closed a finished stream early: not counted). No token counts, no
 body; a retry to another worker is not a line of its own (the request's line is its last answer). Its timestamps
 are whole seconds, so the arrivals come from the replicas; the router gives how many client requests there were and
-how they were answered. Kept: counts by status class and path; never the request ids. smg has no runtime log switch (no /configure_logging, no log-level route), so nothing is turned on."""
+how they were answered. Kept: counts by status class and path; never the request ids. smg has no runtime log switch
+(no /configure_logging, no log-level route), so nothing is turned on."""
 
 from __future__ import annotations
 
