@@ -73,6 +73,16 @@ def lab_exclusive(request):
         request.getfixturevalue("lab_lock")
 
 
+@pytest.fixture(autouse=True)
+def unit_results(request, monkeypatch):
+    """A unit test's controller results (sglang_deploy.paths.RESULTS) are a folder of its own: a stand-in deploy's
+    deploys.json or a compare's report never lands in the checkout's results/, and no estimate reads them there."""
+    if request.node.get_closest_marker("unit"):
+        from sglang_deploy import paths
+
+        monkeypatch.setattr(paths, "RESULTS", request.getfixturevalue("tmp_path") / "results")
+
+
 def _checkout_copy(dest: Path) -> Path:
     """The tree's files as git sees them (tracked and new, not ignored): no build/, egg-info or results of this one."""
     listed = subprocess.run(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from sglang_deploy import paths
+from sglang_deploy.compare import estimate
 from sglang_deploy.paths import REPO
 
 from . import runner
@@ -28,9 +30,10 @@ def deploy(
     """Deploy a launch profile with site.yml and benchmark it (unless sglang_benchmark_enabled is false).
 
     tags: only these phases, comma-separated: install, model, configure, restart, benchmark (PHASES); validation runs
-    always."""
+    always. A run that passed and restarted a server is kept in that host's results/<host>/deploys.json, for the
+    time estimate of compare and tune (compare.estimate.record_deploys)."""
     ev = {**(extravars or {}), "profile": profile}
-    return runner.run_playbook(
+    result = runner.run_playbook(
         "site.yml",
         inventory=inventory,
         limit=limit,
@@ -40,6 +43,8 @@ def deploy(
         profile=profile,
         tags=tags,
     )
+    estimate.record_deploys(paths.RESULTS, result)
+    return result
 
 
 def status(inventory=None, limit: str | None = None, on_event: EventHandler | None = None) -> StatusResult:
