@@ -20,7 +20,10 @@ UNIT = "Write the server's environment file and the systemd unit of the profile"
 LAUNCHER = "Install the launcher"
 # phase -> (a task it runs, a task of another phase it leaves out)
 PHASE_TASKS = {
-    "install": ("sglang_service : Create the service account", UNIT),
+    "install": (
+        "sglang_server : Find whether the service account or the server's folders differ from what the role creates",
+        UNIT,
+    ),
     "model": ("Fetch, verify and install the checkpoint of the model lock", LAUNCHER),
     "configure": (UNIT, LAUNCHER),
     "restart": ("sglang_server : Wait for the server to be ready and to answer sanely", UNIT),

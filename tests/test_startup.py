@@ -276,39 +276,69 @@ def test_the_stack_venv_is_byte_compiled_at_install():
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="sets owners: run as root (CI does)")
 def test_the_cache_folders_are_never_made_through_a_link(tmp_path):
-    """The role's folder tasks (roles/sglang_server/tasks/install.yml) as it is, on this machine: the cache root is
-    root's, and a cache root the service account swapped for a link is refused, its target left as it was."""
+    """The role's comparison and folder tasks (roles/sglang_server/tasks/install.yml, install_converge.yml) as they
+    are, on this machine: the cache root is root's, a second run finds nothing due, and a cache root the service
+    account swapped for a link is due and refused, its target left as it was."""
     from ansible_json import run_playbook
 
-    tasks = [
+    server = REPO / "roles" / "sglang_server"
+    due = next(
         t
-        for t in yaml.safe_load((REPO / "roles" / "sglang_server" / "tasks" / "install.yml").read_text())
-        if "cache folder" in t.get("name", "")
+        for t in yaml.safe_load((server / "tasks" / "install.yml").read_text())
+        if "sglang.deploy.sglang_state_due" in t
+    )
+    folders = [
+        t
+        for t in yaml.safe_load((server / "tasks" / "install_converge.yml").read_text())
+        if "ansible.builtin.file" in t
     ]
+    folder_vars = yaml.safe_load((server / "vars" / "main.yml").read_text())
     settings = {
         "sglang_server_home": str(tmp_path / "home"),
         "sglang_server_config_dir": str(tmp_path / "etc"),
         "__sglang_server_last_good_dir": str(tmp_path / "etc" / "last-good"),
         "sglang_server_cache_root": str(tmp_path / "cache"),
         "__sglang_server_cache_dir": str(tmp_path / "cache" / "no-stack"),
+        "sglang_server_tools_dir": str(tmp_path / "tools"),
+        **{k: folder_vars[k] for k in ("__sglang_server_dirs", "__sglang_server_cache_dir_entry")},
         "sglang_server_user": "nobody",
         "sglang_server_group": "root",
         "ansible_python_interpreter": sys.executable,
     }
-    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False, "vars": settings, "tasks": tasks}]
+    compare = {
+        "name": due["name"],
+        "sglang.deploy.sglang_state_due": {"dirs": due["sglang.deploy.sglang_state_due"]["dirs"]},
+    }
+    play = [
+        {
+            "hosts": "localhost",
+            "connection": "local",
+            "gather_facts": False,
+            "vars": settings,
+            "tasks": [compare, *folders],
+        }
+    ]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
-    out, _ = run_playbook(["-i", "localhost,", "play.yml"], tmp_path)
-    assert out.returncode == 0, out.stdout[-2000:]
+
+    def run():
+        out, report = run_playbook(["-i", "localhost,", "play.yml"], tmp_path)
+        result = report["plays"][0]["tasks"][0]["hosts"]["localhost"]
+        assert "differs" in result, result
+        return out, result["differs"]
+
+    out, differs = run()
+    assert out.returncode == 0 and len(differs) == 6, out.stdout[-2000:]
     st = os.stat(tmp_path / "cache")
     assert (st.st_uid, oct(st.st_mode & 0o777)) == (0, "0o750")
     assert os.stat(tmp_path / "cache" / "no-stack").st_uid == pwd.getpwnam("nobody").pw_uid
+    assert run()[1] == []  # as the task made them
     target = tmp_path / "elsewhere"
     target.mkdir(mode=0o700)
     (tmp_path / "cache" / "no-stack").rmdir()
     (tmp_path / "cache").rmdir()
     (tmp_path / "cache").symlink_to(target)
-    out, _ = run_playbook(["-i", "localhost,", "play.yml"], tmp_path)
-    assert out.returncode != 0
+    out, differs = run()
+    assert out.returncode != 0 and differs[0] == f"{tmp_path / 'cache'}: not a folder", differs
     st = os.stat(target)
     assert (st.st_uid, oct(st.st_mode & 0o777)) == (0, "0o700") and not (target / "no-stack").exists()
 

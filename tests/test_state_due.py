@@ -16,6 +16,7 @@ import pytest
 import yaml
 from ansible.module_utils import basic
 
+from ansible_collections.sglang.deploy.plugins.module_utils import state_due
 from ansible_collections.sglang.deploy.plugins.module_utils.state_due import (
     account_differs,
     dirs_differ,
@@ -92,6 +93,18 @@ def test_a_linked_folder_is_followed_and_a_file_on_the_way_is_reported_not_raise
     assert dirs_differ([{"path": str(blocker / "sub")}]) == [f"{blocker / 'sub'}: Not a directory"]
 
 
+def test_a_link_where_a_folder_is_made_with_follow_false_differs(tmp_path):
+    """The server's folders are never made through a link (the file module with follow: false fails on one): a link
+    there must make the comparison due, so that the convergence fails loudly, not skip it."""
+    real, link = tmp_path / "real", tmp_path / "home"
+    real.mkdir(mode=0o750)
+    real.chmod(0o750)
+    link.symlink_to(real)
+    assert dirs_differ([{"path": str(real), "mode": "0750", "follow": False}]) == []
+    assert dirs_differ([{"path": str(link), "mode": "0750", "follow": False}]) == [f"{link}: not a folder"]
+    assert dirs_differ([{"path": str(link), "mode": "0750", "follow": True}]) == []
+
+
 def test_a_release_is_one_with_or_without_trailing_zeros():
     """smg reports 1.13.0 for sglang_router_version 1.13 (or the reverse): a due every run, never converged away."""
     assert release("1.13") == release("1.13.0") == release("1.13.0.0\n")
@@ -108,6 +121,24 @@ def test_an_account_differs_when_absent_or_its_group_shell_or_home_changed():
     ]
     assert account_differs({**account, "user": "no-such-user-x"}) == ["user no-such-user-x: absent"]
     assert account_differs({**account, "group": "no-such-group-x"}) == ["group no-such-group-x: absent"]
+
+
+def test_an_account_differs_when_a_group_it_joins_exists_and_does_not_list_it(monkeypatch):
+    """The user module's append adds the account to each group of sglang_service_groups (the device groups that
+    exist on the host): a group absent on the host is left out, and only a group's own member list counts."""
+    me = pwd.getpwuid(os.getuid())
+    primary = grp.getgrgid(me.pw_gid)
+    host = {
+        primary.gr_name: grp.struct_group((primary.gr_name, "x", primary.gr_gid, [])),
+        "video": grp.struct_group(("video", "x", 44, ["other", me.pw_name])),
+        "render": grp.struct_group(("render", "x", 105, ["other"])),
+    }
+    monkeypatch.setattr(state_due.grp, "getgrnam", lambda name: host[name])  # KeyError for a group not there
+    account = {"user": me.pw_name, "group": primary.gr_name, "groups": ["video", "no-such-group-x"]}
+    assert account_differs(account) == []
+    assert account_differs({**account, "groups": ["render", "video", primary.gr_name]}) == [
+        f"user {me.pw_name}: not in render, {primary.gr_name}"
+    ]
 
 
 def run_module(monkeypatch, capsys, args: dict, commands: dict) -> dict:
@@ -299,3 +330,107 @@ def test_each_compared_file_and_folder_is_as_its_writer_task_writes_it():
     assert {k: folders[k] for k in ("owner", "group", "mode")} == {
         k: f"{{{{ item.{k} }}}}" for k in ("owner", "group", "mode")
     }
+
+
+def test_the_module_reads_a_folders_follow_as_ansible_reads_a_boolean(monkeypatch, capsys, tmp_path):
+    """A follow of "no" (a string from a template) is false: a truthy string would follow the link unseen."""
+    real, link = tmp_path / "real", tmp_path / "home"
+    real.mkdir()
+    link.symlink_to(real)
+    result = run_module(monkeypatch, capsys, {"dirs": [{"path": str(link), "follow": "no"}, {"path": str(link)}]}, {})
+    assert result["differs"] == [f"{link}: not a folder"]
+
+
+def expression(value, context: dict, env: jinja2.Environment):
+    """A role variable's value as Ansible templates it: one ``{{ expression }}`` keeps its type."""
+    if isinstance(value, list):
+        return [expression(v, context, env) for v in value]
+    text = value.strip() if isinstance(value, str) else ""
+    if text.startswith("{{") and text.endswith("}}") and text.count("{{") == 1:
+        return expression(env.compile_expression(text[2:-2].strip())(**context), context, env)
+    return env.from_string(value).render(context) if isinstance(value, str) and "{{" in value else value
+
+
+# The server's folders, as the security rule wants them (roles/sglang_server/vars/main.yml): never made through a link
+# but the tools folder; the service account owns its home and the stack's cache folder only.
+SERVER_DIRS = {
+    "/var/lib/sglang": ("sglang", "sglang", "0750", False),
+    "/etc/sglang": ("root", "sglang", "0750", False),
+    "/etc/sglang/last-good": ("root", "sglang", "0700", False),
+    "/var/cache/sglang": ("root", "sglang", "0750", False),
+    "/opt/sglang-deploy": (None, None, "0755", True),
+    "/var/cache/sglang/stack": ("sglang", "sglang", "0750", False),
+}
+
+
+def test_the_servers_account_and_folders_are_compared_as_the_install_phase_creates_them():
+    """The folders install.yml compares are those install_converge.yml creates, from the same variables, each key
+    passed as given; the account compared is the one sglang_service's account.yml creates with the server's
+    names, in the device groups of sglang_server_device_groups that exist on the host."""
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["combine"] = lambda a, b: {**a, **b}
+    rv = yaml.safe_load((REPO / "roles/sglang_server/vars/main.yml").read_text())
+    context = {
+        "sglang_server_user": "sglang",
+        "sglang_server_group": "sglang",
+        "sglang_server_home": "/var/lib/sglang",
+        "sglang_server_config_dir": "/etc/sglang",
+        "sglang_server_cache_root": "/var/cache/sglang",
+        "__sglang_server_cache_dir": "/var/cache/sglang/stack",
+        "sglang_server_tools_dir": "/opt/sglang-deploy",
+        "sglang_server_device_groups": ["video", "render"],
+        "__sglang_service_account": yaml.safe_load((REPO / "roles/sglang_service/vars/main.yml").read_text())[
+            "__sglang_service_account"
+        ],
+    }
+    context["__sglang_server_last_good_dir"] = expression(rv["__sglang_server_last_good_dir"], context, env)
+    install = "roles/sglang_server/tasks/install.yml"
+    converge = "roles/sglang_server/tasks/install_converge.yml"
+    due = task(install, "Find whether the service account or the server's folders differ from what the role creates")
+    order = [t["name"] for t in tasks(converge)]
+    makers = [task(converge, "Create the server's home, configuration, cache and tools folders")]
+    makers.append(task(converge, "Create the stack's cache folder"))  # after the others: not through a link found
+    assert order.index(makers[0]["name"]) < order.index(makers[1]["name"])
+    keys = ("owner", "group", "mode", "follow")
+    for maker in makers:
+        assert {k: maker["ansible.builtin.file"][k] for k in ("path", *keys)} == {
+            "path": "{{ item.path }}",
+            "owner": "{{ item.owner | default(omit) }}",
+            "group": "{{ item.group | default(omit) }}",
+            "mode": "{{ item.mode }}",
+            "follow": "{{ item.follow | default(true) }}",  # the comparison's default too (sglang_state_due's docs)
+        }
+    lists = {k: rv[k] for k in ("__sglang_server_dirs", "__sglang_server_cache_dir_entry")}
+    created = [e for maker in makers for e in expression(maker["loop"], {**context, **lists}, env)]
+    assert expression(due["sglang.deploy.sglang_state_due"]["dirs"], {**context, **lists}, env) == created
+    dirs = {}
+    for entry in created:
+        assert set(entry) <= {"path", *keys}, entry  # a key the file task does not pass would be compared alone
+        dirs[expression(entry["path"], context, env)] = tuple(
+            expression(entry.get(k), context, env) for k in ("owner", "group", "mode")
+        ) + (entry.get("follow", True),)
+    assert dirs == SERVER_DIRS
+
+    made = task(converge, "Create the service account")
+    names = ("sglang_service_user", "sglang_service_group", "sglang_service_home")
+    written = {k: expression(made["vars"][k], context, env) for k in names}
+    context.update({k: expression(v, context, env) for k, v in due.get("vars", {}).items()})
+    context["__sglang_service_account"] = {
+        k: expression(v, context, env) for k, v in context["__sglang_service_account"].items()
+    }
+    compared = expression(rv["__sglang_server_account"], context, env)
+    account_yml = "roles/sglang_service/tasks/account.yml"
+    user = task(account_yml, "Create the service account")["ansible.builtin.user"]
+    assert (user["shell"], user["home"]) == (
+        "{{ __sglang_service_account.shell }}",
+        "{{ __sglang_service_account.home }}",
+    )
+    assert compared == {
+        "user": written["sglang_service_user"],
+        "group": written["sglang_service_group"],
+        "groups": ["video", "render"],
+        "shell": "/usr/sbin/nologin",
+        "home": written["sglang_service_home"],
+    }
+    getent = {"ansible_facts": {"getent_group": {"video": [], "render": []}}}  # every one there: all joined
+    assert expression(made["vars"]["sglang_service_groups"], {**context, **getent}, env) == compared["groups"]

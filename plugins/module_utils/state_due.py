@@ -35,13 +35,13 @@ def _owner(st: os.stat_result, want: dict) -> list[str]:
 
 
 def _differ(entries: list[dict], is_kind, not_kind: str, content=lambda want: [], follow: bool = False) -> list[str]:
-    """``path: what`` for each entry ({path, owner?, group?, mode?}) that is absent, unreadable, not of its kind or
-    differs (a link is followed only with ``follow``)."""
+    """``path: what`` for each entry ({path, owner?, group?, mode?, follow?}) that is absent, unreadable, not of its
+    kind or differs (a link is followed only with the entry's ``follow``, else ``follow``)."""
     out = []
     for want in entries:
         path = want["path"]
         try:
-            st = os.stat(path) if follow else os.lstat(path)
+            st = os.stat(path) if want.get("follow", follow) else os.lstat(path)
             what = content(want) + _owner(st, want) if is_kind(st.st_mode) else [not_kind]
         except FileNotFoundError:
             what = ["absent"]
@@ -63,8 +63,8 @@ def files_differ(files: list[dict]) -> list[str]:
 
 
 def dirs_differ(dirs: list[dict]) -> list[str]:
-    """The folders ({path, owner?, group?, mode?}) that are absent, no folder (a link to one is, as the file module
-    follows it) or differ."""
+    """The folders ({path, owner?, group?, mode?, follow?}) that are absent, no folder or differ. A link to one is one,
+    as the file module follows it; not with ``follow: false``, on which the file module with follow false fails."""
     return _differ(dirs, stat.S_ISDIR, "not a folder", follow=True)
 
 
@@ -80,8 +80,9 @@ def release(version: str) -> tuple:
 
 
 def account_differs(account: dict) -> list[str]:
-    """What differs of the system account ({user, group, shell?, home?}): absent, or its primary group, shell or
-    home."""
+    """What differs of the system account ({user, group, shell?, home?, groups?}): absent, or its primary group,
+    shell or home, or a group of ``groups`` that exists and does not list it (the user module's append adds it
+    there; one absent on the host is left out, as the role's own account task leaves it out)."""
     try:
         group = grp.getgrnam(account["group"])
     except KeyError:
@@ -99,4 +100,13 @@ def account_differs(account: dict) -> list[str]:
         )
         if have != want
     ]
+    missing = []
+    for name in account.get("groups") or []:
+        try:
+            if account["user"] not in grp.getgrnam(name).gr_mem:
+                missing.append(name)
+        except KeyError:  # no such group on the host: nothing to join
+            pass
+    if missing:
+        what.append(f"not in {', '.join(missing)}")
     return [f"user {account['user']}: {', '.join(what)}"] if what else []

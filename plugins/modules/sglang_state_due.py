@@ -27,7 +27,9 @@ options:
     type: dict
     default: {}
   dirs:
-    description: Folders, each C(path) and optional C(owner), C(group), C(mode).
+    description:
+      - Folders, each C(path) and optional C(owner), C(group), C(mode), C(follow) (default true, a link to a folder
+        is one, as the file module follows it; false, a link there differs, as the file module fails on it).
     type: list
     elements: dict
     default: []
@@ -37,7 +39,10 @@ options:
         interpreter fails to report the package's version or reports another release (1.13 and 1.13.0 are one).
     type: dict
   account:
-    description: The system account, C(user), C(group) (its primary group) and optional C(shell), C(home).
+    description:
+      - The system account, C(user), C(group) (its primary group) and optional C(shell), C(home) and C(groups)
+        (further groups it must be a member of, as the user module's append makes it; one absent on the host is
+        left out).
     type: dict
   unit:
     description: A systemd unit that must be enabled, active and loaded from its current file.
@@ -82,6 +87,7 @@ newer:
 import glob
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible_collections.sglang.deploy.plugins.module_utils.process_age import newer_files, process_start
 from ansible_collections.sglang.deploy.plugins.module_utils.state_due import (
     account_differs,
@@ -109,7 +115,7 @@ def main() -> None:
     p = module.params
     differs = (
         files_differ([{"sha256": p["secret_digests"].get(f["path"]), **f} for f in p["files"]])
-        + dirs_differ(p["dirs"])
+        + dirs_differ([{**d, "follow": boolean(d.get("follow", True))} for d in p["dirs"]])
         + (account_differs(p["account"]) if p["account"] else [])
     )
     if p["installed"]:
