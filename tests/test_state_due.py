@@ -150,6 +150,8 @@ def run_module(monkeypatch, capsys, args: dict, commands: dict) -> dict:
     def run_command(self, argv, **kw):
         ran.append(argv)
         answer = commands[argv[0]]
+        if callable(answer):
+            answer = answer(argv)
         if isinstance(answer, Exception):
             raise answer
         return answer
@@ -242,6 +244,53 @@ def test_the_module_finds_a_wrong_secret_a_broken_venv_a_stopped_unit_and_a_lost
         "unit smg: ActiveState=failed",
         "unit smg: NeedDaemonReload=yes",
     ]
+
+
+def test_the_module_compares_each_of_several_units_by_its_own_state_and_restart_paths(monkeypatch, capsys, tmp_path):
+    """A watchdog's timer (enabled, active: no process), its oneshot service (only loaded from its current file: the
+    timer starts it) and an exporter started before its modules changed (a lost restart); unit and units together."""
+    unit_file, module, other = tmp_path / "exporter.service", tmp_path / "mods" / "watchdog.py", tmp_path / "x.py"
+    module.parent.mkdir()
+    for f in (unit_file, module, other):
+        f.write_text("")
+    os.utime(unit_file, (time.time() - 600, time.time() - 600))
+    monkeypatch.setattr(sglang_state_due, "process_start", lambda pid: {7: time.time() - 60}[pid])
+    shows = {
+        "watch.timer": "UnitFileState=enabled\nActiveState=active\nNeedDaemonReload=no\n",
+        "watch.service": "UnitFileState=static\nActiveState=inactive\nNeedDaemonReload=no\nMainPID=0\n",
+        "exporter": SHOW.format(pid=7),
+        "smg": SHOW.format(pid=0),
+    }
+    args = {
+        "unit": "smg",
+        "units": [
+            {"name": "watch.timer"},
+            {"name": "watch.service", "state": "loaded"},
+            {"name": "exporter", "restart_paths": [str(unit_file), str(module.parent / "*.py")]},
+        ],
+    }
+    result = run_module(monkeypatch, capsys, args, {"systemctl": lambda argv: (0, shows[argv[-1]], "")})
+    assert [argv[-1] for argv in result["ran"]] == ["smg", "watch.timer", "watch.service", "exporter"]
+    assert result["newer"] == [str(module)]  # the unit file is older than the process; x.py is no restart path
+    assert result["differs"] == [f"unit exporter: started before {module} changed"]
+    shows |= {
+        "watch.timer": "UnitFileState=disabled\nActiveState=inactive\nNeedDaemonReload=yes\n",
+        "watch.service": "UnitFileState=static\nActiveState=failed\nNeedDaemonReload=yes\nMainPID=0\n",
+        "exporter": "UnitFileState=enabled\nActiveState=failed\nNeedDaemonReload=no\nMainPID=0\n",
+    }
+    result = run_module(
+        monkeypatch, capsys, {"units": args["units"]}, {"systemctl": lambda argv: (0, shows[argv[-1]], "")}
+    )
+    assert (result["newer"], result["differs"]) == (
+        [],
+        [
+            "unit watch.timer: UnitFileState=disabled",
+            "unit watch.timer: ActiveState=inactive",
+            "unit watch.timer: NeedDaemonReload=yes",
+            "unit watch.service: NeedDaemonReload=yes",  # a failed run of a oneshot is the watchdog's, not a drift
+            "unit exporter: ActiveState=failed",
+        ],
+    )
 
 
 # The writer of each file and folder the router's comparison holds (roles/sglang_router/vars/main.yml), and the

@@ -9,8 +9,8 @@ module: sglang_state_due
 short_description: Find what differs on a host from the files, folders, account and unit a role converges it to
 description:
   - Compares, in one call, each of O(files) (its SHA-256, owner, group, mode), each of O(dirs), the O(installed)
-    package, O(account) and O(unit) with what the role would write, and lists what differs in RV(differs). A role
-    runs its convergence only then, instead of one task per file to find the same.
+    package, O(account), O(unit) and each of O(units) with what the role would write, and lists what differs in
+    RV(differs). A role runs its convergence only then, instead of one task per file to find the same.
   - Changes nothing, and reports no change.
 version_added: "0.1.0"
 author: sglang-deploy maintainers (@sglang-deploy)
@@ -45,7 +45,7 @@ options:
         left out).
     type: dict
   unit:
-    description: A systemd unit that must be enabled, active and loaded from its current file.
+    description: A systemd unit that must be enabled, active and loaded from its current file (one of O(units)).
     type: str
   restart_paths:
     description:
@@ -55,6 +55,28 @@ options:
     type: list
     elements: str
     default: []
+  units:
+    description: Systemd units, each compared as O(unit) is (after it, where both are given).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The unit.
+        type: str
+        required: true
+      state:
+        description:
+          - V(started) wants it enabled, active and loaded from its current file; V(loaded) only the last (a unit
+            that another starts, such as a timer's service).
+        type: str
+        choices: [started, loaded]
+        default: started
+      restart_paths:
+        description: As O(restart_paths), for this unit's running process.
+        type: list
+        elements: str
+        default: []
 notes:
   - Supports check mode (it changes nothing).
 """
@@ -69,6 +91,14 @@ EXAMPLES = r"""
     unit: smg
     restart_paths: [/etc/systemd/system/smg.service, /opt/smg/venv-1.13.0/lib/python*/site-packages/smg-1.13.0.dist-info]
   register: due
+
+- name: Find whether a timer, its service and an exporter differ
+  sglang_state_due:
+    units:
+      - {name: watch.timer}
+      - {name: watch.service, state: loaded}
+      - {name: gpu-exporter, restart_paths: [/etc/systemd/system/gpu-exporter.service, /opt/watch/*.py]}
+  register: due
 """
 
 RETURN = r"""
@@ -78,7 +108,7 @@ differs:
   type: list
   elements: str
 newer:
-  description: The files of O(restart_paths) modified after the running unit's process started.
+  description: The files of each unit's restart paths modified after its running process started.
   returned: always
   type: list
   elements: str
@@ -99,6 +129,29 @@ from ansible_collections.sglang.deploy.plugins.module_utils.state_due import (
 VERSION = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
 
 
+def unit_due(module: AnsibleModule, unit: dict) -> tuple[list[str], list[str]]:
+    """What differs of ``unit`` ({name, state, restart_paths}), and its restart paths newer than its process."""
+    name = unit["name"]
+    rc, out, dummy = module.run_command(
+        ["systemctl", "show", "-p", "UnitFileState,ActiveState,NeedDaemonReload,MainPID", name]
+    )
+    state = dict(line.split("=", 1) for line in out.splitlines() if "=" in line) if rc == 0 else {}
+    want = {"NeedDaemonReload": "no"}
+    if unit["state"] == "started":
+        want = {"UnitFileState": "enabled", "ActiveState": "active", **want}
+    differs = [f"unit {name}: {k}={state.get(k, '?')}" for k, v in want.items() if state.get(k) != v]
+    pid = int(state.get("MainPID", "0")) if state.get("MainPID", "").isdigit() else 0
+    newer = []
+    if pid:
+        try:
+            newer = newer_files(process_start(pid), sorted({f for g in unit["restart_paths"] for f in glob.glob(g)}))
+        except OSError:  # the process exited between the two reads: the unit's state above tells
+            pass
+    if newer:
+        differs.append(f"unit {name}: started before {', '.join(newer)} changed")
+    return differs, newer
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -109,6 +162,16 @@ def main() -> None:
             "account": {"type": "dict"},
             "unit": {"type": "str"},
             "restart_paths": {"type": "list", "elements": "str", "default": []},
+            "units": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {
+                    "name": {"type": "str", "required": True},
+                    "state": {"type": "str", "choices": ["started", "loaded"], "default": "started"},
+                    "restart_paths": {"type": "list", "elements": "str", "default": []},
+                },
+            },
         },
         supports_check_mode=True,
     )
@@ -128,22 +191,12 @@ def main() -> None:
             differs.append(f"{name}: {python} fails ({(err.strip().splitlines() or [f'exit {rc}'])[-1]})")
         elif release(out) != release(want):
             differs.append(f"{name}: {out.strip()} installed, {want} wanted")
+    units = [{"name": p["unit"], "state": "started", "restart_paths": p["restart_paths"]}] if p["unit"] else []
     newer = []
-    if p["unit"]:
-        rc, out, dummy = module.run_command(
-            ["systemctl", "show", "-p", "UnitFileState,ActiveState,NeedDaemonReload,MainPID", p["unit"]]
-        )
-        state = dict(line.split("=", 1) for line in out.splitlines() if "=" in line) if rc == 0 else {}
-        want = {"UnitFileState": "enabled", "ActiveState": "active", "NeedDaemonReload": "no"}
-        differs += [f"unit {p['unit']}: {k}={state.get(k, '?')}" for k, v in want.items() if state.get(k) != v]
-        pid = int(state.get("MainPID", "0")) if state.get("MainPID", "").isdigit() else 0
-        if pid:
-            try:
-                newer = newer_files(process_start(pid), sorted({f for g in p["restart_paths"] for f in glob.glob(g)}))
-            except OSError:  # the process exited between the two reads: the unit's state above tells
-                pass
-        if newer:
-            differs.append(f"unit {p['unit']}: started before {', '.join(newer)} changed")
+    for unit in units + p["units"]:
+        unit_differs, unit_newer = unit_due(module, unit)
+        differs += unit_differs
+        newer += unit_newer
     module.exit_json(changed=False, differs=differs, newer=newer, msg="; ".join(differs) or "nothing differs")
 
 
