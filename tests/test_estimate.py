@@ -110,6 +110,8 @@ def test_a_failed_or_no_op_deploy_is_not_kept(tmp_path):
     assert estimate.record_deploys(tmp_path, _run([("h", "unchanged")]), now=T0) == []
     assert estimate.record_deploys(tmp_path, _run([("h", "rolled back")]), now=T0) == []
     assert estimate.record_deploys(tmp_path, _run([("../x", "deployed")]), now=T0) == []  # not a host name
+    for name in ("history", "quality", "compare-x", "tune-y"):  # the results folder's own folders
+        assert estimate.record_deploys(tmp_path, _run([(name, "deployed")]), now=T0) == []
     assert list(tmp_path.iterdir()) == []
 
 

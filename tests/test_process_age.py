@@ -24,3 +24,10 @@ def test_files_changed_after_the_process_started_are_newer(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_file_gone_while_read_is_skipped_not_raised(tmp_path, monkeypatch):
+    """A restart path replaced between the glob and its stat hides neither the others nor raises."""
+    gone, kept = tmp_path / "gone", tmp_path / "kept"
+    kept.write_text("new")
+    assert newer_files(0.0, [str(gone), str(kept)]) == [str(kept)]

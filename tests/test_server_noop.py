@@ -64,50 +64,6 @@ def ansible_env() -> jinja2.Environment:
     return env
 
 
-TAKE = next(t for t in TASKS if t["name"] == "Take what fleet_due.yml found due and forget its render")
-LOST_RESTART = next(
-    t
-    for t in yaml.safe_load((REPO / "roles/sglang_server/tasks/apply.yml").read_text())
-    if t["name"] == "Find whether the running server predates its unit, environment or launcher"
-)
-NOTHING_NEWER = {"changed": False, "pid": 42, "newer": []}
-
-
-def looks_again(force: bool = False, **found) -> bool:
-    """Whether apply.yml checks again for a restart lost earlier, after main.yml took what fleet_due.yml found."""
-    env = ansible_env()
-    newer = TAKE["ansible.builtin.set_fact"]["__sglang_server_files_due"]["newer"].strip()
-    files_due = {"newer": env.compile_expression(newer[2:-2])(**found)}
-    return env.compile_expression(LOST_RESTART["when"])(
-        __sglang_server_files_due=files_due, sglang_fleet_force_restart=force
-    )
-
-
-def test_the_lost_restart_check_is_not_made_again_where_this_plays_check_found_no_file_newer():
-    assert not looks_again(__sglang_server_rendered=True, __sglang_server_due_now=NOTHING_NEWER)
-    assert not looks_again(
-        __sglang_server_rendered=True, __sglang_server_due_now={"changed": False, "pid": 0, "newer": []}
-    )
-
-
-@pytest.mark.parametrize(
-    "found",
-    (
-        {"__sglang_server_rendered": True, "__sglang_server_due_now": {"changed": True, "pid": 42, "newer": ["u"]}},
-        {"__sglang_server_rendered": True, "__sglang_server_due_now": {"changed": False, "skipped": True}},
-        {"__sglang_server_rendered": True},  # fleet_due.yml's check did not run
-        {"__sglang_server_rendered": False, "__sglang_server_due_now": NOTHING_NEWER},  # an earlier run's, or play's
-        {},  # rollback.yml, a role run outside deploy.yml
-    ),
-)
-def test_the_lost_restart_check_is_made_where_this_plays_check_did_not_clear_it(found):
-    assert looks_again(**found)
-
-
-def test_a_rolling_restart_makes_the_check_that_notifies_it():
-    assert looks_again(True, __sglang_server_rendered=True, __sglang_server_due_now=NOTHING_NEWER)
-
-
 def test_the_account_and_folders_are_made_only_where_one_differs_or_when_forced():
     install = yaml.safe_load((REPO / "roles/sglang_server/tasks/install.yml").read_text())
     when = next(t for t in install if t["name"] == "Create the service account and the server's folders")["when"]

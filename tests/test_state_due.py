@@ -164,7 +164,7 @@ def run_module(monkeypatch, capsys, args: dict, commands: dict) -> dict:
     return result
 
 
-SHOW = "UnitFileState=enabled\nActiveState=active\nNeedDaemonReload=no\nMainPID={pid}\n"
+SHOW = "LoadState=loaded\nUnitFileState=enabled\nActiveState=active\nNeedDaemonReload=no\nMainPID={pid}\n"
 
 
 def test_the_module_reports_an_unchanged_host_as_nothing_due_and_never_as_changed(monkeypatch, capsys, tmp_path):
@@ -189,7 +189,7 @@ def test_the_module_reports_an_unchanged_host_as_nothing_due_and_never_as_change
         "systemctl",
         "show",
         "-p",
-        "UnitFileState,ActiveState,NeedDaemonReload,MainPID",
+        "LoadState,UnitFileState,ActiveState,NeedDaemonReload,MainPID",
         "smg",
     ]
     assert "sk-secret-value-1234" not in json.dumps(result)
@@ -235,7 +235,11 @@ def test_the_module_finds_a_wrong_secret_a_broken_venv_a_stopped_unit_and_a_lost
         {**args, "files": [], "restart_paths": []},
         {
             "/opt/smg/venv/bin/python": (0, "1.12.2\n", ""),
-            "systemctl": (0, "UnitFileState=disabled\nActiveState=failed\nNeedDaemonReload=yes\nMainPID=0\n", ""),
+            "systemctl": (
+                0,
+                "LoadState=loaded\nUnitFileState=disabled\nActiveState=failed\nNeedDaemonReload=yes\nMainPID=0\n",
+                "",
+            ),
         },
     )
     assert result["differs"] == [
@@ -256,8 +260,8 @@ def test_the_module_compares_each_of_several_units_by_its_own_state_and_restart_
     os.utime(unit_file, (time.time() - 600, time.time() - 600))
     monkeypatch.setattr(sglang_state_due, "process_start", lambda pid: {7: time.time() - 60}[pid])
     shows = {
-        "watch.timer": "UnitFileState=enabled\nActiveState=active\nNeedDaemonReload=no\n",
-        "watch.service": "UnitFileState=static\nActiveState=inactive\nNeedDaemonReload=no\nMainPID=0\n",
+        "watch.timer": "LoadState=loaded\nUnitFileState=enabled\nActiveState=active\nNeedDaemonReload=no\n",
+        "watch.service": "LoadState=loaded\nUnitFileState=static\nActiveState=inactive\nNeedDaemonReload=no\nMainPID=0\n",
         "exporter": SHOW.format(pid=7),
         "smg": SHOW.format(pid=0),
     }
@@ -274,9 +278,9 @@ def test_the_module_compares_each_of_several_units_by_its_own_state_and_restart_
     assert result["newer"] == [str(module)]  # the unit file is older than the process; x.py is no restart path
     assert result["differs"] == [f"unit exporter: started before {module} changed"]
     shows |= {
-        "watch.timer": "UnitFileState=disabled\nActiveState=inactive\nNeedDaemonReload=yes\n",
-        "watch.service": "UnitFileState=static\nActiveState=failed\nNeedDaemonReload=yes\nMainPID=0\n",
-        "exporter": "UnitFileState=enabled\nActiveState=failed\nNeedDaemonReload=no\nMainPID=0\n",
+        "watch.timer": "LoadState=loaded\nUnitFileState=disabled\nActiveState=inactive\nNeedDaemonReload=yes\n",
+        "watch.service": "LoadState=not-found\nUnitFileState=\nActiveState=inactive\nNeedDaemonReload=no\nMainPID=0\n",
+        "exporter": "LoadState=loaded\nUnitFileState=enabled\nActiveState=failed\nNeedDaemonReload=no\nMainPID=0\n",
     }
     result = run_module(
         monkeypatch, capsys, {"units": args["units"]}, {"systemctl": lambda argv: (0, shows[argv[-1]], "")}
@@ -287,7 +291,7 @@ def test_the_module_compares_each_of_several_units_by_its_own_state_and_restart_
             "unit watch.timer: UnitFileState=disabled",
             "unit watch.timer: ActiveState=inactive",
             "unit watch.timer: NeedDaemonReload=yes",
-            "unit watch.service: NeedDaemonReload=yes",  # a failed run of a oneshot is the watchdog's, not a drift
+            "unit watch.service: LoadState=not-found",  # systemctl show says NeedDaemonReload=no for no unit
             "unit exporter: ActiveState=failed",
         ],
     )
@@ -407,7 +411,7 @@ SERVER_DIRS = {
     "/etc/sglang": ("root", "sglang", "0750", False),
     "/etc/sglang/last-good": ("root", "sglang", "0700", False),
     "/var/cache/sglang": ("root", "sglang", "0750", False),
-    "/opt/sglang-deploy": (None, None, "0755", True),
+    "/opt/sglang-deploy": ("root", "root", "0755", True),
     "/var/cache/sglang/stack": ("sglang", "sglang", "0750", False),
 }
 

@@ -22,5 +22,12 @@ def process_start(pid: int, proc: str = "/proc") -> float:
 
 
 def newer_files(started: float, paths: list[str]) -> list[str]:
-    """The files among ``paths`` modified after ``started`` (absent files are ignored)."""
-    return [p for p in paths if os.path.exists(p) and os.stat(p).st_mtime > started]
+    """The files among ``paths`` modified after ``started`` (absent files, or one gone while read, are ignored)."""
+    newer = []
+    for path in paths:
+        try:
+            if os.stat(path).st_mtime > started:
+                newer.append(path)
+        except OSError:
+            continue
+    return newer

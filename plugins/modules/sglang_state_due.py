@@ -133,10 +133,10 @@ def unit_due(module: AnsibleModule, unit: dict) -> tuple[list[str], list[str]]:
     """What differs of ``unit`` ({name, state, restart_paths}), and its restart paths newer than its process."""
     name = unit["name"]
     rc, out, dummy = module.run_command(
-        ["systemctl", "show", "-p", "UnitFileState,ActiveState,NeedDaemonReload,MainPID", name]
+        ["systemctl", "show", "-p", "LoadState,UnitFileState,ActiveState,NeedDaemonReload,MainPID", name]
     )
     state = dict(line.split("=", 1) for line in out.splitlines() if "=" in line) if rc == 0 else {}
-    want = {"NeedDaemonReload": "no"}
+    want = {"LoadState": "loaded", "NeedDaemonReload": "no"}  # systemctl show says no for a unit that does not exist
     if unit["state"] == "started":
         want = {"UnitFileState": "enabled", "ActiveState": "active", **want}
     differs = [f"unit {name}: {k}={state.get(k, '?')}" for k, v in want.items() if state.get(k) != v]
@@ -144,9 +144,11 @@ def unit_due(module: AnsibleModule, unit: dict) -> tuple[list[str], list[str]]:
     newer = []
     if pid:
         try:
-            newer = newer_files(process_start(pid), sorted({f for g in unit["restart_paths"] for f in glob.glob(g)}))
+            started = process_start(pid)
         except OSError:  # the process exited between the two reads: the unit's state above tells
-            pass
+            started = None
+        if started is not None:
+            newer = newer_files(started, sorted({f for g in unit["restart_paths"] for f in glob.glob(g)}))
     if newer:
         differs.append(f"unit {name}: started before {', '.join(newer)} changed")
     return differs, newer

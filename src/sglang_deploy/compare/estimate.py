@@ -23,8 +23,10 @@ MAX_BYTES = 64 << 20
 # results/<host>/deploys.json: the newest deploys that restarted the host's server in a run that passed, newest last.
 DEPLOYS = "deploys.json"
 KEEP_DEPLOYS = 20
-MAX_DEPLOYS_BYTES = 64 << 10
+MAX_DEPLOYS_BYTES = 256 << 10  # KEEP_DEPLOYS entries of MAX_TEXT texts fit
 MAX_TEXT = 4096  # characters of a deploy's artifacts path or time
+# The results folder's own folders (compares, tunes, records, the quality gate's fingerprints): no host's.
+RUNS = ("compare-", "tune-", "history", "quality")
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}\Z")  # a host folder's name: an inventory host name
 
 
@@ -66,9 +68,8 @@ def _host_folders(results: Path, hosts) -> list:
     """The result folders of ``hosts`` (None: of every host the controller keeps results of)."""
     if hosts is not None:
         return [results / str(h) for h in sorted(hosts)]
-    runs = ("compare-", "tune-", "history")
     return (
-        sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(runs)) if results.is_dir() else []
+        sorted(p for p in results.iterdir() if p.is_dir() and not p.name.startswith(RUNS)) if results.is_dir() else []
     )
 
 
@@ -135,7 +136,10 @@ def record_deploys(results: Path, run, now: datetime | None = None) -> list:
     written = []
     for row in run.outcomes:
         host = row.get("host") if isinstance(row, dict) else None
-        if not (isinstance(host, str) and _HOST.match(host) and row.get("outcome") == "deployed"):
+        if (
+            not (isinstance(host, str) and _HOST.match(host) and not host.startswith(RUNS))
+            or row.get("outcome") != "deployed"
+        ):
             continue
         entry = {
             "finished_at": when,
