@@ -1,5 +1,6 @@
 """A running process is found older than a file changed after it started (the lost-restart check)."""
 
+import os
 import subprocess
 import sys
 import time
@@ -27,7 +28,18 @@ def test_files_changed_after_the_process_started_are_newer(tmp_path):
 
 
 def test_a_file_gone_while_read_is_skipped_not_raised(tmp_path, monkeypatch):
-    """A restart path replaced between the glob and its stat hides neither the others nor raises."""
+    """A restart path that exists when listed and is gone at its stat (replaced meanwhile) hides neither the others
+    nor raises."""
     gone, kept = tmp_path / "gone", tmp_path / "kept"
+    gone.write_text("old")
     kept.write_text("new")
+    real_stat = os.stat
+
+    def racing_stat(path, *args, **kwargs):
+        if str(path) == str(gone):
+            raise FileNotFoundError(path)
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", racing_stat)
+    monkeypatch.setattr(os.path, "exists", lambda path: True)  # it was there when looked for
     assert newer_files(0.0, [str(gone), str(kept)]) == [str(kept)]
