@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -204,3 +205,41 @@ def test_the_filters_are_loaded_before_the_workers_fork(tmp_path):
 
     assert loaded() == filters
     assert loaded(ANSIBLE_VARS_PLUGINS=str(tmp_path / "none")) == ""
+
+
+def test_a_module_build_is_kept_between_runs_and_never_outlives_its_sources(tmp_path):
+    """sglang_preload keeps Ansible's module builds (AnsiballZ) under XDG_CACHE_HOME between runs, in a folder named by
+    everything that went in: a second run builds nothing, an edited module_utils file is a new build (never the stale
+    one), and a cache folder others may write is not used."""
+    (tmp_path / "library").mkdir()
+    (tmp_path / "module_utils").mkdir()
+    (tmp_path / "library" / "probe.py").write_text(
+        "from ansible.module_utils.basic import AnsibleModule\nfrom ansible.module_utils.probe_word import WORD\n\n"
+        "AnsibleModule(argument_spec={}).exit_json(changed=False, word=WORD)\n"
+    )
+    word = tmp_path / "module_utils" / "probe_word.py"
+    play = tmp_path / "play.yml"
+    play.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n    - probe:\n      register: probed\n"
+        '    - debug: {msg: "WORD {{ probed.word }}"}\n'
+    )
+    cache = tmp_path / "cache"
+    builds = cache / "sglang-deploy" / "ansiballz"
+
+    def probe() -> str:
+        run = [BIN / "ansible-playbook", "-i", "localhost,", "-c", "local", play]
+        env = {**os.environ, "XDG_CACHE_HOME": str(cache), "ANSIBLE_PYTHON_INTERPRETER": sys.executable}
+        out = subprocess.run(run, cwd=REPO, env=env, capture_output=True, text=True, check=True)
+        return next(line for line in out.stdout.splitlines() if "WORD" in line).split("WORD ")[1].strip('"')
+
+    word.write_text("WORD = 'one'\n")
+    assert probe() == "one"
+    kept = sorted(builds.iterdir())
+    assert kept and all((folder / "ansiballz_cache").is_dir() for folder in kept)
+    assert probe() == "one" and sorted(builds.iterdir()) == kept  # built once, read back
+    word.write_text("WORD = 'two, edited'\n")
+    assert probe() == "two, edited" and len(list(builds.iterdir())) > len(kept)
+    for folder in builds.iterdir():
+        shutil.rmtree(folder)
+    builds.chmod(0o777)
+    assert probe() == "two, edited" and list(builds.iterdir()) == []
