@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lab_host import LAB_HOST, LAB_INVENTORY, LAB_LOCK, LANE, lab_missing, lane_of
+from lab_host import LAB_HOST, LAB_INVENTORY, LAB_LOCK, LANE, LANE_FILES, lab_missing, lane_of
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+STANDIN = "tests/test_gpu_lab_standin.py"
 
 
 def pytest_configure(config):
@@ -41,7 +42,34 @@ def pytest_report_header(config):
     return None
 
 
+def pytest_ignore_collect(collection_path, config):
+    """A lane of ./lab test collects only its own test files (tests/lab_host.py's LANE_FILES)."""
+    if LANE and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return collection_path.relative_to(REPO).as_posix() not in LANE_FILES[LANE]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: a whole run (the unit lane of ./lab test) sees every test
 def pytest_collection_modifyitems(config, items):
+    strays = sorted(
+        {
+            item.nodeid.partition("::")[0]
+            for item in items
+            if item.get_closest_marker("lab") and not lane_of(item.nodeid)
+        }
+    )
+    if strays:
+        raise pytest.UsageError(
+            f"lab tests in {', '.join(strays)}, a file of neither lane: add it to LANE_FILES in tests/lab_host.py"
+        )
+    # ./lab test runs the standin tier as `pytest -m standin STANDIN`: that file only
+    strays = sorted(
+        {item.nodeid.partition("::")[0] for item in items if item.get_closest_marker("standin")} - {STANDIN}
+    )
+    if strays:
+        raise pytest.UsageError(
+            f"standin tests in {', '.join(strays)}: ./lab test runs only {STANDIN}'s; move them there"
+        )
     if LANE:  # a lane of ./lab test: the other lane's lab tests are not this process's
         other = [item for item in items if item.get_closest_marker("lab") and lane_of(item.nodeid) != LANE]
         if other:

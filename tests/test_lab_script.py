@@ -2,11 +2,13 @@
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
 
 
 def _fake(bin_dir: Path, name: str, body: str) -> None:
@@ -188,18 +190,24 @@ def test_a_lab_without_a_record_is_restarted_and_then_recorded(tmp_path):
     assert record == str(tmp_path.resolve())
 
 
-def test_the_lab_lanes_name_lab_tests_that_exist_and_each_has_its_own_container():
-    """Issue 52, item 5: ./lab test runs the lab tests in two lanes (tests/lab_host.py's LANE_2, the rest lane 1), each
-    on a container of its own; an entry of LANE_2 that names no file of lab tests would leave its tests to lane 1
-    unnoticed."""
+def test_the_lab_lanes_name_lab_tests_that_exist_and_each_has_its_own_container(tmp_path):
+    """Issue 52, item 5: ./lab test runs the lab tests in two lanes (tests/lab_host.py's LANE_FILES), each on a
+    container of its own, collecting only its own files; an entry that names no file of lab tests would be a lane's
+    dead weight, and a lab test in a file of neither lane stops the run with the fix."""
     import lab_host
 
-    for entry in lab_host.LANE_2:
-        text = (REPO / entry).read_text()
-        assert "pytest.mark.lab" in text or "\npytestmark = lab\n" in text, entry  # lab = pytest.mark.lab
-        assert lab_host.lane_of(f"{entry}::test_x[a]") == "2"
-    assert lab_host.lane_of("tests/test_canary.py::test_the_canary_refuses_x[a]") == "1"
-    assert lab_host.lane_of("tests/test_api.pyc::test_x") == "1"
+    for lane, files in lab_host.LANE_FILES.items():
+        for entry in files:
+            text = (REPO / entry).read_text()
+            assert "pytest.mark.lab" in text or "\npytestmark = lab\n" in text, entry  # lab = pytest.mark.lab
+            assert lab_host.lane_of(f"{entry}::test_x[a]") == lane
+    assert lab_host.lane_of("tests/test_api.pyc::test_x") is None
+    stray = tmp_path / "test_stray.py"  # a new lab test file, in no lane yet; tests/conftest.py loaded as a plugin
+    stray.write_text("import pytest\n\n\n@pytest.mark.lab\ndef test_x():\n    pass\n")
+    run = [BIN / "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-p", "conftest", "-m", "not lab", stray]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "tests")}
+    done = subprocess.run(run, cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 4 and "test_stray.py, a file of neither lane: add it to LANE_FILES" in done.stderr, done
     second = yaml.safe_load((REPO / "inventory" / "lab-2.yml").read_text())["all"]["children"]["lab"]["hosts"]
     assert second == {"sglang-lab-2": {"lab_network": "sglang-lab-2"}}
     script = (REPO / "lab").read_text()
