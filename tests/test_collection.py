@@ -209,8 +209,9 @@ def test_the_filters_are_loaded_before_the_workers_fork(tmp_path):
 
 def test_a_module_build_is_kept_between_runs_and_never_outlives_its_sources(tmp_path):
     """sglang_preload keeps Ansible's module builds (AnsiballZ) under XDG_CACHE_HOME between runs, in a folder named by
-    everything that went in: a second run builds nothing, an edited module_utils file is a new build (never the stale
-    one), and a cache folder others may write is not used."""
+    everything that went in: a second run reads the build back, an edit of a module_utils file (the same size) is a
+    new build (never the stale one), a build cut short is built again, and a cache that another user could change (a
+    folder others may write above it, a link to their folder) is not used."""
     (tmp_path / "library").mkdir()
     (tmp_path / "module_utils").mkdir()
     (tmp_path / "library" / "probe.py").write_text(
@@ -232,14 +233,48 @@ def test_a_module_build_is_kept_between_runs_and_never_outlives_its_sources(tmp_
         out = subprocess.run(run, cwd=REPO, env=env, capture_output=True, text=True, check=True)
         return next(line for line in out.stdout.splitlines() if "WORD" in line).split("WORD ")[1].strip('"')
 
+    def pickles() -> dict:
+        return {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in builds.glob("*/ansiballz_cache/*probe*none")}
+
     word.write_text("WORD = 'one'\n")
     assert probe() == "one"
-    kept = sorted(builds.iterdir())
-    assert kept and all((folder / "ansiballz_cache").is_dir() for folder in kept)
-    assert probe() == "one" and sorted(builds.iterdir()) == kept  # built once, read back
-    word.write_text("WORD = 'two, edited'\n")
-    assert probe() == "two, edited" and len(list(builds.iterdir())) > len(kept)
-    for folder in builds.iterdir():
-        shutil.rmtree(folder)
-    builds.chmod(0o777)
-    assert probe() == "two, edited" and list(builds.iterdir()) == []
+    kept = pickles()
+    assert len(kept) == 1
+    assert probe() == "one" and pickles() == kept  # read back, not built again
+    word.write_text("WORD = 'two'\n")  # the same size
+    assert probe() == "two" and len(pickles()) == 2
+    for build in pickles():
+        build.write_bytes(b"")  # a build cut short
+    assert probe() == "two"
+    shutil.rmtree(builds)
+    (cache / "sglang-deploy").chmod(0o777)  # another user could swap the folder below it
+    assert probe() == "two" and list(builds.iterdir()) == []
+    (cache / "sglang-deploy").chmod(0o700)
+    if os.geteuid() == 0:  # a link to a folder another user owns (as root: the cache root would load their pickles)
+        shutil.rmtree(builds)
+        (cache / "theirs").mkdir(mode=0o700)
+        os.chown(cache / "theirs", 65534, 65534)
+        builds.symlink_to(cache / "theirs")
+        assert probe() == "two" and list(builds.iterdir()) == []
+
+
+def test_a_module_of_an_included_role_is_never_a_stale_build(tmp_path):
+    """An included role's module_utils folder joins Ansible's search path mid-run, after sglang_preload's digest:
+    its modules are built in the run, as without the cache, so an edit of that folder is never met by an older build."""
+    role = tmp_path / "roles" / "probe"
+    for folder in ("library", "module_utils", "tasks"):
+        (role / folder).mkdir(parents=True)
+    (role / "library" / "probe.py").write_text(
+        "from ansible.module_utils.basic import AnsibleModule\nfrom ansible.module_utils.probe_word import WORD\n\n"
+        "AnsibleModule(argument_spec={}).exit_json(changed=False, word=WORD)\n"
+    )
+    (role / "tasks" / "main.yml").write_text('- probe:\n  register: probed\n- debug: {msg: "WORD {{ probed.word }}"}\n')
+    play = tmp_path / "play.yml"
+    play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - include_role: {name: probe}\n")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "ANSIBLE_PYTHON_INTERPRETER": sys.executable}
+    env["ANSIBLE_ROLES_PATH"] = str(tmp_path / "roles")
+    for word in ("one", "two, edited"):
+        (role / "module_utils" / "probe_word.py").write_text(f"WORD = {word!r}\n")
+        run = [BIN / "ansible-playbook", "-i", "localhost,", "-c", "local", play]
+        out = subprocess.run(run, cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
+        assert f"WORD {word}" in out, out[-2000:]
