@@ -49,26 +49,22 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
+def _files(items, marker: str) -> set:
+    """The test files of the items that carry MARKER."""
+    return {item.nodeid.partition("::")[0] for item in items if item.get_closest_marker(marker)}
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: a whole run (the unit lane of ./lab test) sees every test
 def pytest_collection_modifyitems(config, items):
-    strays = sorted(
-        {
-            item.nodeid.partition("::")[0]
-            for item in items
-            if item.get_closest_marker("lab") and not lane_of(item.nodeid)
-        }
-    )
+    strays = _files(items, "lab") - {path for files in LANE_FILES.values() for path in files}
     if strays:
         raise pytest.UsageError(
-            f"lab tests in {', '.join(strays)}, a file of neither lane: add it to LANE_FILES in tests/lab_host.py"
+            f"lab tests in {', '.join(sorted(strays))}, a file of neither lane: add it to LANE_FILES in tests/lab_host.py"
         )
-    # ./lab test runs the standin tier as `pytest -m standin STANDIN`: that file only
-    strays = sorted(
-        {item.nodeid.partition("::")[0] for item in items if item.get_closest_marker("standin")} - {STANDIN}
-    )
+    strays = _files(items, "standin") - {STANDIN}  # ./lab test runs the standin tier as `pytest -m standin STANDIN`
     if strays:
         raise pytest.UsageError(
-            f"standin tests in {', '.join(strays)}: ./lab test runs only {STANDIN}'s; move them there"
+            f"standin tests in {', '.join(sorted(strays))}: ./lab test runs only {STANDIN}'s; move them there"
         )
     if LANE:  # a lane of ./lab test: the other lane's lab tests are not this process's
         other = [item for item in items if item.get_closest_marker("lab") and lane_of(item.nodeid) != LANE]

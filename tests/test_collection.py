@@ -207,6 +207,13 @@ def test_the_filters_are_loaded_before_the_workers_fork(tmp_path):
     assert loaded(ANSIBLE_VARS_PLUGINS=str(tmp_path / "none")) == ""
 
 
+# A module that returns the word of its module_utils file probe_word.py.
+PROBE_MODULE = (
+    "from ansible.module_utils.basic import AnsibleModule\nfrom ansible.module_utils.probe_word import WORD\n\n"
+    "AnsibleModule(argument_spec={}).exit_json(changed=False, word=WORD)\n"
+)
+
+
 def test_a_module_build_is_kept_between_runs_and_never_outlives_its_sources(tmp_path):
     """sglang_preload keeps Ansible's module builds (AnsiballZ) under XDG_CACHE_HOME between runs, in a folder named by
     everything that went in: a second run reads the build back, an edit of a module_utils file (the same size) is a
@@ -214,10 +221,7 @@ def test_a_module_build_is_kept_between_runs_and_never_outlives_its_sources(tmp_
     folder others may write above it, a link to their folder) is not used."""
     (tmp_path / "library").mkdir()
     (tmp_path / "module_utils").mkdir()
-    (tmp_path / "library" / "probe.py").write_text(
-        "from ansible.module_utils.basic import AnsibleModule\nfrom ansible.module_utils.probe_word import WORD\n\n"
-        "AnsibleModule(argument_spec={}).exit_json(changed=False, word=WORD)\n"
-    )
+    (tmp_path / "library" / "probe.py").write_text(PROBE_MODULE)
     word = tmp_path / "module_utils" / "probe_word.py"
     play = tmp_path / "play.yml"
     play.write_text(
@@ -264,10 +268,7 @@ def test_a_module_of_an_included_role_is_never_a_stale_build(tmp_path):
     role = tmp_path / "roles" / "probe"
     for folder in ("library", "module_utils", "tasks"):
         (role / folder).mkdir(parents=True)
-    (role / "library" / "probe.py").write_text(
-        "from ansible.module_utils.basic import AnsibleModule\nfrom ansible.module_utils.probe_word import WORD\n\n"
-        "AnsibleModule(argument_spec={}).exit_json(changed=False, word=WORD)\n"
-    )
+    (role / "library" / "probe.py").write_text(PROBE_MODULE)
     (role / "tasks" / "main.yml").write_text('- probe:\n  register: probed\n- debug: {msg: "WORD {{ probed.word }}"}\n')
     play = tmp_path / "play.yml"
     play.write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n    - include_role: {name: probe}\n")

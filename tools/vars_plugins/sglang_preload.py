@@ -49,8 +49,9 @@ def _private(path: str) -> bool:
             return False
         if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
             return False
-    st = os.lstat(path)
-    return st.st_uid == me and not st.st_mode & 0o077
+        if folder == path and (st.st_uid != me or st.st_mode & 0o077):
+            return False
+    return True
 
 
 def _cache_home() -> str | None:
