@@ -176,8 +176,12 @@ def test_gpu_lab_phases_run_for_real_on_a_cpu_stand_in(standin):
     phase(out, "restart", "--repeats", "1")
     (restart,) = [json.loads(line) for line in (lab.LAB_OUT / "restarts.jsonl").read_text().splitlines()]
     assert restart["name"] == "warm-1" and restart["emulated"] is True
-    phase(out, "compare", "baseline", "pcie-ipc", "--repeats", "1")
+    # A small workload through --bench (bench's flags, as a GPU session cuts a trace): the phase, not the figures.
+    small = ["--concurrency", "1,4", "--requests", "4", "--output-len", "32"]
+    phase(out, "compare", "baseline", "pcie-ipc", "--repeats", "1", *(f"--bench={flag}" for flag in small))
     assert (lab.LAB_OUT / "compare" / "report.md").is_file()
+    compared = json.loads((lab.LAB_OUT / "compare" / "comparison.json").read_text())
+    assert sorted({row["concurrency"] for row in compared["rows"]}) == [1, 4], compared["rows"]  # --bench's levels
 
     systemd = lab.gpu_boot._pid(lab.LAB_ROOT.resolve())
     phase(out, "stop", lab.LAB_ROOT)
