@@ -287,6 +287,14 @@ def test_deploy_takes_its_name_and_extra_vars(tmp_path, monkeypatch, capsys):
     )
 
 
+def test_up_gives_its_extra_vars_to_the_first_deploy(tmp_path, monkeypatch, capsys):
+    lines = dry_run(tmp_path, monkeypatch, capsys, "up", "-e", "sglang_benchmark_requests=4", "-e", "a=b c")
+    assert lines[8].endswith(
+        "site.yml -e profile=dense -e sglang_benchmark_requests=4 -e '\"'\"'a=b c'\"'\"''"
+        " > /root/labout/deploy-first.log 2>&1"
+    )
+
+
 def test_restart_alternates_the_caches_in_each_round(tmp_path, monkeypatch, capsys):
     lines = dry_run(tmp_path, monkeypatch, capsys, "restart", "--caches", "warm,cold", "--repeats", "2")
     found = [

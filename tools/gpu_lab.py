@@ -25,8 +25,8 @@ its files to --out ($OUT, the call's download folder). --dry-run prints the comm
     python tools/gpu_lab.py smoke                    # tests/gpu/test_smoke.py on the image's Python and torch
     python tools/gpu_lab.py suite FILE...            # tests/gpu files one by one within one call's 10 minutes
     python tools/gpu_lab.py parity [--timeout S] SOURCE [GPU_PARITY_ARGS...]   # benchmarks/gpu_parity.py
-    python tools/gpu_lab.py up [--profile P]         # copy build/gpu-src to /root/gpu-src, boot the lab from
-                                                     # build/gpu-lab (this `pack`), first deploy of P (site.yml)
+    python tools/gpu_lab.py up [--profile P] [-e VAR=VALUE]...   # copy build/gpu-src to /root/gpu-src, boot the lab from
+                                                                 # build/gpu-lab (this `pack`), first deploy of P (site.yml)
     python tools/gpu_lab.py deploy PROFILE [--name N] [-e VAR=VALUE]...   # site.yml in the lab again
     python tools/gpu_lab.py restart [--caches warm,cold] [--repeats 3]     # restarts through the unit, timed
     python tools/gpu_lab.py traffic [--duration 90] [--rate 3]            # a seeded mixed load, captured as a trace
@@ -258,9 +258,9 @@ def deploy(s: Session, profile: str, name: str = "", extra: tuple = ()) -> int:
     return rc
 
 
-def up(s: Session, profile: str, tree: str, parts: str) -> int:
+def up(s: Session, profile: str, tree: str, parts: str, extra: tuple = ()) -> int:
     """A copy of the tree as the lab's checkout, the staged SGLang, a new API key, the models, the lab booted and
-    the first deploy."""
+    the first deploy (extra: its -e VAR=VALUE)."""
     s.run(["rm", "-rf", LAB_SRC])
     if s.run(["cp", "-r", tree, LAB_SRC]):
         raise LabError(f"no {tree} to copy: carry it (a git archive of the commit to run)")
@@ -283,7 +283,7 @@ def up(s: Session, profile: str, tree: str, parts: str) -> int:
     if s.run(boot_cmd, phase="boot", log=s.logs / "boot.txt", tail=2):
         collect(s, journal=False)
         return 1
-    return deploy(s, profile, "deploy-first")
+    return deploy(s, profile, "deploy-first", extra)
 
 
 def restart(s: Session, caches: list[str], repeats: int) -> int:
@@ -432,7 +432,7 @@ def run_phase(args: argparse.Namespace) -> int:
     if args.cmd == "parity":
         return parity(s, args.source, args.args, args.timeout)
     if args.cmd == "up":
-        return up(s, args.profile, args.tree, args.parts)
+        return up(s, args.profile, args.tree, args.parts, tuple(args.extra))
     if args.cmd == "deploy":
         return deploy(s, args.profile, args.name, tuple(args.extra))
     if args.cmd == "restart":
@@ -483,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", default="dense", help="the first deploy's profile (dense)")
     p.add_argument("--tree", default="build/gpu-src", help="the checkout the lab runs (build/gpu-src)")
     p.add_argument("--parts", default="build/gpu-lab", help="this tool's `pack` of the lab (build/gpu-lab)")
+    p.add_argument("-e", dest="extra", action="append", default=[], metavar="VAR=VALUE", help="the deploy's extra vars")
     p = sub.add_parser("deploy", parents=[phase], help="site.yml -e profile=PROFILE in the lab")
     p.add_argument("profile")
     p.add_argument("--name", default="", help="the phase's and its log's name (deploy-PROFILE)")
