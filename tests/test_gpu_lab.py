@@ -465,3 +465,15 @@ def test_a_checkout_without_the_collection_link_gets_it_and_ansible_finds_the_mo
         f"{tree}/src/sglang_deploy/cli/__init__.py",
         f"{tree}/collections/ansible_collections/sglang/deploy/plugins/module_utils/startup.py",
     ], where.stderr
+
+
+def test_a_word_with_a_star_is_a_glob_only_where_it_holds_no_whitespace(tmp_path):
+    (tmp_path / "part00").touch()
+    (tmp_path / "part01").touch()
+    assert gpu_lab.expand(f"{tmp_path}/part*") == [f"{tmp_path}/part00", f"{tmp_path}/part01"]
+    assert gpu_lab.expand(f"{tmp_path}/none*") == [f"{tmp_path}/none*"]
+    line = f"cd {tmp_path} && ls part*"  # a command line for bash -c: its shell expands it, not this one
+    (tmp_path / "cd ").mkdir()
+    (tmp_path / "cd " / "x").touch()
+    assert gpu_lab.expand(f"{tmp_path}/cd */x*") == [f"{tmp_path}/cd */x*"]
+    assert gpu_lab.expand(line) == [line]

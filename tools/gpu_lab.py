@@ -109,8 +109,9 @@ def shown_word(word: str) -> str:
 
 
 def expand(word: str) -> list[str]:
-    """A word with * as a shell expands it: the paths it matches, or the word itself where none does."""
-    return (sorted(glob.glob(word)) or [word]) if "*" in word else [word]
+    """A word with * as a shell expands it: the paths it matches, or the word itself where none does. A word with
+    whitespace (a command line for bash -c, an extra variable) is never a glob."""
+    return (sorted(glob.glob(word)) or [word]) if "*" in word and not re.search(r"\s", word) else [word]
 
 
 LAB_ENV = {
