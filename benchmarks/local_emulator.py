@@ -4,6 +4,7 @@ and calibration scripts and the tests (tests/emulator_proc.py). Needs the reposi
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -13,9 +14,20 @@ from pathlib import Path
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port of 127.0.0.1 nothing is bound to, from 20000-28999: below the kernel's ephemeral range (32768 up), so no
+    outgoing connection takes it as its own before the server binds it (a bind(0) port is one of those: a CI run
+    lost an emulator's port to one), and below the project's fixed ports (29000 up: the router's metrics, SGLang's
+    30000, the GPU lab stand-in's 30700)."""
+    draw = random.SystemRandom()
+    for _ in range(100):
+        port = draw.randrange(20000, 29000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise OSError("no free port of 127.0.0.1 in 20000-28999")
 
 
 def proc_cpu_s(pid: int) -> float:

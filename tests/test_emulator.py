@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import sim_clock
-from emulator_proc import stop_process
+from emulator_proc import free_port, stop_process
 
 from sglang_deploy.launch.flags import recorded_releases
 from sglang_deploy.monitor import metrics as monitor_metrics
@@ -52,12 +52,6 @@ IGNORED_FLAGS = [
     "--quantization",
     "modelopt_fp4",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Emu:

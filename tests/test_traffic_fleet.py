@@ -349,11 +349,16 @@ def test_a_fleet_with_a_multi_node_group_captures_only_servers_with_an_api(tmp_p
 
     ranks = two_nodes(tmp_path)
     try:
-        waits = [threading.Thread(target=readiness.wait_ready, args=(r.url,), kwargs={"timeout": 60}) for r in ranks]
+        ready: dict = {}
+        waits = [
+            threading.Thread(target=lambda r=r: ready.update({r.url: readiness.wait_ready(r.url, timeout=60)}))
+            for r in ranks
+        ]
         for t in waits:
             t.start()
         for t in waits:
             t.join(90)
+        assert len(ready) == 2, [r.log.read_text()[-2000:] for r in ranks]  # both ranks up, else their logs
         status = server_http.request(
             server_http.Endpoint.parse(ranks[1].url), "GET", "/server_info", None, KEY, 10
         ).status
