@@ -13,21 +13,28 @@ import time
 from pathlib import Path
 
 
+_GIVEN: set = set()  # free_port's ports in this process: several are drawn before any is bound
+
+
 def free_port() -> int:
-    """A port of 127.0.0.1 nothing is bound to, from 20000-28999: below the kernel's ephemeral range (32768 up), so no
-    outgoing connection takes it as its own before the server binds it (a bind(0) port is one of those: a CI run
-    lost an emulator's port to one), and below the project's fixed ports (29000 up: the router's metrics, SGLang's
-    30000, the GPU lab stand-in's 30700)."""
+    """A port nothing is bound to, from 21000-28999, none given before in this process: below the kernel's ephemeral
+    range (32768 up), so no outgoing connection takes it as its own before the server binds it (a bind(0) port is one
+    of those: a CI run lost an emulator's port to one), and clear of the project's fixed ports (the dist-init 20000,
+    the router's metrics 29000, SGLang's 30000, the GPU lab stand-in's 30700). Probed on every address, as a group's
+    dist-init store binds."""
     draw = random.SystemRandom()
     for _ in range(100):
-        port = draw.randrange(20000, 29000)
+        port = draw.randrange(21000, 29000)
+        if port in _GIVEN:
+            continue
         with socket.socket() as s:
             try:
-                s.bind(("127.0.0.1", port))
+                s.bind(("", port))
             except OSError:
                 continue
-            return port
-    raise OSError("no free port of 127.0.0.1 in 20000-28999")
+        _GIVEN.add(port)
+        return port
+    raise OSError("no free port in 21000-28999")
 
 
 def proc_cpu_s(pid: int) -> float:

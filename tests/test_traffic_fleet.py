@@ -358,7 +358,7 @@ def test_a_fleet_with_a_multi_node_group_captures_only_servers_with_an_api(tmp_p
             t.start()
         for t in waits:
             t.join(90)
-        assert len(ready) == 2, [r.log.read_text()[-2000:] for r in ranks]  # both ranks up, else their logs
+        assert len(ready) == 2, ["\n".join(r.log_lines()[-30:]) for r in ranks]  # both ranks up, else their logs
         status = server_http.request(
             server_http.Endpoint.parse(ranks[1].url), "GET", "/server_info", None, KEY, 10
         ).status
