@@ -197,6 +197,21 @@ def two_nodes(tmp_path, *flags: str, **env) -> list:
     return [Emulator(tmp_path, *group, *flags, "--node-rank", str(rank), **env) for rank in (0, 1)]
 
 
+def wait_ranks(ranks: list, **kw) -> dict:
+    """readiness.wait_ready on every rank at once (a group forms only with all of them up), 60 s each: rank index ->
+    its result; a rank that never got ready is missing."""
+    ready: dict = {}
+    waits = [
+        threading.Thread(target=lambda i=i, r=r: ready.update({i: readiness.wait_ready(r.url, timeout=60, **kw)}))
+        for i, r in enumerate(ranks)
+    ]
+    for t in waits:
+        t.start()
+    for t in waits:
+        t.join(90)  # hang guards
+    return ready
+
+
 def test_two_node_group_as_recorded(tmp_path):
     """two_nodes.json: both ports closed until the group formed and loaded; rank 1 answers only /health,
     /health_generate (and /metrics) with a stand-in server; rank 0 serves the API. group_stop.json, rank 1 stopped
@@ -206,17 +221,7 @@ def test_two_node_group_as_recorded(tmp_path):
     stop = real("group_stop.json")["rank1_first"]
     ranks = two_nodes(tmp_path, warmup_s=3.0)  # rank 0's warming stage, long enough to be seen on a loaded machine
     try:
-        ready: dict = {}
-        waits = [
-            threading.Thread(
-                target=lambda r=r: ready.update({r: readiness.wait_ready(ranks[r].url, timeout=60, sleep=0.05)})
-            )
-            for r in (0, 1)
-        ]
-        for t in waits:
-            t.start()
-        for t in waits:
-            t.join(90)  # hang guards, both
+        ready = wait_ranks(ranks, sleep=0.05)
         for r in (0, 1):
             assert list(ready[r]["first_seen"]) == list(rec["ready"][f"rank{r}"]["first_seen"]), r
             for path, seen in rec[f"rank{r}"].items():

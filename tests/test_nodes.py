@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from ansible_json import PLAYBOOK_BIN, needs_playbook, run_playbook
+from emulator_proc import free_port
 
 from sglang_deploy.fleet import fleet
 from sglang_deploy.launch import nodes, profiles
@@ -347,7 +348,7 @@ def test_the_plan_play_refuses_a_down_rank_and_a_cut_group(tmp_path):
     local = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     down = {
         "ansible_host": "127.0.0.1",
-        "ansible_port": free_tcp_port(),
+        "ansible_port": free_port(),  # nobody listens there
         "ansible_connection": "ssh",
         "ansible_ssh_args": "-o ConnectTimeout=5",
     }
@@ -370,9 +371,3 @@ def test_the_plan_play_refuses_a_down_rank_and_a_cut_group(tmp_path):
         out = run("--limit", "gpu-a", *tags)
         assert out.returncode != 0 and "REACHED" not in out.stdout
         assert "skips the restart phase on the multi-node group pair" in " ".join(out.stdout.split()), tags
-
-
-def free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

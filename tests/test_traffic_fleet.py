@@ -339,25 +339,15 @@ def test_a_fleet_with_a_multi_node_group_captures_only_servers_with_an_api(tmp_p
     `all:!sglang_router`, rank 1 included: found_logging's GET /server_info there is a 404, the module fails on that
     host, the run is not ok and the whole fleet's capture is lost. The play must keep to the API servers (the
     sglang_api_servers filter, as roles/sglang_fleet does) or skip ranks >= 1."""
-    import threading
-
     import yaml
-    from test_emulator_real import KEY, two_nodes
+    from test_emulator_real import KEY, two_nodes, wait_ranks
 
     from ansible_collections.sglang.deploy.plugins.module_utils.bench import unit_capture
     from ansible_collections.sglang.deploy.plugins.module_utils import readiness, server_http
 
     ranks = two_nodes(tmp_path)
     try:
-        ready: dict = {}
-        waits = [
-            threading.Thread(target=lambda r=r: ready.update({r.url: readiness.wait_ready(r.url, timeout=60)}))
-            for r in ranks
-        ]
-        for t in waits:
-            t.start()
-        for t in waits:
-            t.join(90)
+        ready = wait_ranks(ranks)
         assert len(ready) == 2, ["\n".join(r.log_lines()[-30:]) for r in ranks]  # both ranks up, else their logs
         status = server_http.request(
             server_http.Endpoint.parse(ranks[1].url), "GET", "/server_info", None, KEY, 10
