@@ -17,14 +17,14 @@ _GIVEN: set = set()  # free_port's ports in this process: several are drawn befo
 
 
 def free_port() -> int:
-    """A port nothing is bound to, from 21000-28999, none given before in this process: below the kernel's ephemeral
+    """A port nothing is bound to, from 21000-27999, none given before in this process: below the kernel's ephemeral
     range (32768 up), so no outgoing connection takes it as its own before the server binds it (a bind(0) port is one
     of those: a CI run lost an emulator's port to one), and clear of the project's fixed ports (the dist-init 20000,
-    the router's metrics 29000, SGLang's 30000, the GPU lab stand-in's 30700). Probed on every address, as a group's
-    dist-init store binds."""
+    the router's metrics 29000, SGLang's 30000, the GPU lab stand-in's 30700), also for the NCCL port SGLang derives
+    from a server's (100-1000 above it). Probed on every address, as a group's dist-init store binds."""
     draw = random.SystemRandom()
     for _ in range(100):
-        port = draw.randrange(21000, 29000)
+        port = draw.randrange(21000, 28000)
         if port in _GIVEN:
             continue
         with socket.socket() as s:
@@ -34,7 +34,7 @@ def free_port() -> int:
                 continue
         _GIVEN.add(port)
         return port
-    raise OSError("no free port in 21000-28999")
+    raise OSError("no free port in 21000-27999")
 
 
 def proc_cpu_s(pid: int) -> float:

@@ -5,17 +5,19 @@ CI's time on 2 cores is set by the CPU all its parts need together (benchmarks/c
 which tests inside a pytest part spend it: the test process with the processes it waited for (ansible-playbook and its
 workers, ansible-runner, the CLI) and the lab container its lane deploys to (tests/lab_host.py), in CPU seconds.
 
-    pytest -p pytest_cpu -m lab                      # writes pytest-cpu.jsonl (PYTEST_CPU_OUT names another file)
-    python3 benchmarks/pytest_cpu.py pytest-cpu.jsonl [--top 25]
+    pytest -p pytest_cpu -m lab        # appends to pytest-cpu.jsonl (PYTEST_CPU_OUT names another file)
+    python3 benchmarks/pytest_cpu.py pytest-cpu.jsonl [--top 25]    # a test found twice counts by its newest row
 
 As root, for the container's figure (Docker's cgroup in the unified hierarchy; without it, 0). A process the test
-started but did not wait for (a server left running) is not counted; the machine's busy time is, for reference.
+started but did not wait for (a server left running) is not counted, nor the pytest process's own start and
+collection; the machine's busy time is, for reference.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import os
 import resource
@@ -33,26 +35,31 @@ def _own_s() -> float:
     )
 
 
-def _container_s(name: str) -> float:
+@functools.cache
+def _cgroup(name: str) -> Path | None:
+    """The cgroup folder of container ``name``, looked up once (a `docker inspect` is CPU of its own)."""
     try:
-        inspect = subprocess.run(["docker", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True)
+        run = subprocess.run(["docker", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True, timeout=30)
         root = unified_root()
-    except (OSError, SystemExit):  # no docker, no cgroup v2 hierarchy
-        return 0.0
-    cid = inspect.stdout.strip()
-    if not cid:
-        return 0.0
-    for folder in (root / "docker" / cid, root / "system.slice" / f"docker-{cid}.scope"):
-        if (found := usage_s(folder)) is not None:
-            return found
-    return 0.0
+    except (OSError, subprocess.TimeoutExpired, SystemExit):  # no docker, no cgroup v2 hierarchy
+        return None
+    cid = run.stdout.strip()
+    folders = (root / "docker" / cid, root / "system.slice" / f"docker-{cid}.scope")
+    return next((f for f in folders if cid and usage_s(f) is not None), None)
+
+
+def _container_s(name: str) -> float:
+    """CPU seconds container ``name`` has used; 0 where it cannot be read."""
+    folder = _cgroup(name)
+    return (usage_s(folder) or 0.0) if folder else 0.0
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     from lab_host import LAB_HOST  # tests/ is on the path once its conftest is loaded
 
-    own, box, busy, wall = _own_s(), _container_s(LAB_HOST), busy_s(), time.monotonic()
+    box = _container_s(LAB_HOST)  # first: its one `docker inspect` is no test's
+    own, busy, wall = _own_s(), busy_s(), time.monotonic()
     yield
     row = {
         "test": item.nodeid,
@@ -70,7 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--top", type=int, default=25, help="the costliest tests to list (default 25)")
     args = parser.parse_args(argv)
-    rows = [json.loads(line) for f in args.files for line in f.read_text().splitlines() if line.strip()]
+    # The plugin appends (two lanes may write one file): a test run again counts once, by its newest row.
+    newest = {}
+    for f in args.files:
+        for line in f.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                newest[row["test"]] = row
+    rows = list(newest.values())
     cost = {r["test"]: r["process_s"] + r["container_s"] for r in rows}
     by_file = collections.Counter()
     for test, s in cost.items():

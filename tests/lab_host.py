@@ -27,9 +27,9 @@ LAB_LOCK = f"/tmp/{LAB_HOST}.lock"
 # Each lane's share of the lab tests, by test file: a lane collects only its own files (collecting every test module
 # costs about 7 CPU s) and tests/conftest.py refuses a lab test in a file of neither list. All of test_api.py in one
 # lane: its module fixture (baseline_with_key) deploys once per lane, and its tests build on each other's deploys.
-# Balanced by CPU s (each test's processes and its lab container; 2 cores, so CI's time follows CPU) measured on
-# 2026-12-07, both lanes at once: test_api.py ~250, test_traffic_lab.py ~62: ~310; lane 1: test_canary.py ~115,
-# test_tune_lab.py ~100, test_collection_lab.py ~60, test_bench_workloads.py ~17: ~290 (wall: ~625 s and ~615 s).
+# Balanced by CPU s (each test's processes and its lab container; 2 cores, so CI's time follows CPU), measured with
+# benchmarks/pytest_cpu.py on 2026-12-07, both lanes at once: lane 2: test_api.py 209, test_traffic_lab.py 59: 268;
+# lane 1: test_canary.py 88, test_tune_lab.py 82, test_collection_lab.py 51, test_bench_workloads.py 25: 246.
 LANE_FILES = {
     "1": (
         "tests/test_bench_workloads.py",

@@ -425,9 +425,9 @@ lab = pytest.mark.lab
 
 @pytest.fixture(scope="module")
 def baseline_with_key():
-    """baseline deployed on the lab with an API key given as an extra variable, and benchmarked even where an earlier
-    run of these tests left a result of it (sglang_benchmark_again)."""
-    return api.deploy("baseline", extravars={**SMALL, "sglang_api_key": SECRET, "sglang_benchmark_again": True})
+    """baseline deployed on the lab with an API key given as an extra variable, its server restarted even where an
+    earlier run of these tests left it serving (so it is benchmarked, as a deploy that restarts is by default)."""
+    return api.deploy("baseline", extravars={**SMALL, "sglang_api_key": SECRET, "sglang_fleet_force_restart": True})
 
 
 @lab

@@ -9,9 +9,13 @@ import pytest_cpu
 pytest_plugins = ["pytester"]
 
 
-def test_each_test_gets_a_row_with_the_cpu_of_the_processes_it_waited_for(pytester, monkeypatch):
+def test_each_test_gets_a_row_with_the_cpu_of_its_processes_and_of_the_lab_container(pytester, monkeypatch):
     out = pytester.path / "cpu.jsonl"
     monkeypatch.setenv("PYTEST_CPU_OUT", str(out))
+    readings = iter(
+        [10.0, 12.5, 12.5, 12.5]
+    )  # the lab container's CPU s: 2.5 used during the first test, 0 in the next
+    monkeypatch.setattr(pytest_cpu, "_container_s", lambda name: next(readings))
     pytester.makepyfile(
         """
         import subprocess, sys
@@ -24,14 +28,12 @@ def test_each_test_gets_a_row_with_the_cpu_of_the_processes_it_waited_for(pytest
         """
     )
     pytester.runpytest_inprocess("-p", "pytest_cpu").assert_outcomes(passed=2)
-    rows = {r["test"]: r for r in map(json.loads, out.read_text().splitlines())}
-    assert sorted(rows) == [
-        "test_each_test_gets_a_row_with_the_cpu_of_the_processes_it_waited_for.py::test_busy",
-        "test_each_test_gets_a_row_with_the_cpu_of_the_processes_it_waited_for.py::test_idle",
-    ]
-    busy, idle = rows.values()
+    busy, idle = map(json.loads, out.read_text().splitlines())
+    assert [busy["test"].split("::")[1], idle["test"].split("::")[1]] == ["test_busy", "test_idle"]
     assert set(busy) == {"test", "process_s", "container_s", "machine_s", "wall_s"}
-    assert busy["process_s"] >= 0.1 > idle["process_s"]  # the child's 10 million additions are counted
+    assert busy["process_s"] >= 0.1 and idle["process_s"] <= 0.01  # the child's 10 million additions; nothing else
+    assert (busy["container_s"], idle["container_s"]) == (2.5, 0.0)
+    assert busy["machine_s"] >= busy["process_s"] - 0.05  # the machine's busy time holds the test's own
 
 
 def test_the_summary_ranks_files_and_tests_by_process_and_container_cpu(tmp_path, capsys):
@@ -41,7 +43,8 @@ def test_the_summary_ranks_files_and_tests_by_process_and_container_cpu(tmp_path
         {"test": "tests/b.py::three", "process_s": 7.0, "container_s": 0.0, "machine_s": 7, "wall_s": 7},
     ]
     f = tmp_path / "cpu.jsonl"
-    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    old = {**rows[2], "process_s": 50.0}  # an earlier run of the same test: the newest row counts
+    f.write_text("".join(json.dumps(r) + "\n" for r in [old, *rows]))
     assert pytest_cpu.main([str(f), "--top", "2"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("3 tests, 15.0 CPU s")
