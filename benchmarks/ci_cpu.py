@@ -48,6 +48,12 @@ def usage_s(folder: Path) -> float | None:
     return None
 
 
+def container_folders(root: Path, cid: str = "*") -> list[Path]:
+    """The cgroup folders of the containers ``cid`` names (default: every one). Docker's cgroupfs driver makes
+    docker/ID; its systemd driver, system.slice/docker-ID.scope."""
+    return [*root.glob(f"docker/{cid}"), *root.glob(f"system.slice/docker-{cid}.scope")]
+
+
 def busy_s() -> float:
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     return sum(values[i] for i in (0, 1, 2, 5, 6)) / CLOCK  # user, nice, system, irq, softirq
@@ -75,9 +81,7 @@ class Sampler:
         self.sample(first=True)
 
     def sample(self, first: bool = False) -> None:
-        # Docker's cgroupfs driver: docker/ID; its systemd driver: system.slice/docker-ID.scope.
-        folders = [*self.root.glob("docker/*"), *self.root.glob("system.slice/docker-*.scope")]
-        for folder in folders:
+        for folder in container_folders(self.root):
             used = usage_s(folder) if folder.is_dir() else None
             cid = folder.name.removeprefix("docker-").removesuffix(".scope")
             if used is None:

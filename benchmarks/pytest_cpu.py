@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
-from ci_cpu import busy_s, unified_root, usage_s
+from ci_cpu import busy_s, container_folders, unified_root, usage_s
 
 
 def _own_s() -> float:
@@ -44,8 +44,7 @@ def _cgroup(name: str) -> Path | None:
     except (OSError, subprocess.TimeoutExpired, SystemExit):  # no docker, no cgroup v2 hierarchy
         return None
     cid = run.stdout.strip()
-    folders = (root / "docker" / cid, root / "system.slice" / f"docker-{cid}.scope")
-    return next((f for f in folders if cid and usage_s(f) is not None), None)
+    return next((f for f in container_folders(root, cid) if usage_s(f) is not None), None) if cid else None
 
 
 def _container_s(name: str) -> float:
